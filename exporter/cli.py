@@ -1,0 +1,74 @@
+"""Command line: ``vllm-log-exporter [serve] ...``, ``parse``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from exporter import __version__
+from exporter.framing import Clock
+from exporter.logfile import LogOpenError
+
+COMMANDS = ("serve", "parse")
+
+
+def _add_time_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--year", type=int, default=None,
+                   help="year of journald/vLLM timestamps, which print none (default: current year, "
+                        "stepping back one when a date would be in the future)")
+    p.add_argument("--timezone", default=None,
+                   help="IANA zone of year-less timestamps, e.g. Europe/Berlin (default: this machine's)")
+
+
+def clock_from(args: argparse.Namespace) -> Clock:
+    tz = None
+    if args.timezone:
+        try:
+            tz = ZoneInfo(args.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise SystemExit(f"vllm-log-exporter: --timezone: unknown time zone {args.timezone!r}")
+    return Clock(year=args.year, tz=tz)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="vllm-log-exporter",
+        description="Prometheus metrics, reports and events from a vLLM server's log.",
+    )
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = ap.add_subparsers(dest="command")
+
+    p = sub.add_parser("parse", help="print one JSON event per recognised line")
+    p.add_argument("log", help="log file (.gz allowed) or - for stdin")
+    p.add_argument("--stats", action="store_true",
+                   help="print line counts per result and kind, and the most common unparsed line shapes")
+    _add_time_options(p)
+
+    from exporter.commands import serve
+
+    serve.add_arguments(sub.add_parser("serve", help="follow logs and serve /metrics (the default)"))
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `serve` is the default command: `vllm-log-exporter --source x` means `serve --source x`.
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+        argv.insert(0, "serve")
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "parse":
+            from exporter.commands import parse
+
+            return parse.run(args.log, clock_from(args), args.stats)
+        from exporter.commands import serve
+
+        return serve.run(args)
+    except LogOpenError as e:
+        print(f"vllm-log-exporter: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130

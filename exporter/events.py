@@ -1,0 +1,56 @@
+"""The typed event every parser produces, and the fixed set of kinds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Kind names are a public interface: `parse` prints them and users script against them.
+KINDS = (
+    "engine_stats",
+    "prefix_cache",
+    "spec_decode",
+    "kv_transfer",
+    "kv_cache_size",
+    "max_concurrency",
+    "kv_cache_memory",
+    "memory_profile",
+    "model_load",
+    "cuda_graph",
+    "init_engine",
+    "version",
+    "model",
+    "engine_config",
+    "gpu_blocks",
+    "offload_pool",
+    "access_log",
+    "oom",
+    "cuda_error",
+    "nccl_error",
+    "engine_dead",
+    "traceback",
+    "log",
+)
+
+# Error kinds, in the order an alert cares about them.
+ERROR_KINDS = ("oom", "cuda_error", "nccl_error", "engine_dead", "traceback")
+
+
+@dataclass(slots=True)
+class Event:
+    kind: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    ts: float | None = None
+    process: str | None = None
+    pid: int | None = None
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "ts": self.ts,
+            "process": self.process,
+            "pid": self.pid,
+            "line": self.line,
+            "fields": self.fields,
+        }

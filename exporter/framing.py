@@ -1,0 +1,293 @@
+"""Framing: turn one raw physical log line into a :class:`Frame`.
+
+A vLLM line reaches us wrapped in layers that vLLM did not write (journald, ``podman logs -t``,
+compose, kubectl), coloured with ANSI codes, and prefixed by vLLM's own process tag and logger
+header. Framing peels those layers off in that order and keeps what they carry (timestamp, host,
+unit, process, level, logger), so that parsers only ever see vLLM's message text.
+
+Framing is pure: no I/O, no state except the timestamp converter's cache.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone, tzinfo
+
+# ESC-form colours always go; caret-notation (``^[[0;36m``) always goes too. The ESC-less form
+# (``[0;36m`` left after a paste lost the ESC byte) is only stripped when a reset code shows the
+# line really was coloured, so a literal ``[5m`` in a message survives.
+_ANSI_ESC = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|(?:\^\[|#033)\[[0-9;]*m")
+_ANSI_BARE = re.compile(r"\[(?:\d{1,3};)*\d{1,3}m")
+_BARE_RESET_HINTS = ("[0;0m", "[0m", "[39m")
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)? "
+)
+# journald "short" output: month name in the host's locale, day padded with a space.
+_JOURNALD = re.compile(
+    r"([^\W\d_]{3,5})\.? {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) (\S+) ([^\s\[:]+)(?:\[(\d+)\])?: "
+)
+# compose: "service  | " (name padded to the longest service name).
+_COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]*) *\| ")
+# kubectl logs --prefix: "[pod/name/container] ".
+_KUBECTL = re.compile(r"\[pod/([^/\]]+)/([^\]]+)\] ")
+# torchrun/elastic: "[rank0]: ".
+_RANK = re.compile(r"\[rank(\d+)\]:? ?")
+# GCP Cloud Logging export puts its own severity and an RFC 3339 stamp in front.
+_GCP = re.compile(r"(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL) (?=\d{4}-\d\d-\d\dT)")
+_GCP_LABEL = re.compile(r"\[resource\.labels\.containerName: ([^\]]+)\] ")
+
+# "(APIServer pid=53) ", "(VllmWorker rank=0 pid=12) ", "(RayWorkerWrapper pid=1, ip=10.0.0.2) ".
+_PROCESS = re.compile(r"\(([A-Za-z_][\w]*(?: rank=\d+)?) pid=(\d+)(?:, ip=[^)]*)?\) ?")
+
+_LEVELS = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
+# vLLM's logger: "LEVEL MM-DD HH:MM:SS [file.py:123] msg" (0.8+) or "... file.py:123] msg" (older).
+# Pastes sometimes drop the date ("INFO [quant_config.py:75] ..."), so the date is optional.
+_VLLM_HEADER = re.compile(
+    rf"({_LEVELS}) (?:(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)? )?\[?([^\s\]]+):(\d+)\] ?"
+)
+# A user-supplied logging config seen in the wild: "2024-12-19 21:40:35 ERROR 56542 [file.py:64] ".
+_ALT_HEADER = re.compile(
+    rf"(\d{{4}})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[,.]\d+)? ({_LEVELS}) (\d+ )?\[([^\s\]]+):(\d+)\] ?"
+)
+# uvicorn's "INFO:     " level prefix (levelname + ':' padded to 9, then a space).
+_UVICORN = re.compile(rf"({_LEVELS}):\s+")
+# A second vLLM record glued to the end of a line whose newline was lost.
+_GLUED = re.compile(rf"(?<=\S)(?=(?:{_LEVELS}) \d\d-\d\d \d\d:\d\d:\d\d \[)")
+
+# Month abbreviations as journald prints them in common locales (C/en, de, fr, es, it, pt, nl, ru, pl).
+_MONTHS: dict[str, int] = {}
+for _i, _names in enumerate(
+    [
+        "jan ene gen janv янв sty",
+        "feb febr fév févr fev lut фев",
+        "mar mär mrt mars мар",
+        "apr abr avr kwi апр",
+        "may mai mei mag maj май",
+        "jun juin giu cze июн",
+        "jul juil lug jul lip июл",
+        "aug ago août sie авг",
+        "sep sept set wrz сен",
+        "oct okt out ott paź paz окт",
+        "nov noi lis ноя",
+        "dec dez déc dic dec gru дек",
+    ],
+    start=1,
+):
+    for _n in _names.split():
+        _MONTHS[_n] = _i
+
+
+@dataclass(slots=True)
+class Frame:
+    """One physical line, unwrapped. ``message`` is what parsers read."""
+
+    raw: str
+    message: str
+    ts: float | None = None
+    ts_source: str | None = None  # "rfc3339" | "journald" | "vllm"
+    host: str | None = None
+    unit: str | None = None
+    process: str | None = None
+    pid: int | None = None
+    level: str | None = None
+    logger: str | None = None  # "file.py:123"
+    header: str | None = None  # the exact vLLM header text, to tie continuation lines together
+    uvicorn: bool = False
+    inner: str = ""  # the line without outer wrappers (what vLLM itself wrote)
+
+
+class Clock:
+    """Turns year-less local timestamps into unix seconds.
+
+    journald and vLLM print neither year nor zone. The year comes from ``year`` (default: the
+    current one, stepping back a year when the date would lie in the future, so a December log read
+    in January lands in the right year). The zone is ``tz`` (default: this machine's local zone).
+    """
+
+    def __init__(self, year: int | None = None, tz: tzinfo | None = None, now: float | None = None):
+        self.fixed_year = year
+        self.tz = tz
+        self._now = now
+        self._cache: dict[tuple[int, int, int], float | None] = {}
+
+    def _now_ts(self) -> float:
+        return self._now if self._now is not None else time.time()
+
+    def _hour_epoch(self, year: int, month: int, day: int, hour: int) -> float | None:
+        try:
+            if self.tz is None:
+                return time.mktime((year, month, day, hour, 0, 0, 0, 0, -1))
+            return datetime(year, month, day, hour, tzinfo=self.tz).timestamp()
+        except (ValueError, OverflowError):
+            return None
+
+    def local(self, month: int, day: int, hour: int, minute: int, second: int) -> float | None:
+        # Cached per hour: DST changes happen on hour boundaries, so minutes and seconds add linearly.
+        key = (month, day, hour)
+        base = self._cache.get(key, False)
+        if base is False:
+            base = None
+            if 1 <= month <= 12 and 1 <= day <= 31 and hour < 24:
+                if self.fixed_year is not None:
+                    base = self._hour_epoch(self.fixed_year, month, day, hour)
+                else:
+                    now = self._now_ts()
+                    year = time.localtime(now).tm_year
+                    base = self._hour_epoch(year, month, day, hour)
+                    if base is not None and base > now + 86400:
+                        base = self._hour_epoch(year - 1, month, day, hour)
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            self._cache[key] = base
+        if base is None or minute > 59 or second > 60:
+            return None
+        return base + minute * 60 + second
+
+    @staticmethod
+    def rfc3339(m: re.Match) -> float | None:
+        y, mo, d, h, mi, s, frac, zone = m.groups()
+        try:
+            if zone is None or zone == "Z":
+                tzi = timezone.utc
+            else:
+                sign = 1 if zone[0] == "+" else -1
+                z = zone[1:].replace(":", "")
+                from datetime import timedelta
+
+                tzi = timezone(sign * timedelta(hours=int(z[:2]), minutes=int(z[2:])))
+            dt = datetime(int(y), int(mo), int(d), int(h), int(mi), min(int(s), 59), tzinfo=tzi)
+        except ValueError:
+            return None
+        return dt.timestamp() + (float(frac) if frac else 0.0)
+
+
+def strip_ansi(line: str) -> str:
+    if "\x1b" in line or "^[" in line or "#033[" in line:
+        line = _ANSI_ESC.sub("", line)
+    if "[" in line and any(h in line for h in _BARE_RESET_HINTS):
+        line = _ANSI_BARE.sub("", line)
+    return line
+
+
+def split_glued(line: str) -> list[str]:
+    """Split a physical line that holds two vLLM records because a newline was lost."""
+    if " [" not in line:
+        return [line]
+    parts = _GLUED.split(line)
+    return [p for p in parts if p] or [line]
+
+
+def _clean(line: str) -> str:
+    if "\r" in line:
+        # tqdm redraws with bare CR; only the last drawing is what a terminal shows. A process
+        # prefix written before the CR belongs to the line, so keep it in front.
+        head, _, tail = line.rstrip("\r\n").rpartition("\r")
+        if head:
+            pm = _PROCESS.match(strip_ansi(head.split("\r", 1)[0]))
+            line = (pm.group(0) if pm else "") + tail
+        else:
+            line = tail
+    return line.rstrip("\n").rstrip()
+
+
+def frame_line(line: str, clock: Clock) -> Frame:
+    """Peel wrappers, colour, process tag and vLLM header off one line."""
+    text = strip_ansi(_clean(line))
+    f = Frame(raw=line, message=text)
+
+    # Outer wrappers, any order, each at most a few times (journald of a container that was started
+    # with `podman logs -t` piped in, and so on).
+    for _ in range(4):
+        c0 = text[:1]
+        if c0.isdigit():
+            m = _RFC3339.match(text)
+            if m:
+                ts = Clock.rfc3339(m)
+                if ts is not None and f.ts_source != "rfc3339":
+                    f.ts, f.ts_source = ts, "rfc3339"
+                text = text[m.end():]
+                continue
+        elif c0 == "[":
+            m = _KUBECTL.match(text)
+            if m:
+                f.unit = f.unit or m.group(2)
+                text = text[m.end():]
+                continue
+            m = _GCP_LABEL.match(text)
+            if m:
+                f.unit = f.unit or m.group(1)
+                text = text[m.end():]
+                continue
+        elif c0.isalpha():
+            m = _JOURNALD.match(text)
+            if m:
+                month = _MONTHS.get(m.group(1).lower()[:3]) or _MONTHS.get(m.group(1).lower())
+                if month and f.ts_source is None:
+                    ts = clock.local(month, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
+                    if ts is not None:
+                        f.ts, f.ts_source = ts, "journald"
+                if month:
+                    f.host, f.unit = m.group(6), m.group(7)
+                    text = text[m.end():]
+                    continue
+            m = _GCP.match(text)
+            if m:
+                text = text[m.end():]
+                continue
+            if "|" in text[:64]:
+                m = _COMPOSE.match(text)
+                if m:
+                    f.unit = f.unit or m.group(1)
+                    text = text[m.end():]
+                    continue
+        break
+    f.inner = text
+
+    # Process tag(s); when nested, the innermost one is the process that wrote the line.
+    if text[:1] == "(":
+        m = _PROCESS.match(text)
+        while m:
+            f.process, f.pid = m.group(1), int(m.group(2))
+            text = text[m.end():]
+            m = _PROCESS.match(text)
+    if text[:1] == "[":
+        m = _RANK.match(text)
+        if m:
+            text = text[m.end():]
+
+    c0 = text[:1]
+    if c0 in "DIWEC" and c0:
+        m = _VLLM_HEADER.match(text)
+        if m:
+            f.level = m.group(1)
+            f.logger = f"{m.group(7)}:{m.group(8)}"
+            f.header = m.group(0)
+            if m.group(2) is not None and f.ts_source is None:
+                ts = clock.local(int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)), int(m.group(6)))
+                if ts is not None:
+                    f.ts, f.ts_source = ts, "vllm"
+            text = text[m.end():]
+        else:
+            m = _UVICORN.match(text)
+            if m:
+                f.level = m.group(1)
+                f.uvicorn = True
+                text = text[m.end():]
+    elif c0.isdigit():
+        m = _ALT_HEADER.match(text)
+        if m:
+            f.level = m.group(7)
+            f.logger = f"{m.group(9)}:{m.group(10)}"
+            f.header = m.group(0)
+            if f.ts_source is None:
+                try:
+                    f.ts = datetime(*(int(m.group(i)) for i in range(1, 7)), tzinfo=clock.tz).timestamp()
+                    f.ts_source = "vllm"
+                except ValueError:
+                    pass
+            text = text[m.end():]
+    f.message = text
+    return f

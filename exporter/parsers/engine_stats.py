@@ -1,0 +1,99 @@
+"""Periodic engine stats: the ``Avg prompt throughput ...`` line, V0 and V1 (all releases).
+
+V1: ``Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 359.0 tokens/s,
+Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.9%, Prefix cache hit rate: 88.1%`` with
+optional Deferred / KV fetch / Preemptions / Corrupted / External / MM segments in any order.
+V0: ``... Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.4%, CPU KV cache
+usage: 0.0%.`` and the separate ``Prefix cache hit rate: GPU: 12.00%, CPU: 0.00%`` line.
+"""
+
+from __future__ import annotations
+
+import re
+
+from exporter.events import Event
+from exporter.framing import Frame
+from exporter.parsers._values import integer, number, ratio, segments, snake
+from exporter.parsers.base import Parser
+
+_ENGINE = re.compile(r"Engine (\d+): ")
+_AGGREGATED = re.compile(r"(\d+) Engines Aggregated: ")
+_KV_FETCH = re.compile(r"(\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
+_V0_PREFIX = re.compile(r"Prefix cache hit rate: GPU: ([\d.]+|nan)%, CPU: ([\d.]+|nan)%")
+
+_KNOWN = {
+    "avg prompt throughput": ("prompt_tokens_per_second", number),
+    "avg generation throughput": ("generation_tokens_per_second", number),
+    "running": ("running", integer),
+    "waiting": ("waiting", integer),
+    "pending": ("waiting", integer),  # V0 called the waiting queue "Pending"
+    "swapped": ("swapped", integer),
+    "deferred": ("deferred", integer),
+    "preemptions": ("preemptions", integer),
+    "corrupted": ("corrupted", integer),
+    "prefix cache hit rate": ("prefix_cache_hit_rate", ratio),
+    "external prefix cache hit rate": ("external_prefix_cache_hit_rate", ratio),
+    "mm cache hit rate": ("mm_cache_hit_rate", ratio),
+    "cpu kv cache usage": ("cpu_kv_cache_usage", ratio),
+}
+
+
+def _parse(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    fields: dict = {"engine": 0}
+    start = msg.find("Avg prompt throughput: ")
+    if start < 0:
+        return None
+    head = msg[:start]
+    if head:
+        m = _ENGINE.search(head)
+        if m:
+            fields["engine"] = int(m.group(1))
+        else:
+            m = _AGGREGATED.search(head)
+            if not m:
+                return None
+            fields["aggregated_engines"] = int(m.group(1))
+    for key, value in segments(msg[start:]):
+        k = key.lower()
+        known = _KNOWN.get(k)
+        if known:
+            name, conv = known
+            v = conv(value)
+            if v is not None:
+                fields[name] = v
+        elif k.endswith(" kv cache usage"):
+            fields["device"] = key[: -len(" KV cache usage")]
+            v = ratio(value)
+            if v is not None:
+                fields["gpu_kv_cache_usage"] = v
+        elif k == "kv fetch":
+            m = _KV_FETCH.search(value)
+            if m:
+                fields["kv_fetch_waiting"] = int(m.group(1))
+                fields["kv_fetch_in_progress"] = int(m.group(2))
+                fields["kv_fetch_completed_waiting"] = int(m.group(3))
+        else:
+            # A custom build's extra segment: keep it, as a number when it is one.
+            v = ratio(value) if value.endswith("%") else number(value)
+            fields[snake(key)] = v if v is not None else value
+    if "prompt_tokens_per_second" not in fields or "generation_tokens_per_second" not in fields:
+        return None
+    return [Event("engine_stats", fields)]
+
+
+def _parse_v0_prefix(frame: Frame) -> list[Event] | None:
+    m = _V0_PREFIX.search(frame.message)
+    if not m:
+        return None
+    fields = {}
+    g, c = ratio(m.group(1) + "%"), ratio(m.group(2) + "%")
+    if g is not None:
+        fields["gpu_prefix_cache_hit_rate"] = g
+    if c is not None:
+        fields["cpu_prefix_cache_hit_rate"] = c
+    return [Event("prefix_cache", fields)]
+
+
+PARSER = Parser("engine_stats", ("Avg prompt throughput: ",), _parse)
+PREFIX_V0 = Parser("prefix_cache", ("Prefix cache hit rate: GPU: ",), _parse_v0_prefix)

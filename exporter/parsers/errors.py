@@ -1,0 +1,130 @@
+"""Error signatures: CUDA OOM, CUDA errors, NCCL errors and dead engines.
+
+Checked in that order, because an OOM message also says "CUDA" (and ``CUDA error: out of memory``
+is an OOM). ``NCCL INFO`` chatter and nccl version banners are not errors. These parsers see single
+lines; a traceback's final exception line is run through them by the traceback joiner, so an OOM
+that ends a traceback is one ``traceback`` and one ``oom`` event.
+"""
+
+from __future__ import annotations
+
+import re
+
+from exporter.events import Event
+from exporter.framing import Frame
+from exporter.parsers._values import to_bytes
+from exporter.parsers.base import Parser
+
+_SZ = r"([\d.]+) ?(B|KiB|MiB|GiB|TiB|KB|MB|GB)"
+_OOM = re.compile(r"(?:\b(CUDA|XPU|NPU|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError)")
+_TRIED = re.compile(rf"Tried to allocate {_SZ}")
+_GPU_NEW = re.compile(rf"GPU (\d+) has a total capacity of {_SZ} of which {_SZ} is free")
+_GPU_OLD = re.compile(rf"\(GPU (\d+); {_SZ} total capacity(?:; {_SZ} already allocated)?(?:; {_SZ} free)?")
+_EXC_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):")
+
+_CUDA_ERROR = re.compile(r"CUDA error: (.+?)\s*$|(cuMemcpyBatchAsync failed.*)$|(CUBLAS_STATUS_\w+)")
+_NCCL = re.compile(
+    r"NCCL error(?: in)?:? (.+)$|(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b.*)$"
+    r"|(Watchdog caught collective operation timeout.*)$"
+)
+_ENGINE_DEAD = (
+    "EngineCore encountered a fatal error",
+    "EngineDeadError",
+    "AsyncLLM output_handler failed",
+    "died unexpectedly, shutting down client",
+    "EngineCore failed to start",
+    "Engine core initialization failed",
+    "WorkerProc hit an exception",
+    "WorkerProc failed to start",
+    "AsyncEngineDeadError",
+    "is already dead, terminating server process",
+    "Engine background task failed",
+    "Engine loop has died",
+    "got fatal signal from worker processes",
+    "Segfault encountered",
+)
+
+
+def _exc_type(msg: str) -> str | None:
+    m = _EXC_TYPE.match(msg)
+    return m.group(1) if m else None
+
+
+def _oom(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    m = _OOM.search(msg)
+    if not m:
+        return None
+    fields: dict = {"device": (m.group(1) or "CUDA").lower(), "message": msg[:500]}
+    t = _exc_type(msg)
+    if t:
+        fields["exception"] = t
+    m = _TRIED.search(msg)
+    if m:
+        fields["tried_to_allocate_bytes"] = to_bytes(float(m.group(1)), m.group(2))
+    m = _GPU_NEW.search(msg)
+    if m:
+        fields["gpu"] = int(m.group(1))
+        fields["total_capacity_bytes"] = to_bytes(float(m.group(2)), m.group(3))
+        fields["free_bytes"] = to_bytes(float(m.group(4)), m.group(5))
+    else:
+        m = _GPU_OLD.search(msg)
+        if m:
+            fields["gpu"] = int(m.group(1))
+            fields["total_capacity_bytes"] = to_bytes(float(m.group(2)), m.group(3))
+            if m.group(4):
+                fields["allocated_bytes"] = to_bytes(float(m.group(4)), m.group(5))
+            if m.group(6):
+                fields["free_bytes"] = to_bytes(float(m.group(6)), m.group(7))
+    return [Event("oom", fields)]
+
+
+def _cuda(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    m = _CUDA_ERROR.search(msg)
+    if not m or "out of memory" in msg:
+        return None
+    fields = {"error": next(g for g in m.groups() if g)[:300], "message": msg[:500]}
+    t = _exc_type(msg)
+    if t:
+        fields["exception"] = t
+    return [Event("cuda_error", fields)]
+
+
+def _nccl(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    if "NCCL INFO" in msg:
+        return None
+    m = _NCCL.search(msg)
+    if not m:
+        return None
+    fields = {"error": next(g for g in m.groups() if g)[:300], "message": msg[:500]}
+    t = _exc_type(msg)
+    if t:
+        fields["exception"] = t
+    return [Event("nccl_error", fields)]
+
+
+def _engine_dead(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    for sig in _ENGINE_DEAD:
+        if sig in msg:
+            fields = {"signature": sig, "message": msg[:500]}
+            t = _exc_type(msg)
+            if t:
+                fields["exception"] = t
+            return [Event("engine_dead", fields)]
+    return None
+
+
+OOM = Parser("oom", ("out of memory", "OutOfMemoryError"), _oom)
+CUDA_ERROR = Parser("cuda_error", ("CUDA error", "cuMemcpyBatchAsync", "CUBLAS_STATUS"), _cuda)
+NCCL_ERROR = Parser("nccl_error", ("NCCL error", "nccl", "Watchdog caught"), _nccl)
+ENGINE_DEAD = Parser(
+    "engine_dead",
+    ("EngineCore", "EngineDead", "AsyncLLM", "died unexpectedly", "Engine core", "WorkerProc", "already dead",
+     "Engine background", "Engine loop", "fatal signal", "Segfault"),
+    _engine_dead,
+)
+
+ERROR_PARSERS = (OOM, CUDA_ERROR, NCCL_ERROR, ENGINE_DEAD)

@@ -1,0 +1,72 @@
+"""KV capacity found at start-up: cache size in tokens, max concurrency, KV memory, block counts,
+and the CPU-offload pool.
+
+- ``GPU KV cache size: 285,336 tokens`` (0.8+; 0.28+ adds ``, Maximum concurrency ...`` on the same
+  line; 0.30+ ``XPU``/``GPU + host`` instead of ``GPU``)
+- ``Maximum concurrency for 262,144 tokens per request: 1.09x`` (V0 prints ``32768``)
+- ``Available KV cache memory: 8.59 GiB`` (one per TP worker)
+- ``# GPU blocks: 28123, # CPU blocks: 2048`` / ``# cuda blocks: ...`` (V0) / ``# GPU blocks: N`` (early V1)
+- ``Created mmap file /dev/shm/vllm_offload_....mmap (8.59 GB)`` (native CPU offload pool)
+"""
+
+from __future__ import annotations
+
+import re
+
+from exporter.events import Event
+from exporter.framing import Frame
+from exporter.parsers._values import to_bytes
+from exporter.parsers.base import Parser
+
+_SIZE = re.compile(r"(?:^|\] |: |\s)([A-Za-z]+(?: \+ host)?) KV cache size: ([\d,]+) tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+_MEMORY = re.compile(r"Available KV cache memory: (-?[\d.]+) ?(GiB|GB|MiB)")
+_BLOCKS = re.compile(r"# (\w+) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
+_MMAP = re.compile(r"Created mmap file (\S+) \(([\d.]+) ?(GB|GiB|MB|MiB|TB|TiB)\)")
+
+
+def _kv_size(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    out = []
+    m = _SIZE.search(" " + msg)
+    if m:
+        out.append(Event("kv_cache_size", {"tokens": int(m.group(2).replace(",", "")), "device": m.group(1)}))
+    m = _CONCURRENCY.search(msg)
+    if m:
+        out.append(
+            Event(
+                "max_concurrency",
+                {"tokens_per_request": int(m.group(1).replace(",", "")), "concurrency": float(m.group(2))},
+            )
+        )
+    return out or None
+
+
+def _kv_memory(frame: Frame) -> list[Event] | None:
+    m = _MEMORY.search(frame.message)
+    if not m:
+        return None
+    return [Event("kv_cache_memory", {"bytes": to_bytes(float(m.group(1)), "GiB" if m.group(2) == "GiB" else m.group(2))})]
+
+
+def _blocks(frame: Frame) -> list[Event] | None:
+    m = _BLOCKS.search(frame.message)
+    if not m:
+        return None
+    fields = {"device": m.group(1), "gpu_blocks": int(m.group(2))}
+    if m.group(3) is not None:
+        fields["cpu_blocks"] = int(m.group(3))
+    return [Event("gpu_blocks", fields)]
+
+
+def _mmap(frame: Frame) -> list[Event] | None:
+    m = _MMAP.search(frame.message)
+    if not m:
+        return None
+    return [Event("offload_pool", {"path": m.group(1), "bytes": to_bytes(float(m.group(2)), m.group(3))})]
+
+
+KV_SIZE = Parser("kv_cache_size", (" KV cache size: ", "Maximum concurrency for "), _kv_size)
+KV_MEMORY = Parser("kv_cache_memory", ("Available KV cache memory: ",), _kv_memory)
+GPU_BLOCKS = Parser("gpu_blocks", (" blocks: ",), _blocks)
+OFFLOAD_POOL = Parser("offload_pool", ("Created mmap file ",), _mmap)

@@ -1,0 +1,133 @@
+"""KV connector transfer lines: ``KV Transfer metrics: name=value, name=value, ...``.
+
+Every key is kept as logged (``fields["metrics"]``); the ones we know are also normalised to base
+units at the top level: ``store_bytes``, ``store_seconds``, ``load_bytes``, ``load_seconds``
+(CPU offload, both the 0.16–0.23 ``GPU_to_CPU_total_*`` names and the 0.24+ ``vllm:kv_offload_*``
+names), ``cpu_cache_usage``, and NIXL/Mooncake's ``transfers``, ``failed_transfers``,
+``xfer_seconds_avg``, ``throughput_bytes_per_second`` (their "MB" is MiB).
+
+Values may be tuples-labelled keys (``vllm:kv_offload_tiering_read_bytes:('1:cpu',)=``), dict
+reprs (MultiConnector) or carry a space before ``=`` (tpu-inference): split at depth 0 only.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from exporter.events import Event
+from exporter.framing import Frame
+from exporter.parsers._values import number
+from exporter.parsers.base import Parser
+
+MARKER = "KV Transfer metrics: "
+_OPEN = {"(": ")", "[": "]", "{": "}"}
+
+_STORE_BYTES = ("vllm:kv_offload_store_bytes", "GPU_to_CPU_total_bytes")
+_STORE_TIME = ("vllm:kv_offload_store_time", "GPU_to_CPU_total_time")
+_LOAD_BYTES = ("vllm:kv_offload_load_bytes", "CPU_to_GPU_total_bytes")
+_LOAD_TIME = ("vllm:kv_offload_load_time", "CPU_to_GPU_total_time")
+_MIB = 2**20
+
+
+def split_pairs(body: str) -> list[tuple[str, str]]:
+    """``a=1, b:('x', 'y')=2, c={'k': 1, 'j': 2}`` -> [(a, 1), (b:('x', 'y'), 2), (c, {...})]."""
+    pairs: list[tuple[str, str]] = []
+    depth: list[str] = []
+    quote = ""
+    start = 0
+    eq = -1
+    i, n = 0, len(body)
+    while i < n:
+        ch = body[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in _OPEN:
+            depth.append(_OPEN[ch])
+        elif depth and ch == depth[-1]:
+            depth.pop()
+        elif not depth:
+            if ch == "=" and eq < 0:
+                eq = i
+            elif ch == "," and body.startswith(", ", i):
+                if eq > start:
+                    pairs.append((body[start:eq].strip(), body[eq + 1:i].strip()))
+                start, eq = i + 2, -1
+                i += 1
+        i += 1
+    if eq > start:
+        pairs.append((body[start:eq].strip(), body[eq + 1:].strip()))
+    return pairs
+
+
+def _value(text: str):
+    if text[:1] == "{" and len(text) < 20000:
+        try:
+            v = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return text
+        return v if isinstance(v, dict) else text
+    v = number(text) if text and (text[0].isdigit() or text[0] in "-+.n") else None
+    return v if v is not None else text
+
+
+def _first(metrics: dict, names: tuple[str, ...]):
+    for n in names:
+        v = metrics.get(n)
+        if isinstance(v, (int, float)):
+            return v
+    return None
+
+
+def _parse(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    i = msg.find(MARKER)
+    if i < 0:
+        return None
+    metrics: dict = {}
+    for key, raw in split_pairs(msg[i + len(MARKER):]):
+        v = _value(raw)
+        if isinstance(v, dict):
+            # MultiConnector: one dict per connector; flatten as "Connector.key".
+            for k2, v2 in v.items():
+                metrics[f"{key}.{k2}"] = v2 if isinstance(v2, (int, float)) else str(v2)
+        else:
+            metrics[key] = v
+    fields: dict = {"metrics": metrics}
+    for name, keys in (
+        ("store_bytes", _STORE_BYTES),
+        ("store_seconds", _STORE_TIME),
+        ("load_bytes", _LOAD_BYTES),
+        ("load_seconds", _LOAD_TIME),
+    ):
+        v = _first(metrics, keys)
+        if v is not None:
+            fields[name] = v
+    usage = metrics.get("vllm:kv_offload_cpu_cache_usage_perc")
+    if isinstance(usage, (int, float)):
+        # vLLM's *_perc gauges are 0-1; a build printing 0-100 is brought back to a ratio.
+        fields["cpu_cache_usage"] = usage / 100.0 if usage > 1 else usage
+    failures = metrics.get("vllm:kv_offload_allocation_failure")
+    if isinstance(failures, (int, float)):
+        fields["allocation_failures"] = failures
+    # NIXL / Mooncake (possibly flattened under a MultiConnector name).
+    for key, v in metrics.items():
+        if not isinstance(v, (int, float)):
+            continue
+        short = key.rsplit(".", 1)[-1]
+        if short in ("Num successful transfers", "num_successful_transfers"):
+            fields["transfers"] = fields.get("transfers", 0) + v
+        elif short == "Num failed transfers":
+            fields["failed_transfers"] = fields.get("failed_transfers", 0) + v
+        elif short == "Avg xfer time (ms)":
+            fields["xfer_seconds_avg"] = v / 1000.0
+        elif short == "Throughput (MB/s)":
+            fields["throughput_bytes_per_second"] = v * _MIB
+        elif short == "Avg MB per transfer":
+            fields["bytes_per_transfer_avg"] = v * _MIB
+    return [Event("kv_transfer", fields)]
+
+
+PARSER = Parser("kv_transfer", (MARKER,), _parse)

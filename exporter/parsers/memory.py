@@ -1,0 +1,108 @@
+"""GPU memory facts at start-up: the memory split, model-weight loading and CUDA-graph capture.
+
+- V1 (0.9.1+) ``Free memory on device (93.73/94.97 GiB) on startup. Desired GPU memory utilization
+  is (0.975, 92.59 GiB). Actual usage is 81.01 GiB for weight, 2.45 GiB for peak activation, 0.2 GiB
+  for non-torch memory, and 0.14 GiB for CUDAGraph memory. ... Current kv cache memory in use is 8.59 GiB.``
+- V0 ``the current vLLM instance can use total_gpu_memory (79.33GiB) x gpu_memory_utilization (0.90)
+  = 71.39GiB``, ``model weights take 4.03GiB; non_torch_memory takes 1.39GiB; PyTorch activation peak
+  memory takes 0.32GiB; the rest of the memory reserved for KV Cache is 65.65GiB.`` and
+  ``Memory profiling takes 20.40 seconds``.
+- ``Model loading took 81.01 GiB memory and 40.2 seconds`` (all wordings since 0.3; "GB" there is GiB),
+  ``Loading weights took 12.31 seconds``.
+- ``Graph capturing finished in 5 secs, took 0.14 GiB``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from exporter.events import Event
+from exporter.framing import Frame
+from exporter.parsers._values import to_bytes
+from exporter.parsers.base import Parser
+
+_SZ = r"(-?[\d.]+) ?(GiB|GB|MiB|MB)"
+
+
+def _size(num: str, unit: str) -> float:
+    # "GB" in these lines is GiB: vLLM divides by 2**30 and prints "GB".
+    return to_bytes(float(num), "MiB" if unit in ("MiB", "MB") else "GiB")
+
+
+def _sizes(*names: str):
+    def conv(m: re.Match) -> dict:
+        g = m.groups()
+        return {n: _size(g[2 * i], g[2 * i + 1]) for i, n in enumerate(names)}
+
+    return conv
+
+
+_PROFILE_PATTERNS = (
+    (re.compile(r"Free memory on device \((-?[\d.]+)/([\d.]+) ?(?:GiB|GB)\)"),
+     lambda m: {"free_bytes": _size(m.group(1), "GiB"), "total_bytes": _size(m.group(2), "GiB")}),
+    (re.compile(rf"Desired GPU memory utilization is \(([\d.]+), {_SZ}\)"),
+     lambda m: {"gpu_memory_utilization": float(m.group(1)), "requested_bytes": _size(m.group(2), m.group(3))}),
+    (re.compile(rf"{_SZ} for weight"), _sizes("weights_bytes")),
+    (re.compile(rf"{_SZ} for peak activation"), _sizes("peak_activation_bytes")),
+    (re.compile(rf"{_SZ} for non-torch memory"), _sizes("non_torch_bytes")),
+    (re.compile(rf"{_SZ} for CUDAGraph memory"), _sizes("cuda_graph_bytes")),
+    (re.compile(rf"Current kv cache memory in use is {_SZ}"), _sizes("kv_cache_bytes")),
+    (re.compile(rf"total_gpu_memory \({_SZ}\) x gpu_memory_utilization \(([\d.]+)\) = {_SZ}"),
+     lambda m: {"total_bytes": _size(m.group(1), m.group(2)), "gpu_memory_utilization": float(m.group(3)),
+                "requested_bytes": _size(m.group(4), m.group(5))}),
+    (re.compile(rf"model weights take {_SZ}"), _sizes("weights_bytes")),
+    (re.compile(rf"non_torch_memory takes {_SZ}"), _sizes("non_torch_bytes")),
+    (re.compile(rf"activation peak memory takes {_SZ}"), _sizes("peak_activation_bytes")),
+    (re.compile(rf"reserved for KV Cache is {_SZ}"), _sizes("kv_cache_bytes")),
+    (re.compile(r"Memory profiling takes ([\d.]+) seconds"), lambda m: {"profiling_seconds": float(m.group(1))}),
+)
+_KV_BYTES_HINT = re.compile(r"--kv-cache-memory-bytes=(\d+)`? \([\d.]+ GiB\) to (fit|fully)")
+
+_MODEL_LOAD = re.compile(r"(?:Model loading|Loading model weights) took ([\d.]+) ?(GiB|GB)(?: memory)?(?: and ([\d.]+) seconds)?")
+_WEIGHTS_IO = re.compile(r"Loading weights took ([\d.]+) seconds")
+_GRAPH = re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took (-?[\d.]+) ?(GiB|GB|MiB))?")
+
+
+def _profile(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    fields: dict = {}
+    for rx, conv in _PROFILE_PATTERNS:
+        m = rx.search(msg)
+        if m:
+            fields.update(conv(m))
+    for m in _KV_BYTES_HINT.finditer(msg):
+        fields["kv_cache_bytes_to_fit" if m.group(2) == "fit" else "kv_cache_bytes_to_fill"] = int(m.group(1))
+    return [Event("memory_profile", fields)] if fields else None
+
+
+def _model_load(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    m = _MODEL_LOAD.search(msg)
+    if m:
+        fields = {"weights_bytes": to_bytes(float(m.group(1)), "GiB")}
+        if m.group(3):
+            fields["seconds"] = float(m.group(3))
+        return [Event("model_load", fields)]
+    m = _WEIGHTS_IO.search(msg)
+    if m:
+        return [Event("model_load", {"weights_load_seconds": float(m.group(1))})]
+    return None
+
+
+def _graph(frame: Frame) -> list[Event] | None:
+    m = _GRAPH.search(frame.message)
+    if not m:
+        return None
+    fields = {"seconds": float(m.group(1))}
+    if m.group(2):
+        fields["bytes"] = to_bytes(float(m.group(2)), "MiB" if m.group(3) == "MiB" else "GiB")
+    return [Event("cuda_graph", fields)]
+
+
+MEMORY_PROFILE = Parser(
+    "memory_profile",
+    ("Free memory on device", "total_gpu_memory (", "model weights take ", "Memory profiling takes "),
+    _profile,
+)
+MODEL_LOAD = Parser("model_load", (" took ",), _model_load)
+CUDA_GRAPH = Parser("cuda_graph", ("Graph capturing finished",), _graph)

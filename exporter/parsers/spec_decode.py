@@ -1,0 +1,67 @@
+"""Speculative decoding: V1 ``SpecDecoding metrics: ...`` and V0 ``Speculative metrics: ...``.
+
+V1 (0.10.2+): ``Mean acceptance length: 5.90, Accepted throughput: 298.18 tokens/s, Drafted
+throughput: 303.98 tokens/s, Accepted: 2982 tokens, Drafted: 3040 tokens, Per-position acceptance
+rate: 1.000, 0.998, ..., Avg Draft acceptance rate: 98.1%``; 0.8.x put ``Draft acceptance rate: %``
+first. Custom builds add segments (``Current speculative depth: 5``). V0 rates are fractions.
+"""
+
+from __future__ import annotations
+
+from exporter.events import Event
+from exporter.framing import Frame
+from exporter.parsers._values import integer, number, number_list, ratio, segments, snake
+from exporter.parsers.base import Parser
+
+_KNOWN = {
+    "mean acceptance length": ("mean_acceptance_length", number),
+    "current speculative depth": ("speculative_depth", integer),
+    "accepted throughput": ("accepted_tokens_per_second", number),
+    "drafted throughput": ("drafted_tokens_per_second", number),
+    "accepted": ("accepted_tokens", integer),
+    "drafted": ("drafted_tokens", integer),
+    "avg draft acceptance rate": ("draft_acceptance_rate", ratio),
+    "draft acceptance rate": ("draft_acceptance_rate", ratio),
+    # V0 and the 0.8.2 nightly
+    "system efficiency": ("system_efficiency", ratio),
+    "number of speculative tokens": ("speculative_depth", integer),
+    "number of accepted tokens": ("accepted_tokens", integer),
+    "number of draft tokens": ("drafted_tokens", integer),
+    "number of emitted tokens": ("emitted_tokens", integer),
+}
+
+_MARKERS = ("SpecDecoding metrics: ", "Speculative metrics: ")
+
+
+def _parse(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    for marker in _MARKERS:
+        i = msg.find(marker)
+        if i >= 0:
+            body = msg[i + len(marker):]
+            break
+    else:
+        return None
+    fields: dict = {}
+    for key, value in segments(body):
+        k = key.lower()
+        if k == "per-position acceptance rate":
+            fields["per_position_acceptance_rate"] = number_list(value)
+            continue
+        known = _KNOWN.get(k)
+        if known:
+            name, conv = known
+            v = conv(value)
+            if v is not None:
+                fields[name] = v
+            elif "nan" in value.lower():
+                fields[name] = None  # vLLM prints nan% when nothing was drafted
+        else:
+            v = ratio(value) if value.endswith("%") else number(value)
+            fields[snake(key)] = v if v is not None else value
+    if not fields:
+        return None
+    return [Event("spec_decode", fields)]
+
+
+PARSER = Parser("spec_decode", _MARKERS, _parse)

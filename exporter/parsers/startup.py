@@ -1,0 +1,114 @@
+"""Start-up identity and timing: version, model, engine config, engine init time.
+
+- ``vLLM API server version 0.6.3.post1`` (0.3–0.14) and the 0.15+ ASCII banner, whose lines end in
+  ``version 0.11.2.dev280+gilded...`` and ``model   /models/snapshots/...``; with the banner disabled
+  ``vLLM server version X, serving model Y``. One of these is printed once per server start.
+- ``Initializing a V1 LLM engine (v0.9.1) with config: model='...', ..., max_seq_len=32768, ...`` and
+  ``non-default args: {'model': ..., 'max_num_seqs': 2}`` -> ``engine_config``.
+- ``init engine (profile, create kv cache, warmup model) took 47.53 s (compilation: 12.64 s)``
+  (0.20+; older ``took 12.34 seconds``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from exporter.events import Event
+from exporter.framing import Frame
+from exporter.parsers.base import Parser
+
+_INIT = re.compile(
+    r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) (?:s|secs|seconds)"
+    r"(?: \(compilation: ([\d.]+) s(?: \S+ language_model: ([\d.]+) s, encoder: ([\d.]+) s)?\))?"
+)
+_API_VERSION = re.compile(r"vLLM (?:API )?server version (\S+?)(?:, serving model (\S+))?$")
+_BANNER_VERSION = re.compile(r"█\s+version\s+(\S+)")
+_BANNER_MODEL = re.compile(r"█\s+model\s+(\S.*)$")
+_ENGINE_INIT = re.compile(r"Initializing an? (?:V\d )?LLM engine \(v?([^)\s]+)\) with config: (.*)")
+_CONFIG_ITEM = re.compile(r"(?:^|, )([a-z_]+)=('[^']*'|\"[^\"]*\"|[^,]*)")
+_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
+
+_CONFIG_KEYS = {
+    "model", "served_model_name", "max_seq_len", "max_model_len", "tensor_parallel_size",
+    "pipeline_parallel_size", "data_parallel_size", "quantization", "kv_cache_dtype", "dtype",
+    "enable_prefix_caching", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
+    "decode_context_parallel_size", "enforce_eager", "num_speculative_tokens", "seed",
+}
+
+
+def _scalar(text: str):
+    t = text.strip()
+    if t[:1] in "'\"":
+        return t[1:-1]
+    if t in ("True", "False"):
+        return t == "True"
+    if t == "None":
+        return None
+    try:
+        return int(t)
+    except ValueError:
+        try:
+            return float(t)
+        except ValueError:
+            return t
+
+
+def _init(frame: Frame) -> list[Event] | None:
+    m = _INIT.search(frame.message)
+    if not m:
+        return None
+    fields = {"seconds": float(m.group(1))}
+    if m.group(2):
+        fields["compilation_seconds"] = float(m.group(2))
+    if m.group(3):
+        fields["language_model_compilation_seconds"] = float(m.group(3))
+        fields["encoder_compilation_seconds"] = float(m.group(4))
+    return [Event("init_engine", fields)]
+
+
+def _version(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    m = _BANNER_VERSION.search(msg)
+    if m:
+        return [Event("version", {"version": m.group(1)})]
+    m = _BANNER_MODEL.search(msg)
+    if m:
+        return [Event("model", {"model": m.group(1).strip()})]
+    m = _API_VERSION.search(msg)
+    if m:
+        fields = {"version": m.group(1)}
+        if m.group(2):
+            fields["model"] = m.group(2)
+        return [Event("version", fields)]
+    return None
+
+
+def _engine_config(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    m = _ENGINE_INIT.search(msg)
+    if m:
+        fields: dict = {"version": m.group(1)}
+        for item in _CONFIG_ITEM.finditer(m.group(2)):
+            if item.group(1) in _CONFIG_KEYS:
+                fields[item.group(1)] = _scalar(item.group(2))
+        return [Event("engine_config", fields)]
+    m = _NON_DEFAULT.search(msg)
+    if m and len(m.group(1)) < 20000:
+        try:
+            args = ast.literal_eval(m.group(1))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+        if not isinstance(args, dict):
+            return None
+        fields = {
+            k: v for k, v in args.items()
+            if isinstance(k, str) and isinstance(v, (str, int, float, bool)) and k in _CONFIG_KEYS
+        }
+        return [Event("engine_config", fields)]
+    return None
+
+
+INIT_ENGINE = Parser("init_engine", ("init engine (",), _init)
+VERSION = Parser("version", ("version ", "█"), _version)
+ENGINE_CONFIG = Parser("engine_config", ("LLM engine (", "non-default args: "), _engine_config)

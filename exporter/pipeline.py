@@ -1,0 +1,229 @@
+"""The line pipeline of one log stream: framing, parsing, traceback joining, engine attribution.
+
+One :class:`Pipeline` per stream (per vLLM server), because two facts need memory of earlier lines:
+a Python traceback spans many lines and becomes one event, and spec-decode / KV-transfer lines carry
+no engine id and belong to the ``Engine NNN`` stats line logged just before them by the same process.
+
+Every line fed is accounted exactly once as ``parsed``, ``ignored`` (recognisably vLLM/uvicorn
+output that carries no metric) or ``unparsed`` (nothing recognised it).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+from exporter.events import Event
+from exporter.framing import Clock, Frame, frame_line
+from exporter.parsers import parse_errors, parse_frame
+
+PARSED, IGNORED, UNPARSED = "parsed", "ignored", "unparsed"
+RESULTS = (PARSED, IGNORED, UNPARSED)
+_RANK = {UNPARSED: 0, IGNORED: 1, PARSED: 2}
+
+_TB_START = "Traceback (most recent call last)"
+_CHAIN = (
+    "The above exception was the direct cause of the following exception",
+    "During handling of the above exception, another exception occurred",
+)
+_FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
+_EXC_LINE = re.compile(r"([A-Za-z_][\w.]*)(?:: (.*))?$")
+_GLUED = re.compile(r"(?<=\S)(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[)")
+_LEVEL_WORDS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
+
+# Output that is plainly vLLM's (or its libraries') but is not a log record: progress bars,
+# the banner art, torch/NCCL chatter. Counted as ignored, not unparsed.
+_NOISE = re.compile(
+    r"^(?:Loading (?:safetensors|pt) checkpoint shards|Capturing CUDA graph|Processed prompts|"
+    r"Adding requests|Compiling|\d+%\|| *[█▀▄▌▐ ]+$|NCCL INFO|[\w.-]+:\d+:\d+ \[\d+\] NCCL INFO|"
+    r"\[(?:rank\d+\]:)?\[?[WIE]\d{4}|Process \w+:$|warnings\.warn|  warnings\.warn|\s*$)"
+)
+
+MAX_TRACEBACK_LINES = 2000
+MAX_EXCEPTION_EXTRA_LINES = 20
+TRACEBACK_IDLE_SECONDS = 2.0
+
+
+@dataclass
+class _Traceback:
+    ts: float | None
+    process: str | None
+    pid: int | None
+    header: str | None
+    line: int
+    phase: str = "frames"  # "frames" | "exception"
+    exceptions: list[list[str]] = field(default_factory=list)
+    frames: int = 0
+    where: str | None = None
+    lines: int = 1
+    extra: int = 0
+    touched: float = 0.0
+
+    def offer(self, f: Frame) -> bool:
+        """Take ``f`` if it continues this traceback; False means the traceback ended before it."""
+        # logger.exception repeats the first line's exact header on every line of the record;
+        # a bare (stderr) traceback has no header at all.
+        if self.header is not None:
+            if f.header != self.header:
+                return False
+        elif f.header is not None or f.uvicorn:
+            return False
+        if self.lines >= MAX_TRACEBACK_LINES:
+            return False
+        msg = f.message
+        s = msg.strip()
+        if s.startswith(_TB_START):
+            self.phase = "frames"
+        elif self.phase == "frames":
+            if not s or msg[:1] in (" ", "\t"):
+                m = _FILE_LINE.search(s) if s.startswith("File ") else None
+                if m:
+                    self.frames += 1
+                    self.where = f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)}" + (f" in {m.group(3)}" if m.group(3) else "")
+            else:
+                self.exceptions.append([s])
+                self.phase = "exception"
+                self.extra = 0
+        else:
+            if not s or s.startswith(_CHAIN) or msg[:1] in (" ", "\t"):
+                pass
+            elif self.extra < MAX_EXCEPTION_EXTRA_LINES and not parse_frame(f):
+                # Exception messages run on (CUDA's "CUDA kernel errors might be asynchronously ...").
+                self.exceptions[-1].append(s)
+                self.extra += 1
+            else:
+                return False
+        self.lines += 1
+        return True
+
+    def events(self) -> list[Event]:
+        fields: dict = {"frames": self.frames, "lines": self.lines, "chain_length": len(self.exceptions)}
+        parsed = []
+        for lines in self.exceptions:
+            m = _EXC_LINE.match(lines[0])
+            if m and (m.group(2) is not None or "." in m.group(1) or m.group(1)[:1].isupper()):
+                parsed.append((m.group(1), (m.group(2) or "").strip()))
+            else:
+                parsed.append((None, lines[0]))
+        if parsed:
+            fields["exception"], fields["message"] = parsed[-1][0], parsed[-1][1][:500]
+            if len(parsed) > 1:
+                fields["root_exception"], fields["root_message"] = parsed[0][0], parsed[0][1][:500]
+        else:
+            fields["exception"], fields["message"] = None, ""
+        if self.where:
+            fields["where"] = self.where
+        out = [Event("traceback", fields)]
+        seen = set()
+        for lines in self.exceptions:
+            # The exception line itself names the error; run-on lines only when it does not.
+            evs = parse_errors(Frame(raw=lines[0], message=lines[0]))
+            if not evs and len(lines) > 1:
+                text = " ".join(lines)
+                evs = parse_errors(Frame(raw=text, message=text))
+            for ev in evs:
+                if ev.kind not in seen:
+                    seen.add(ev.kind)
+                    out.append(ev)
+        for ev in out:
+            ev.ts, ev.process, ev.pid, ev.line = self.ts, self.process, self.pid, self.line
+        return out
+
+
+class Pipeline:
+    def __init__(self, clock: Clock | None = None):
+        self.clock = clock or Clock()
+        self.lineno = 0
+        self._tracebacks: dict[tuple, _Traceback] = {}
+        self._engine_of: dict[tuple, int] = {}
+
+    def feed(self, line: str) -> tuple[str, list[Event]]:
+        """Account one physical line; return its result and the events it completed."""
+        self.lineno += 1
+        f = frame_line(line, self.clock)
+        msg = f.message
+        if any(w in msg for w in _LEVEL_WORDS) and _GLUED.search(msg):
+            return self._feed_glued(f)
+        return self._feed_frame(f)
+
+    def _feed_glued(self, f: Frame) -> tuple[str, list[Event]]:
+        parts = _GLUED.split(f.message)
+        best, events = UNPARSED, []
+        first = True
+        for part in parts:
+            if not part:
+                continue
+            if first:
+                f.message = part
+                g = f
+                first = False
+            else:
+                g = frame_line(part, self.clock)
+                g.process, g.pid = g.process or f.process, g.pid or f.pid
+                g.host, g.unit = f.host, f.unit
+                if f.ts_source == "rfc3339" or g.ts is None:
+                    g.ts, g.ts_source = f.ts, f.ts_source
+            r, ev = self._feed_frame(g)
+            events.extend(ev)
+            if _RANK[r] > _RANK[best]:
+                best = r
+        return best, events
+
+    def _feed_frame(self, f: Frame) -> tuple[str, list[Event]]:
+        key = (f.process, f.pid)
+        tb = self._tracebacks.get(key)
+        if tb is not None:
+            if tb.offer(f):
+                tb.touched = time.monotonic()
+                return PARSED, []
+            done = self._tracebacks.pop(key).events()
+            r, ev = self._classify(f, key)
+            return r, done + ev
+        return self._classify(f, key)
+
+    def _classify(self, f: Frame, key: tuple) -> tuple[str, list[Event]]:
+        msg = f.message
+        if msg.startswith(_TB_START) or (msg[:1] == " " and msg.lstrip().startswith(_TB_START)):
+            self._tracebacks[key] = _Traceback(
+                f.ts, f.process, f.pid, f.header, self.lineno, touched=time.monotonic()
+            )
+            return PARSED, []
+        events = parse_frame(f)
+        if events:
+            for ev in events:
+                ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
+                kind = ev.kind
+                if kind == "engine_stats":
+                    self._engine_of[key] = ev.fields.get("engine", 0)
+                elif kind in ("spec_decode", "kv_transfer"):
+                    ev.fields.setdefault("engine", self._engine_of.get(key, 0))
+            return PARSED, events
+        level = f.level
+        if level in ("WARNING", "ERROR", "CRITICAL"):
+            ev = Event(
+                "log",
+                {"level": level.lower(), "logger": f.logger or ("uvicorn" if f.uvicorn else None), "message": msg[:1000]},
+                f.ts,
+                f.process,
+                f.pid,
+                self.lineno,
+            )
+            return PARSED, [ev]
+        if level is not None or f.process is not None or _NOISE.match(msg):
+            return IGNORED, []
+        return UNPARSED, []
+
+    def flush(self, idle_seconds: float | None = None) -> list[Event]:
+        """Finish pending tracebacks: all of them, or those untouched for ``idle_seconds``."""
+        out: list[Event] = []
+        now = time.monotonic()
+        for key in list(self._tracebacks):
+            tb = self._tracebacks[key]
+            if idle_seconds is None or now - tb.touched >= idle_seconds:
+                out.extend(self._tracebacks.pop(key).events())
+        return out
+
+    @property
+    def pending_tracebacks(self) -> int:
+        return len(self._tracebacks)

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.framing import Clock
+from exporter.pipeline import Pipeline
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SAMPLE = ROOT / "exporter" / "data" / "sample.log"
+SAMPLE_V0 = ROOT / "exporter" / "data" / "sample-v0.log"
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(year=2026)
+
+
+def run_lines(lines, clock=None):
+    """Feed lines through a fresh pipeline; return (results, events) with pending tracebacks flushed."""
+    pipe = Pipeline(clock or Clock(year=2026))
+    results, events = [], []
+    for line in lines:
+        r, ev = pipe.feed(line)
+        results.append(r)
+        events.extend(ev)
+    events.extend(pipe.flush())
+    return results, events
+
+
+def one(line: str, kind: str | None = None):
+    """The single event of one line (of ``kind`` when given)."""
+    _, events = run_lines([line])
+    if kind is not None:
+        events = [e for e in events if e.kind == kind]
+    assert len(events) == 1, (line, events)
+    return events[0]

@@ -1,0 +1,51 @@
+import json
+import subprocess
+import sys
+
+from exporter.events import KINDS
+from tests.conftest import ROOT, SAMPLE, SAMPLE_V0
+
+
+def cli(*args, input=None):
+    return subprocess.run([sys.executable, "-m", "exporter", *args], cwd=ROOT, input=input,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_parse_prints_every_kind_across_the_samples():
+    seen = set()
+    for path in (SAMPLE, SAMPLE_V0):
+        out = cli("parse", str(path), "--year", "2026")
+        assert out.returncode == 0, out.stderr
+        for line in out.stdout.splitlines():
+            ev = json.loads(line)
+            assert set(ev) == {"kind", "ts", "process", "pid", "line", "fields"}
+            seen.add(ev["kind"])
+    assert seen == set(KINDS)
+
+
+def test_parse_stats_on_the_sample_has_nothing_unparsed():
+    out = cli("parse", "--stats", str(SAMPLE))
+    assert out.returncode == 0, out.stderr
+    lines = SAMPLE.read_text(encoding="utf-8").count("\n")
+    assert f"lines read: {lines}\n" in out.stdout
+    assert "  unparsed: 0\n" in out.stdout
+    assert "most common unparsed" not in out.stdout
+
+
+def test_parse_stats_shows_unparsed_shapes_from_stdin():
+    text = "weird line 1\nweird line 22\nother 3\nINFO 01-01 00:00:00 [a.py:1] hi\n"
+    out = cli("parse", "--stats", "-", input=text)
+    assert out.returncode == 0
+    assert "  unparsed: 3\n" in out.stdout and "  ignored: 1\n" in out.stdout
+    assert "        2  weird line N" in out.stdout
+
+
+def test_parse_gzip_and_missing_file(tmp_path):
+    import gzip
+
+    gz = tmp_path / "x.log.gz"
+    gz.write_bytes(gzip.compress(b'INFO:     1.2.3.4:5 - "GET /health HTTP/1.1" 200 OK\n'))
+    out = cli("parse", str(gz))
+    assert json.loads(out.stdout)["fields"]["path"] == "/health"
+    out = cli("parse", str(tmp_path / "nope.log"))
+    assert out.returncode == 2 and "nope.log: cannot open" in out.stderr and out.stderr.count("\n") == 1

@@ -1,0 +1,121 @@
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from exporter.framing import Clock, frame_line, strip_ansi
+
+UTC = ZoneInfo("UTC")
+
+
+def utc(*args) -> float:
+    return datetime(*args, tzinfo=timezone.utc).timestamp()
+
+
+@pytest.fixture
+def uclock():
+    return Clock(year=2026, tz=UTC)
+
+
+def test_journald_prefix_and_vllm_header(uclock):
+    f = frame_line(
+        "Aug 04 02:44:21 compute-server grandpa[572062]: (EngineCore pid=179) INFO 08-04 02:44:21 "
+        "[kv_cache_utils.py:2428] GPU KV cache size: 285,336 tokens",
+        uclock,
+    )
+    assert (f.host, f.unit, f.process, f.pid) == ("compute-server", "grandpa", "EngineCore", 179)
+    assert (f.level, f.logger) == ("INFO", "kv_cache_utils.py:2428")
+    assert f.message == "GPU KV cache size: 285,336 tokens"
+    assert f.ts == utc(2026, 8, 4, 2, 44, 21) and f.ts_source == "journald"
+
+
+def test_journald_month_in_host_locale(uclock):
+    f = frame_line("авг 18 14:15:04 llm python3[28059]: INFO 08-18 14:15:04 [loggers.py:123] x", uclock)
+    assert f.ts == utc(2026, 8, 18, 14, 15, 4)
+    assert f.unit == "python3"
+    f = frame_line("Dez  3 01:02:03 h vllm[1]: INFO 12-03 01:02:03 [a.py:1] y", uclock)
+    assert f.ts == utc(2026, 12, 3, 1, 2, 3)
+
+
+def test_rfc3339_wins_over_journald_and_vllm(uclock):
+    f = frame_line("2026-05-12T08:01:39.331095044Z (APIServer pid=1) INFO 05-12 10:01:39 [a.py:1] hello", uclock)
+    assert f.ts == pytest.approx(utc(2026, 5, 12, 8, 1, 39) + 0.331095044)
+    assert f.ts_source == "rfc3339"
+    assert f.message == "hello"
+    f = frame_line("2026-05-12T10:01:39+02:00 INFO 05-12 10:01:39 [a.py:1] hi", uclock)
+    assert f.ts == utc(2026, 5, 12, 8, 1, 39)
+
+
+def test_vllm_timestamp_when_nothing_else(uclock):
+    f = frame_line("INFO 10-16 19:05:47 metrics.py:367] Avg prompt throughput: 1.0 tokens/s", uclock)
+    assert f.ts == utc(2026, 10, 16, 19, 5, 47) and f.ts_source == "vllm"
+    assert f.logger == "metrics.py:367"  # pre-0.8 header: no opening bracket
+    assert f.message.startswith("Avg prompt")
+
+
+def test_year_rolls_back_when_date_would_be_in_the_future():
+    now = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc).timestamp()
+    c = Clock(tz=UTC, now=now)
+    f = frame_line("INFO 12-31 23:59:59 [a.py:1] x", c)
+    assert f.ts == utc(2025, 12, 31, 23, 59, 59)
+    f = frame_line("INFO 01-05 11:00:00 [a.py:1] x", c)
+    assert f.ts == utc(2026, 1, 5, 11, 0, 0)
+
+
+def test_compose_and_kubectl_prefixes(uclock):
+    f = frame_line("vllm-1  | (APIServer pid=1) INFO 05-12 10:01:39 [a.py:1] hi", uclock)
+    assert f.unit == "vllm-1" and f.process == "APIServer" and f.message == "hi"
+    f = frame_line("grandpa | INFO 05-12 10:01:39 [a.py:1] hi", uclock)
+    assert f.unit == "grandpa" and f.message == "hi"
+    f = frame_line("[pod/vllm-7d9c/vllm] INFO 05-12 10:01:39 [a.py:1] hi", uclock)
+    assert f.unit == "vllm" and f.message == "hi"
+
+
+@pytest.mark.parametrize(
+    "coloured",
+    [
+        "\x1b[1;36m(VllmWorker rank=1 pid=219)\x1b[0;0m INFO 05-12 10:01:39 [a.py:1] hi",
+        "[1;36m(VllmWorker rank=1 pid=219)[0;0m INFO 05-12 10:01:39 [a.py:1] hi",
+        "^[[0;36m(VllmWorker rank=1 pid=219)^[[0;0m INFO 05-12 10:01:39 [a.py:1] hi",
+        "#033[1;36m(VllmWorker rank=1 pid=219)#033[0;0m INFO 05-12 10:01:39 [a.py:1] hi",
+        "(VllmWorker rank=1 pid=219) \x1b[32mINFO\x1b[0m \x1b[90m05-12 10:01:39\x1b[0m \x1b[90m[a.py:1]\x1b[0m hi",
+    ],
+)
+def test_ansi_in_every_form(coloured, uclock):
+    f = frame_line(coloured, uclock)
+    assert (f.process, f.pid, f.level, f.message) == ("VllmWorker rank=1", 219, "INFO", "hi")
+
+
+def test_bare_colour_codes_kept_when_line_was_not_coloured():
+    assert strip_ansi("rate(x[5m]) is fine") == "rate(x[5m]) is fine"
+
+
+def test_nested_process_tags_keep_the_innermost(uclock):
+    f = frame_line("(EngineCore pid=925) (RayWorkerProc pid=8272) INFO 05-12 10:01:39 [a.py:1] hi", uclock)
+    assert (f.process, f.pid) == ("RayWorkerProc", 8272)
+
+
+def test_crlf_trailing_space_and_tqdm_redraws(uclock):
+    f = frame_line("INFO 05-12 10:01:39 [a.py:1] hi   \r", uclock)
+    assert f.message == "hi"
+    f = frame_line("(Worker_TP0 pid=264) \rCapturing CUDA graphs: 10%\rCapturing CUDA graphs: 100%", uclock)
+    assert f.process == "Worker_TP0" and f.message == "Capturing CUDA graphs: 100%"
+
+
+def test_uvicorn_prefix_and_date_less_header(uclock):
+    f = frame_line('(APIServer pid=1) INFO:     ::1:51556 - "GET /health HTTP/1.1" 200 OK', uclock)
+    assert f.uvicorn and f.level == "INFO" and f.message.startswith("::1:51556")
+    f = frame_line("(Worker_TP0 pid=496) INFO [quant_config.py:75] DeepSeek V4 expert_dtype", uclock)
+    assert f.logger == "quant_config.py:75" and f.ts is None
+
+
+def test_user_logging_config_header(uclock):
+    f = frame_line("2024-12-19 21:40:35 ERROR 56542 [async_llm_engine.py:64] Engine background task failed", uclock)
+    assert f.level == "ERROR" and f.logger == "async_llm_engine.py:64"
+    assert f.message == "Engine background task failed"
+    assert f.ts == utc(2024, 12, 19, 21, 40, 35)
+
+
+def test_line_with_nothing_recognisable_is_left_alone(uclock):
+    f = frame_line("just some text", uclock)
+    assert f.message == "just some text" and f.level is None and f.ts is None

@@ -1,0 +1,338 @@
+"""Each family against lines built from vLLM's format strings across releases (our own fixtures)."""
+
+import pytest
+
+from tests.conftest import one, run_lines
+
+GIB = 2**30
+MIB = 2**20
+
+
+# ---- engine_stats --------------------------------------------------------------------------
+
+def test_v1_stats_with_optional_segments_in_any_order():
+    e = one("INFO 06-16 10:03:14 [loggers.py:335] Engine 001: Avg prompt throughput: 12.5 tokens/s, "
+            "Avg generation throughput: 834.0 tokens/s, Running: 7 reqs, Waiting: 3 reqs, Deferred: 1 reqs, "
+            "KV fetch: 2 waiting to start, 1 in progress, 0 completed waiting, Preemptions: 4, "
+            "XPU KV cache usage: 100.0%, Prefix cache hit rate: 57.9%, Corrupted: 0 reqs, "
+            "External prefix cache hit rate: 3.0%, MM cache hit rate: 12.5%")
+    f = e.fields
+    assert e.kind == "engine_stats"
+    assert f["engine"] == 1
+    assert f["prompt_tokens_per_second"] == 12.5 and f["generation_tokens_per_second"] == 834.0
+    assert (f["running"], f["waiting"], f["deferred"], f["preemptions"], f["corrupted"]) == (7, 3, 1, 4, 0)
+    assert (f["kv_fetch_waiting"], f["kv_fetch_in_progress"], f["kv_fetch_completed_waiting"]) == (2, 1, 0)
+    assert f["device"] == "XPU" and f["gpu_kv_cache_usage"] == 1.0
+    assert f["prefix_cache_hit_rate"] == 0.579
+    assert f["external_prefix_cache_hit_rate"] == 0.03 and f["mm_cache_hit_rate"] == 0.125
+
+
+def test_v1_stats_without_engine_prefix_and_aggregated():
+    e = one("INFO 03-01 10:00:00 [loggers.py:80] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+            "throughput: 1.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.1%, "
+            "Prefix cache hit rate: 0.0%")
+    assert e.fields["engine"] == 0 and e.fields["gpu_kv_cache_usage"] == 0.001
+    e = one("INFO 03-01 10:00:00 [loggers.py:335] 4 Engines Aggregated: Avg prompt throughput: 1.0 tokens/s, "
+            "Avg generation throughput: 2.0 tokens/s, Running: 9 reqs, Waiting: 0 reqs, GPU KV cache usage: 5.0%")
+    assert e.fields["aggregated_engines"] == 4 and e.fields["running"] == 9
+    assert "prefix_cache_hit_rate" not in e.fields  # optional since 0.31
+
+
+def test_v0_stats_and_prefix_line():
+    e = one("INFO 10-16 19:05:47 metrics.py:351] Avg prompt throughput: 512.3 tokens/s, Avg generation "
+            "throughput: 45.1 tokens/s, Running: 3 reqs, Swapped: 1 reqs, Pending: 2 reqs, GPU KV cache usage: "
+            "12.4%, CPU KV cache usage: 0.5%.")
+    f = e.fields
+    assert (f["engine"], f["running"], f["swapped"], f["waiting"]) == (0, 3, 1, 2)
+    assert f["gpu_kv_cache_usage"] == 0.124 and f["cpu_kv_cache_usage"] == 0.005
+    e = one("INFO 10-16 19:05:47 metrics.py:367] Prefix cache hit rate: GPU: 43.21%, CPU: 0.00%")
+    assert e.kind == "prefix_cache" and e.fields == {"gpu_prefix_cache_hit_rate": 0.4321, "cpu_prefix_cache_hit_rate": 0.0}
+
+
+def test_v0_three_field_form_and_negative_throughput():
+    e = one("INFO 02-01 01:02:03 metrics.py:334] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+            "-1.1 tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.0%, "
+            "CPU KV cache usage: 0.0%")
+    assert e.fields["generation_tokens_per_second"] == -1.1
+
+
+def test_unknown_segment_of_a_custom_build_is_kept():
+    e = one("INFO 03-01 10:00:00 [loggers.py:314] Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation "
+            "throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 5.0%, Spark boost: 12.5%, "
+            "Mode: turbo")
+    assert e.fields["spark_boost"] == 0.125 and e.fields["mode"] == "turbo"
+
+
+def test_cache_config_info_is_not_a_stats_line():
+    results, events = run_lines(["INFO 03-01 10:00:00 [core.py:1] Engine 000: vllm cache_config_info with "
+                                 "initialization after num_gpu_blocks is: 17638"])
+    assert events == [] and results == ["ignored"]
+
+
+# ---- spec_decode ---------------------------------------------------------------------------
+
+def test_spec_decode_v1_current():
+    e = one("INFO 09-01 00:00:00 [metrics.py:120] SpecDecoding metrics: Mean acceptance length: 2.71, Accepted "
+            "throughput: 4.37 tokens/s, Drafted throughput: 4.92 tokens/s, Accepted: 262 tokens, Drafted: 295 "
+            "tokens, Per-position acceptance rate: 0.880, 0.620, 0.210, Avg Draft acceptance rate: 88.8%")
+    f = e.fields
+    assert f["mean_acceptance_length"] == 2.71
+    assert f["accepted_tokens_per_second"] == 4.37 and f["drafted_tokens_per_second"] == 4.92
+    assert (f["accepted_tokens"], f["drafted_tokens"]) == (262, 295)
+    assert f["per_position_acceptance_rate"] == [0.88, 0.62, 0.21]
+    assert f["draft_acceptance_rate"] == 0.888
+    assert "speculative_depth" not in f
+
+
+def test_spec_decode_0_8_orders():
+    e = one("INFO 04-01 00:00:00 [metrics.py:53] SpecDecoding metrics: Draft acceptance rate: 63.2%, Accepted: "
+            "120 tokens, Drafted: 190 tokens")
+    assert e.fields == {"draft_acceptance_rate": 0.632, "accepted_tokens": 120, "drafted_tokens": 190, "engine": 0}
+    e = one("INFO 05-01 00:00:00 [metrics.py:82] SpecDecoding metrics: Draft acceptance rate: 50.0%, Mean "
+            "acceptance length: 2.00, Accepted: 10 tokens, Drafted: 20 tokens, Per-position acceptance rate: 0.700, 0.300")
+    assert e.fields["mean_acceptance_length"] == 2.0 and e.fields["per_position_acceptance_rate"] == [0.7, 0.3]
+
+
+def test_spec_decode_nan_rate_when_nothing_drafted():
+    e = one("INFO 09-01 00:00:00 [metrics.py:120] SpecDecoding metrics: Mean acceptance length: 1.00, Accepted "
+            "throughput: 0.00 tokens/s, Drafted throughput: 0.00 tokens/s, Accepted: 0 tokens, Drafted: 0 tokens, "
+            "Per-position acceptance rate: 0.000, Avg Draft acceptance rate: nan%")
+    assert e.fields["draft_acceptance_rate"] is None and e.fields["drafted_tokens"] == 0
+
+
+def test_spec_decode_v0_fractions():
+    e = one("INFO 08-01 00:00:00 metrics.py:389] Speculative metrics: Draft acceptance rate: 0.642, System "
+            "efficiency: 0.512, Number of speculative tokens: 3, Number of accepted tokens: 642, Number of draft "
+            "tokens: 1000, Number of emitted tokens: 980.")
+    f = e.fields
+    assert f["draft_acceptance_rate"] == 0.642 and f["system_efficiency"] == 0.512
+    assert (f["speculative_depth"], f["accepted_tokens"], f["drafted_tokens"], f["emitted_tokens"]) == (3, 642, 1000, 980)
+
+
+def test_spec_and_kv_lines_belong_to_the_preceding_engine_of_the_same_process():
+    stats = ("(APIServer pid=1) INFO 01-01 00:00:00 [loggers.py:335] Engine {n:03d}: Avg prompt throughput: 0.0 "
+             "tokens/s, Avg generation throughput: 1.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%")
+    spec = ("(APIServer pid=1) INFO 01-01 00:00:00 [metrics.py:120] SpecDecoding metrics: Mean acceptance length: "
+            "2.00, Accepted: 1 tokens, Drafted: 2 tokens")
+    _, events = run_lines([stats.format(n=0), spec, stats.format(n=1), spec,
+                           "(Other pid=2) INFO 01-01 00:00:00 [metrics.py:120] SpecDecoding metrics: Accepted: 1 tokens"])
+    assert [e.fields["engine"] for e in events if e.kind == "spec_decode"] == [0, 1, 0]
+
+
+# ---- kv_transfer ---------------------------------------------------------------------------
+
+def test_kv_transfer_offload_0_24_names():
+    e = one("INFO 08-04 02:49:59 [metrics.py:103] KV Transfer metrics: vllm:kv_offload_cpu_cache_usage_perc=0.0386, "
+            "vllm:kv_offload_lookup_sync_delay_seconds_sum=9.603999751561787e-05, vllm:kv_offload_load_bytes=185264640, "
+            "vllm:kv_offload_load_time=0.0033739200830459597, vllm:kv_offload_store_bytes=299439360, "
+            "vllm:kv_offload_store_time=0.005468831906095147, vllm:kv_offload_tiering_read_bytes:('1:cpu',)=42")
+    f = e.fields
+    assert f["load_bytes"] == 185264640 and f["load_seconds"] == pytest.approx(0.0033739200830459597)
+    assert f["store_bytes"] == 299439360 and f["store_seconds"] == pytest.approx(0.005468831906095147)
+    assert f["cpu_cache_usage"] == 0.0386
+    assert f["metrics"]["vllm:kv_offload_lookup_sync_delay_seconds_sum"] == pytest.approx(9.603999751561787e-05)
+    assert f["metrics"]["vllm:kv_offload_tiering_read_bytes:('1:cpu',)"] == 42
+
+
+def test_kv_transfer_offload_0_16_names():
+    e = one("INFO 03-01 00:00:00 [metrics.py:103] KV Transfer metrics: GPU_to_CPU_total_bytes=1363673088, "
+            "GPU_to_CPU_total_time=0.2069, CPU_to_GPU_total_bytes=100, CPU_to_GPU_total_time=0.001")
+    assert (e.fields["store_bytes"], e.fields["store_seconds"]) == (1363673088, 0.2069)
+    assert (e.fields["load_bytes"], e.fields["load_seconds"]) == (100, 0.001)
+
+
+def test_kv_transfer_nixl_multiconnector_and_tpu():
+    e = one("INFO 03-01 00:00:00 [metrics.py:106] KV Transfer metrics: Num successful transfers=12, Avg xfer time "
+            "(ms)=3.5, P90 xfer time (ms)=5.0, Avg post time (ms)=0.1, P90 post time (ms)=0.2, Avg MB per transfer=2.0, "
+            "Throughput (MB/s)=512.0, Avg number of descriptors=8, Num failed transfers=1")
+    f = e.fields
+    assert f["transfers"] == 12 and f["failed_transfers"] == 1
+    assert f["xfer_seconds_avg"] == pytest.approx(0.0035)
+    assert f["throughput_bytes_per_second"] == 512 * MIB and f["bytes_per_transfer_avg"] == 2 * MIB
+    e = one("INFO 03-01 00:00:00 [metrics.py:106] KV Transfer metrics: NixlConnector={'Num successful transfers': 3, "
+            "'Avg xfer time (ms)': 1.5}, LMCacheConnectorV1={}")
+    assert e.fields["transfers"] == 3 and e.fields["metrics"]["NixlConnector.Avg xfer time (ms)"] == 1.5
+    e = one("INFO 03-01 00:00:00 [x.py:1] KV Transfer metrics: Num finished save chunks =51, Num finished load chunks=23")
+    assert e.fields["metrics"] == {"Num finished save chunks": 51, "Num finished load chunks": 23}
+
+
+# ---- start-up facts ------------------------------------------------------------------------
+
+def test_kv_cache_size_forms():
+    assert one("INFO 01-01 00:00:00 [kv_cache_utils.py:1] GPU KV cache size: 2,042,016 tokens").fields == {
+        "tokens": 2042016, "device": "GPU"}
+    _, events = run_lines(["INFO 01-01 00:00:00 [kv_cache_utils.py:1] GPU + host KV cache size: 1,000 tokens, "
+                           "Maximum concurrency for 32,768 tokens per request: 3.05x"])
+    assert [(e.kind, e.fields) for e in events] == [
+        ("kv_cache_size", {"tokens": 1000, "device": "GPU + host"}),
+        ("max_concurrency", {"tokens_per_request": 32768, "concurrency": 3.05}),
+    ]
+    e = one("INFO 01-01 00:00:00 gpu_executor.py:80] Maximum concurrency for 2048 tokens per request: 5.59x")
+    assert e.fields == {"tokens_per_request": 2048, "concurrency": 5.59}
+
+
+def test_gpu_blocks_v0_and_early_v1():
+    assert one("INFO 12-22 10:55:35 gpu_executor.py:76] # GPU blocks: 715, # CPU blocks: 1310").fields == {
+        "device": "GPU", "gpu_blocks": 715, "cpu_blocks": 1310}
+    assert one("INFO 02-13 15:56:21 executor_base.py:110] # CUDA blocks: 1353, # CPU blocks: 1024").fields["gpu_blocks"] == 1353
+    assert one("INFO 02-13 15:56:21 [executor_base.py:112] # cuda blocks: 1394, # CPU blocks: 1820").fields["device"] == "cuda"
+    assert one("INFO 01-01 00:00:00 [kv_cache_utils.py:1] # GPU blocks: 9000").fields == {"device": "GPU", "gpu_blocks": 9000}
+
+
+def test_kv_cache_memory_forms():
+    assert one("INFO 01-01 00:00:00 [gpu_worker.py:1] Available KV cache memory: 8.59 GiB").fields["bytes"] == round(8.59 * GIB)
+    assert one("INFO 01-01 00:00:00 [gpu_worker.py:1] Available KV cache memory: 81.0 GiB").fields["bytes"] == 81 * GIB
+    assert one("INFO 01-01 00:00:00 [gpu_worker.py:1] Available KV cache memory: -3.44 GiB").fields["bytes"] == round(-3.44 * GIB)
+
+
+def test_model_load_every_wording():
+    cases = [
+        ("Loading model weights took 8.5107 GB", 8.5107, None),
+        ("Model loading took 13.5958 GB and 20.100000 seconds", 13.5958, 20.1),
+        ("Model loading took 7.5552 GiB and 30.643008 seconds", 7.5552, 30.643008),
+        ("Model loading took 15.2341 GiB memory and 12.000001 seconds", 15.2341, 12.000001),
+        ("Model loading took 81.01 GiB memory and 72.345678 seconds", 81.01, 72.345678),
+        ("Model loading took 0.2 GiB and 1.500000 seconds", 0.2, 1.5),
+    ]
+    for text, gib, secs in cases:
+        f = one(f"INFO 01-01 00:00:00 [gpu_model_runner.py:1] {text}").fields
+        assert f["weights_bytes"] == round(gib * GIB), text
+        assert f.get("seconds") == secs, text
+    assert one("INFO 01-01 00:00:00 [default_loader.py:1] Loading weights took 12.31 seconds").fields == {
+        "weights_load_seconds": 12.31}
+
+
+def test_memory_profile_v0_lines():
+    f = one("INFO 05-21 18:17:06 [worker.py:267] model weights take 7.56GiB; non_torch_memory takes 0.04GiB; PyTorch "
+            "activation peak memory takes 0.74GiB; the rest of the memory reserved for KV Cache is 3.06GiB.").fields
+    assert f == {"weights_bytes": round(7.56 * GIB), "non_torch_bytes": round(0.04 * GIB),
+                 "peak_activation_bytes": round(0.74 * GIB), "kv_cache_bytes": round(3.06 * GIB)}
+    f = one("INFO 05-21 18:17:06 [worker.py:267] the current vLLM instance can use total_gpu_memory (12.00GiB) x "
+            "gpu_memory_utilization (0.95) = 11.40GiB").fields
+    assert f == {"total_bytes": 12 * GIB, "gpu_memory_utilization": 0.95, "requested_bytes": round(11.4 * GIB)}
+    assert one("INFO 05-21 18:17:06 [worker.py:267] Memory profiling takes 5.29 seconds").fields == {"profiling_seconds": 5.29}
+
+
+def test_cuda_graph_and_init_engine_forms():
+    assert one("INFO 01-01 00:00:00 [gpu_model_runner.py:1] Graph capturing finished in 6 secs, took 0.14 GiB").fields == {
+        "seconds": 6.0, "bytes": round(0.14 * GIB)}
+    assert one("INFO 01-01 00:00:00 model_runner.py:1] Graph capturing finished in 12 secs.").fields == {"seconds": 12.0}
+    assert one("INFO 01-01 00:00:00 [core.py:1] init engine (profile, create kv cache, warmup model) took 18.31 seconds"
+               ).fields == {"seconds": 18.31}
+    assert one("INFO 01-01 00:00:00 [core.py:1] init engine (profile, create kv cache, warmup model) took 9.00 s").fields == {
+        "seconds": 9.0}
+    f = one("INFO 01-01 00:00:00 [core.py:1] init engine (profile, create kv cache, warmup model) took 60.10 s "
+            "(compilation: 20.00 s — language_model: 15.00 s, encoder: 5.00 s)").fields
+    assert f == {"seconds": 60.1, "compilation_seconds": 20.0, "language_model_compilation_seconds": 15.0,
+                 "encoder_compilation_seconds": 5.0}
+
+
+def test_version_lines():
+    assert one("INFO 01-01 00:00:00 api_server.py:528] vLLM API server version 0.6.3.post1").fields == {"version": "0.6.3.post1"}
+    assert one("INFO 01-01 00:00:00 [utils.py:1] vLLM server version 0.20.2, serving model Qwen/Qwen3-8B").fields == {
+        "version": "0.20.2", "model": "Qwen/Qwen3-8B"}
+    e = one("(APIServer pid=1) INFO 01-01 00:00:00 [api_utils.py:345]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.23.0")
+    assert e.kind == "version" and e.fields == {"version": "0.23.0"}
+    e = one("(APIServer pid=1) INFO 01-01 00:00:00 [api_utils.py:345]   █▄█▀ █     █     █     █  model   Qwen/Qwen3-8B")
+    assert e.kind == "model" and e.fields == {"model": "Qwen/Qwen3-8B"}
+
+
+def test_engine_config_lines():
+    f = one("INFO 01-01 00:00:00 [core.py:93] Initializing a V1 LLM engine (v0.9.1) with config: model='m/x', "
+            "speculative_config=None, tokenizer='m/x', dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size=2, "
+            "quantization=fp8, kv_cache_dtype=auto, served_model_name=m/x, enable_prefix_caching=True").fields
+    assert f == {"version": "0.9.1", "model": "m/x", "dtype": "torch.bfloat16", "max_seq_len": 32768, "tensor_parallel_size": 2,
+                 "quantization": "fp8", "kv_cache_dtype": "auto", "served_model_name": "m/x",
+                 "enable_prefix_caching": True}
+    f = one("INFO 01-01 00:00:00 [utils.py:253] non-default args: {'model': 'm/x', 'max_num_seqs': 2, "
+            "'served_model_name': ['a'], 'gpu_memory_utilization': 0.9}").fields
+    assert f == {"model": "m/x", "max_num_seqs": 2, "gpu_memory_utilization": 0.9}
+
+
+def test_offload_pool():
+    f = one("INFO 08-04 02:44:22 [shared_offload_region.py:85] Created mmap file /dev/shm/x.mmap (8.59 GB)").fields
+    assert f == {"path": "/dev/shm/x.mmap", "bytes": 8.59e9}
+
+
+# ---- access log ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "line, method, path, status, version",
+    [
+        ('INFO:     10.10.10.2:52922 - "POST /v1/chat/completions HTTP/1.1" 200 OK', "POST", "/v1/chat/completions", 200, "1.1"),
+        ('(APIServer pid=1) INFO:     ::1:51556 - "GET /metrics?x=1 HTTP/1.1" 200 OK', "GET", "/metrics", 200, "1.1"),
+        ('INFO:     - - "GET /health HTTP/2" 503 Service Unavailable', "GET", "/health", 503, "2"),
+        ('INFO:     1.2.3.4:1 - "POST /v1/completions HTTP/1.1" 422 Unprocessable Content', "POST", "/v1/completions", 422, "1.1"),
+        ('INFO:     1.2.3.4:1 - "GET /a b HTTP/1.0" 599 ', "GET", "/a b", 599, "1.0"),
+        ('WARNING:  1.2.3.4:1 - "POST /v1/chat/completions HTTP/1.1" 429 Too Many Requests', "POST", "/v1/chat/completions", 429, "1.1"),
+    ],
+)
+def test_access_log(line, method, path, status, version):
+    e = one(line)
+    assert e.fields == {"method": method, "path": path, "status": status, "http_version": version}
+    assert "1.2.3.4" not in str(e.fields) and "10.10.10.2" not in str(e.fields)
+
+
+def test_other_uvicorn_lines_are_ignored_not_unparsed():
+    results, events = run_lines(["INFO:     Started server process [20]", "INFO:     Waiting for application startup."])
+    assert results == ["ignored", "ignored"] and events == []
+
+
+# ---- errors --------------------------------------------------------------------------------
+
+def test_oom_forms():
+    f = one("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of "
+            "79.15 GiB of which 1.23 GiB is free.", "oom").fields
+    assert f["tried_to_allocate_bytes"] == 2 * GIB and f["gpu"] == 1
+    assert f["total_capacity_bytes"] == round(79.15 * GIB) and f["free_bytes"] == round(1.23 * GIB)
+    assert f["exception"] == "torch.OutOfMemoryError"
+    f = one("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total "
+            "capacity; 14.56 GiB already allocated; 3.44 MiB free; 14.68 GiB reserved in total by PyTorch)", "oom").fields
+    assert f["tried_to_allocate_bytes"] == 20 * MIB and f["gpu"] == 0
+    assert f["allocated_bytes"] == round(14.56 * GIB) and f["free_bytes"] == round(3.44 * MIB)
+    assert one("ERROR 01-01 00:00:00 [gpu_model_runner.py:1] RuntimeError: CUDA out of memory occurred when warming "
+               "up sampler with 256 dummy requests. Please try lowering `max_num_seqs`", "oom")
+    assert one("RuntimeError: XPU out of memory. Tried to allocate 1.00 GiB", "oom").fields["device"] == "xpu"
+
+
+def test_cuda_error_is_not_an_oom_and_oom_is_not_a_cuda_error():
+    e = one("RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert e.kind == "cuda_error" and e.fields["error"] == "an illegal memory access was encountered"
+    assert one("RuntimeError: CUDA error: out of memory").kind == "oom"
+    assert one("ERROR 01-01 00:00:00 [x.py:1] RuntimeError: cuMemcpyBatchAsync failed at index 3 with error 1").kind == "cuda_error"
+
+
+def test_nccl_errors_and_non_errors():
+    assert one("RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)").kind == "nccl_error"
+    results, events = run_lines([
+        "(Worker_TP0 pid=1) h:1:1 [0] NCCL INFO Channel 00/02 : 0 1",
+        "(Worker_TP0 pid=1) INFO 01-01 00:00:00 [pynccl.py:1] vLLM is using nccl==2.25.1",
+    ])
+    assert events == [] and results == ["ignored", "ignored"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "(EngineCore_DP0 pid=1) ERROR 01-01 00:00:00 [core.py:1] EngineCore encountered a fatal error.",
+        "ERROR 01-01 00:00:00 [async_llm.py:1] AsyncLLM output_handler failed.",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+        "ERROR 01-01 00:00:00 [core_client.py:1] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.",
+        "CRITICAL 01-01 00:00:00 launcher.py:88] AsyncLLMEngine is already dead, terminating server process",
+        "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already.",
+        "CRITICAL 01-01 00:00:00 [multiproc_executor.py:48] MulitprocExecutor got fatal signal from worker processes, shutting down.",
+        "!!!!!!! Segfault encountered !!!!!!!",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ],
+)
+def test_engine_dead_signatures(line):
+    assert one(line).kind == "engine_dead"
+
+
+def test_other_warnings_and_errors_become_log_events():
+    e = one("(EngineCore pid=179) WARNING 08-04 02:44:37 [vllm.py:1758] max_num_scheduled_tokens is set to 8184")
+    assert e.kind == "log" and e.fields == {"level": "warning", "logger": "vllm.py:1758",
+                                            "message": "max_num_scheduled_tokens is set to 8184"}
+    assert one("ERROR 01-01 00:00:00 [serving.py:1] Error in chat completion stream generator.").fields["level"] == "error"
+    results, events = run_lines(["INFO 01-01 00:00:00 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000"])
+    assert results == ["ignored"] and events == []

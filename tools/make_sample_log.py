@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""Write the packaged sample logs (``exporter/data/sample.log``, ``exporter/data/sample-v0.log``).
+
+The V1 sample is a journald capture of a custom vLLM build serving a speculative-decoding model on
+two GPUs with CPU KV offload, in the formats the seed article quotes: a healthy run that ends in a
+CUDA OOM and a dead engine, a restart that dies of an illegal memory access and an NCCL timeout, and a
+third start that stays healthy. Every line family the parser knows appears at least once. The V0
+sample is a short 0.6-era server, for the V0-only families. Seeded, so the output is reproducible:
+
+    python tools/make_sample_log.py            # rewrites both files
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST, UNIT, UNIT_PID = "gpu-host", "vllm", 4242
+API, CORE, TP0, TP1 = ("APIServer", 53), ("EngineCore", 179), ("Worker_TP0", 264), ("Worker_TP1", 265)
+VERSION = "0.11.2.dev280+gilded.gnosis.v20.vllmf5981f1.cu132.r24"
+MODEL = "/models/snapshots/7872f01b1d1fe23eabc4c98b48bffcef5a386062"
+MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
+
+
+class Log:
+    def __init__(self, start: datetime, seed: int):
+        self.t = start
+        self.rng = random.Random(seed)
+        self.lines: list[str] = []
+
+    def at(self, seconds: float) -> None:
+        self.t += timedelta(seconds=seconds)
+
+    def _journald(self) -> str:
+        t = self.t
+        return f"{MONTHS[t.month - 1]} {t.day:02d} {t:%H:%M:%S} {HOST} {UNIT}[{UNIT_PID}]: "
+
+    def raw(self, proc, text: str) -> None:
+        tag = f"({proc[0]} pid={proc[1]}) " if proc else ""
+        self.lines.append(f"{self._journald()}{tag}{text}")
+
+    def log(self, proc, level: str, where: str, msg: str) -> None:
+        # vLLM's NewLineFormatter repeats the header on every line of a multi-line message.
+        header = f"{level} {self.t:%m-%d %H:%M:%S} [{where}] "
+        for part in msg.split("\n"):
+            self.raw(proc, header + part)
+
+    def access(self, method: str, path: str, status: int) -> None:
+        phrase = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
+                  500: "Internal Server Error", 503: "Service Unavailable"}[status]
+        port = self.rng.randint(40000, 60000)
+        self.raw(API, f'INFO:     10.10.10.2:{port} - "{method} {path} HTTP/1.1" {status} {phrase}')
+
+
+def startup(log: Log, *, compile_s: float) -> None:
+    log.log(API, "INFO", "api_utils.py:345",
+            "\n       █     █     █▄   ▄█\n"
+            f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {VERSION}\n"
+            f"  █▄█▀ █     █     █     █  model   {MODEL}\n"
+            "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀")
+    log.log(API, "INFO", "utils.py:253",
+            f"non-default args: {{'model_tag': '{MODEL}', 'port': 8000, 'model': '{MODEL}', "
+            "'max_model_len': 262144, 'tensor_parallel_size': 2, 'gpu_memory_utilization': 0.975, "
+            "'max_num_batched_tokens': 8192, 'max_num_seqs': 2, 'served_model_name': ['grandpa'], "
+            "'speculative_config': {'method': 'dspark', 'num_speculative_tokens': 5}}")
+    log.at(3)
+    log.log(CORE, "INFO", "core.py:93",
+            f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{MODEL}', "
+            "speculative_config=SpeculativeConfig(method='dspark', model=None, num_spec_tokens=5), "
+            f"tokenizer='{MODEL}', skip_tokenizer_init=False, dtype=torch.bfloat16, max_seq_len=262144, "
+            "download_dir=None, load_format=instanttensor, tensor_parallel_size=2, pipeline_parallel_size=1, "
+            "data_parallel_size=1, disable_custom_all_reduce=False, quantization=fp8, enforce_eager=False, "
+            "kv_cache_dtype=fp8_ds_mla, device_config=cuda, seed=0, served_model_name=grandpa, "
+            "enable_prefix_caching=True")
+    log.at(2)
+    for w in (TP0, TP1):
+        log.raw(w, f"{HOST}:{w[1]}:{w[1]} [{w[0][-1]}] NCCL INFO cudaDriverVersion 13020")
+    log.log(TP0, "INFO", "pynccl.py:111", "vLLM is using nccl==2.27.7")
+    log.log(TP0, "INFO", "parallel_state.py:1208",
+            "rank 0 in world size 2 is assigned as DP rank 0, PP rank 0, TP rank 0, EP rank 0")
+    log.at(4)
+    log.log(TP0, "INFO", "quant_config.py:75", "DeepSeek V4 expert_dtype resolved to 'fp4'")
+    log.log(TP0, "INFO", "attention.py:98", "Using DeepSeek's fp8_ds_mla KV cache format.")
+    log.log(TP0, "WARNING", "b12x_moe.py:810",
+            "B12X MoE force-A8 enabled: using quant_mode=w4a8_mx for E8M0 FP4 weights.")
+    log.raw(TP0, "Loading safetensors checkpoint shards:   0% Completed | 0/46 [00:00<?, ?it/s]")
+    log.at(70)
+    log.raw(TP0, "Loading safetensors checkpoint shards: 100% Completed | 46/46 [01:10<00:00,  1.53s/it]")
+    for w in (TP0, TP1):
+        log.log(w, "INFO", "default_loader.py:267", f"Loading weights took {70.12 + (w[1] - 264) * 0.4:.2f} seconds")
+        log.log(w, "INFO", "gpu_model_runner.py:2602",
+                f"Model loading took 81.01 GiB memory and {72.345678 + (w[1] - 264) * 0.4:.6f} seconds")
+    log.at(9)
+    for w in (TP0, TP1):
+        log.log(w, "INFO", "gpu_worker.py:617", "Available KV cache memory: 8.59 GiB")
+    log.log(CORE, "INFO", "kv_cache_utils.py:2428", "GPU KV cache size: 285,336 tokens")
+    log.log(CORE, "INFO", "kv_cache_utils.py:2429", "Maximum concurrency for 262,144 tokens per request: 1.09x")
+    log.log(TP0, "WARNING", "base.py:493",
+            "Initializing OffloadingSpec. This API is experimental and subject to change in the future as we iterate the design.")
+    log.at(1)
+    shm = "/dev/shm/vllm_offload_f5388900-1119-46b2-b2eb-178e4b7e21c5.mmap"
+    log.log(TP0, "INFO", "shared_offload_region.py:85", f"Created mmap file {shm} (8.59 GB)")
+    log.log(TP1, "INFO", "shared_offload_region.py:93", f"Opened existing mmap file {shm}")
+    log.log(TP0, "INFO", "shared_offload_region.py:176", f"Unlinked mmap file {shm} after 2 workers mapped it")
+    log.raw(TP0, "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| 35/35 [00:04<00:00,  7.91it/s]")
+    log.raw(TP0, "Capturing CUDA graphs (decode, FULL): 100%|██████████| 19/19 [00:01<00:00, 12.40it/s]")
+    log.at(5)
+    log.log(TP0, "INFO", "gpu_model_runner.py:3480", "Graph capturing finished in 6 secs, took 0.14 GiB")
+    for w in (TP0, TP1):
+        log.log(w, "INFO", "gpu_worker.py:918",
+                "Free memory on device (93.73/94.97 GiB) on startup. Desired GPU memory utilization is (0.975, 92.59 GiB). "
+                "Actual usage is 81.01 GiB for weight, 2.45 GiB for peak activation, 0.2 GiB for non-torch memory, "
+                "and 0.14 GiB for CUDAGraph memory. Replace gpu_memory_utilization config with "
+                "`--kv-cache-memory-bytes=9288604570` (8.65 GiB) to fit into requested memory, or "
+                "`--kv-cache-memory-bytes=10511114752` (9.79 GiB) to fully utilize gpu memory. "
+                "Current kv cache memory in use is 8.59 GiB.")
+    log.at(9)
+    log.log(CORE, "INFO", "core.py:345",
+            f"init engine (profile, create kv cache, warmup model) took 47.53 s (compilation: {compile_s:.2f} s)")
+    log.log(CORE, "WARNING", "vllm.py:1758",
+            "max_num_scheduled_tokens is set to 8184 based on the speculative decoding settings. This may lead to "
+            "suboptimal performance. Consider increasing max_num_batched_tokens to accommodate the additional draft "
+            "token slots, or decrease num_speculative_tokens or max_num_seqs.")
+    log.at(1)
+    log.log(API, "INFO", "api_server.py:1912", "Starting vLLM API server 0 on http://0.0.0.0:8000")
+    for route, methods in (("/health", "GET"), ("/metrics", "GET"), ("/v1/models", "GET"),
+                           ("/v1/chat/completions", "POST"), ("/v1/completions", "POST")):
+        log.log(API, "INFO", "launcher.py:37", f"Route: {route}, Methods: {methods}")
+    log.raw(API, "INFO:     Started server process [53]")
+    log.raw(API, "INFO:     Waiting for application startup.")
+    log.raw(API, "INFO:     Application startup complete.")
+
+
+def serving(log: Log, windows: int, *, kv_peak_at: int | None = None) -> None:
+    """``windows`` stats intervals of 10 s: requests, stats, spec decode and offload lines."""
+    rng = log.rng
+    kv = 0.01
+    for w in range(windows):
+        busy = rng.random() < 0.85
+        for step in range(10):
+            log.at(1)
+            if step % 5 == 0:
+                log.access("GET", "/metrics", 200)
+            if step == 7:
+                log.access("GET", "/health", 200)
+            if busy and rng.random() < 0.35:
+                roll = rng.random()
+                status = 200 if roll < 0.93 else 400 if roll < 0.96 else 429 if roll < 0.985 else 404
+                path = "/v1/chat/completions" if status != 404 else "/v1/chat/complete"
+                log.access("POST", path, status)
+        if rng.random() < 0.05:
+            log.access("GET", "/v1/models?limit=5", 200)
+        if not busy:
+            continue  # idle windows are logged at DEBUG by vLLM: nothing appears
+        accept = min(0.99, max(0.35, rng.gauss(0.8, 0.12)))
+        depth = 5
+        per_pos = [max(0.0, min(1.0, accept ** (0.3 + 0.35 * i))) for i in range(depth)]
+        mean_len = 1 + sum(per_pos)
+        drafted = rng.randint(2400, 3200)
+        accepted = int(drafted * accept)
+        gen = accepted / 10 + rng.uniform(40, 70)
+        prompt = rng.choice([0.0, 0.0, 0.0, rng.uniform(200, 900), rng.uniform(1500, 5800)])
+        if kv_peak_at is not None and w == kv_peak_at:
+            kv = 0.794
+        else:
+            kv = min(0.6, max(0.0, kv + rng.uniform(-0.01, 0.015)))
+        running = 1 if rng.random() < 0.8 else 2
+        parts = [
+            f"Avg prompt throughput: {prompt:.1f} tokens/s",
+            f"Avg generation throughput: {gen:.1f} tokens/s",
+            f"Running: {running} reqs",
+            f"Waiting: {0 if rng.random() < 0.9 else 1} reqs",
+            f"GPU KV cache usage: {kv * 100:.1f}%",
+            f"Prefix cache hit rate: {rng.uniform(85, 97.5):.1f}%",
+            f"External prefix cache hit rate: {rng.uniform(0.5, 11.4):.1f}%",
+        ]
+        if rng.random() < 0.04:
+            parts.insert(4, "Preemptions: 1")
+        log.log(API, "INFO", "loggers.py:314", "Engine 000: " + ", ".join(parts))
+        log.log(API, "INFO", "metrics.py:125",
+                f"SpecDecoding metrics: Mean acceptance length: {mean_len:.2f}, Current speculative depth: {depth}, "
+                f"Accepted throughput: {accepted / 10:.2f} tokens/s, Drafted throughput: {drafted / 10:.2f} tokens/s, "
+                f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
+                f"Per-position acceptance rate: {', '.join(f'{p:.3f}' for p in per_pos)}, "
+                f"Avg Draft acceptance rate: {accept * 100:.1f}%")
+        if rng.random() < 0.4:
+            store = rng.randint(20, 1400) * 1048576
+            load = rng.randint(1, 200) * 1048576
+            store_t = store / rng.uniform(52.09e9, 55.56e9)
+            load_t = load / rng.uniform(48.02e9, 54.91e9)
+            log.log(API, "INFO", "metrics.py:103",
+                    f"KV Transfer metrics: vllm:kv_offload_cpu_cache_usage_perc={rng.uniform(0, 0.0386)!r}, "
+                    f"vllm:kv_offload_load_bytes={load}, vllm:kv_offload_load_time={load_t!r}, "
+                    f"vllm:kv_offload_load_size_count={rng.randint(1, 4)}, vllm:kv_offload_load_size_sum={load}, "
+                    f"vllm:kv_offload_store_bytes={store}, vllm:kv_offload_store_time={store_t!r}, "
+                    f"vllm:kv_offload_store_size_count={rng.randint(5, 20)}, vllm:kv_offload_store_size_sum={store}, "
+                    f"vllm:kv_offload_lookup_sync_delay_seconds_count=5, "
+                    f"vllm:kv_offload_lookup_sync_delay_seconds_sum={rng.uniform(5e-5, 2e-4)!r}")
+        if rng.random() < 0.03:
+            log.log(API, "WARNING", "protocol.py:101",
+                    "The following fields were present in the request but ignored: {'reasoning_effort'}")
+
+
+def oom_crash(log: Log) -> None:
+    hdr = (CORE, "ERROR", "core.py:842")
+    log.log(*hdr, "EngineCore encountered a fatal error.\nTraceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 833, in run_engine_core\n'
+            "    engine_core.run_busy_loop()\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 860, in run_busy_loop\n'
+            "    self._process_engine_step()\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 2311, in execute_model\n'
+            "    hidden_states = self.model(input_ids, positions)\n"
+            "                    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "94.97 GiB of which 1.07 GiB is free. Including non-PyTorch memory, this process has 93.89 GiB memory in use. "
+            "Of the allocated memory 90.12 GiB is allocated by PyTorch, and 1.31 GiB is reserved by PyTorch but "
+            "unallocated. If reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")
+    log.log(API, "ERROR", "async_llm.py:480", "AsyncLLM output_handler failed.")
+    log.raw(API, "Traceback (most recent call last):")
+    log.raw(API, '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/async_llm.py", line 439, in output_handler')
+    log.raw(API, "    outputs = await engine_core.get_output_async()")
+    log.raw(API, "              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^")
+    log.raw(API, "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+                 "See stack trace (above) for the root cause.")
+    log.at(1)
+    log.access("POST", "/v1/chat/completions", 500)
+    log.access("POST", "/v1/chat/completions", 500)
+    log.raw(API, "INFO:     Shutting down")
+    log.raw(API, "INFO:     Finished server process [53]")
+    log.at(30)
+
+
+def cuda_crash(log: Log) -> None:
+    log.log(TP1, "ERROR", "multiproc_executor.py:671", "WorkerProc hit an exception.")
+    log.raw(TP1, "Traceback (most recent call last):")
+    log.raw(TP1, '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", line 666, in worker_busy_loop')
+    log.raw(TP1, "    output = func(*args, **kwargs)")
+    log.raw(TP1, "RuntimeError: CUDA error: an illegal memory access was encountered")
+    log.raw(TP1, "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.")
+    log.raw(TP1, "For debugging consider passing CUDA_LAUNCH_BLOCKING=1")
+    log.raw(TP1, "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+    log.at(20)
+    log.raw(TP0, "[rank0]:[E1202 14:07:47.123456 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+                 "operation timeout: WorkNCCL(SeqNum=1203, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, "
+                 "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.")
+    log.log(CORE, "ERROR", "core_client.py:564", "Engine core proc EngineCore died unexpectedly, shutting down client.")
+    log.log(CORE, "CRITICAL", "multiproc_executor.py:48",
+            "MulitprocExecutor got fatal signal from worker processes, shutting down.")
+    log.at(30)
+
+
+def v1_sample() -> list[str]:
+    log = Log(datetime(2026, 8, 4, 2, 43, 0), seed=20260804)
+    startup(log, compile_s=12.64)
+    log.at(8)
+    serving(log, 48, kv_peak_at=30)
+    oom_crash(log)
+    startup(log, compile_s=0.91)
+    serving(log, 9)
+    cuda_crash(log)
+    startup(log, compile_s=0.88)
+    serving(log, 18)
+    return log.lines
+
+
+def v0_sample() -> list[str]:
+    """A vLLM 0.6-era server: no brackets around file:line, V0 stats and spec-decode lines."""
+    log = Log(datetime(2026, 3, 10, 9, 0, 0), seed=6)
+    out = []
+
+    def v0(level, where, msg):
+        out.append(f"{level} {log.t:%m-%d %H:%M:%S} {where}] {msg}")
+
+    v0("INFO", "api_server.py:528", "vLLM API server version 0.6.3.post1")
+    v0("INFO", "llm_engine.py:237", "Initializing an LLM engine (v0.6.3.post1) with config: model='meta-llama/Llama-3.1-8B-Instruct', "
+       "speculative_config=SpeculativeConfig(draft_model='ibm-fms/llama3-8b-accelerator', num_spec_tokens=3), "
+       "tokenizer='meta-llama/Llama-3.1-8B-Instruct', dtype=torch.bfloat16, max_seq_len=8192, tensor_parallel_size=1, "
+       "pipeline_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto, seed=0, "
+       "served_model_name=llama, enable_prefix_caching=True")
+    log.at(20)
+    v0("INFO", "model_runner.py:1060", "Loading model weights took 14.9888 GB")
+    v0("INFO", "worker.py:232", "Memory profiling results: total_gpu_memory=79.15GiB initial_memory_usage=15.54GiB")
+    v0("INFO", "worker.py:241", "Memory profiling takes 4.32 seconds")
+    v0("INFO", "worker.py:241", "the current vLLM instance can use total_gpu_memory (79.15GiB) x gpu_memory_utilization (0.90) = 71.23GiB")
+    v0("INFO", "worker.py:241", "model weights take 14.99GiB; non_torch_memory takes 0.11GiB; PyTorch activation peak memory takes 1.20GiB; the rest of the memory reserved for KV Cache is 54.93GiB.")
+    v0("INFO", "gpu_executor.py:122", "# GPU blocks: 28123, # CPU blocks: 2048")
+    v0("INFO", "gpu_executor.py:126", "Maximum concurrency for 8192 tokens per request: 54.93x")
+    log.at(12)
+    v0("INFO", "model_runner.py:1523", "Graph capturing finished in 12 secs.")
+    v0("INFO", "llm_engine.py:447", "init engine (profile, create kv cache, warmup model) took 18.31 seconds")
+    out.append("INFO:     Started server process [7]")
+    out.append("INFO:     Application startup complete.")
+    rng = log.rng
+    for i in range(12):
+        log.at(5)
+        for _ in range(rng.randint(0, 3)):
+            out.append(f'INFO:     127.0.0.1:{rng.randint(40000, 60000)} - "POST /v1/completions HTTP/1.1" 200 OK')
+        v0("INFO", "metrics.py:351",
+           f"Avg prompt throughput: {rng.uniform(0, 900):.1f} tokens/s, Avg generation throughput: {rng.uniform(30, 90):.1f} tokens/s, "
+           f"Running: {rng.randint(1, 4)} reqs, Swapped: 0 reqs, Pending: {rng.randint(0, 2)} reqs, "
+           f"GPU KV cache usage: {rng.uniform(1, 30):.1f}%, CPU KV cache usage: 0.0%.")
+        v0("INFO", "metrics.py:367", f"Prefix cache hit rate: GPU: {rng.uniform(20, 60):.2f}%, CPU: 0.00%")
+        acc = rng.uniform(0.4, 0.9)
+        drafted = rng.randint(300, 900)
+        v0("INFO", "metrics.py:389",
+           f"Speculative metrics: Draft acceptance rate: {acc:.3f}, System efficiency: {acc * 0.8:.3f}, "
+           f"Number of speculative tokens: 3, Number of accepted tokens: {int(drafted * acc)}, "
+           f"Number of draft tokens: {drafted}, Number of emitted tokens: {int(drafted * acc) + drafted // 3}.")
+    v0("WARNING", "scheduler.py:1089", "Sequence group 12 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space.")
+    return out
+
+
+def main() -> int:
+    data = ROOT / "exporter" / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    for name, lines in (("sample.log", v1_sample()), ("sample-v0.log", v0_sample())):
+        (data / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        print(f"wrote {data / name} ({len(lines)} lines)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
