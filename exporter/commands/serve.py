@@ -1,0 +1,56 @@
+"""``vllm-log-exporter serve``: follow logs, keep metrics, serve them (the default command)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from exporter.config import DEFAULT_LISTEN, ConfigError, build
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="YAML config file (see README); flags override it")
+    p.add_argument("--source", action="append", metavar="[SERVER=]SOURCE",
+                   help="a log to follow: PATH, - (stdin), journald:UNIT, container:NAME or demo; repeatable. "
+                        "SERVER= names the `server` label (default: file stem, unit or container name)")
+    p.add_argument("--server", help="the `server` label of the single --source")
+    p.add_argument("--from-start", action="store_true", default=None,
+                   help="read what the log already holds instead of starting at its end")
+    p.add_argument("--container-socket", help="Docker-API socket for container: sources "
+                                              "(default /run/podman/podman.sock, else /var/run/docker.sock)")
+    p.add_argument("--demo", action="store_true", default=None,
+                   help="replay the packaged sample log in real time, in a loop (no vLLM needed)")
+    p.add_argument("--demo-speed", type=float, default=None, help="replay speed factor for --demo (default 1)")
+    p.add_argument("--web.listen-address", dest="listen_address", default=None,
+                   help=f"address to serve on (default {DEFAULT_LISTEN}; :PORT for every interface)")
+    p.add_argument("--web.telemetry-path", dest="telemetry_path", default=None, help="metrics path (default /metrics)")
+    p.add_argument("--log.level", dest="log_level", default=None, help="debug, info, warning or error (default info)")
+    p.add_argument("--log.format", dest="log_format", default=None,
+                   help="auto (console on a TTY, else JSON), console or json")
+    p.add_argument("--stats-interval", type=float, default=None,
+                   help="seconds between vLLM stats lines (VLLM_LOG_STATS_INTERVAL, default 10)")
+    p.add_argument("--year", type=int, default=None, help="year of year-less timestamps (default: current)")
+    p.add_argument("--timezone", default=None, help="IANA zone of year-less timestamps (default: local)")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        cfg = build(args)
+    except ConfigError as e:
+        print(f"vllm-log-exporter: {e}", file=sys.stderr)
+        return 2
+    from exporter import logs
+    from exporter.daemon import Daemon
+
+    logs.setup(cfg.log_level, cfg.log_format)
+
+    async def main() -> None:
+        await Daemon(cfg).run()
+
+    try:
+        asyncio.run(main())
+    except OSError as e:
+        print(f"vllm-log-exporter: --web.listen-address {cfg.listen_address}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,330 @@
+"""Configuration: a YAML file, environment variables and flags, checked before anything starts.
+
+Precedence: flag > environment (``VLLM_LOG_EXPORTER_*``) > config file > default. A bad value is
+refused with the file and key named (``config.yaml: sources[1].type: ...``); nothing half-starts.
+
+```yaml
+web:
+  listen_address: "127.0.0.1:10825"   # ":10825" for every interface
+  telemetry_path: /metrics
+log:
+  level: info                          # debug | info | warning | error
+  format: auto                         # auto (console on a TTY, else JSON) | console | json
+timestamps:
+  year: null                           # year of year-less timestamps (default: current)
+  timezone: null                       # IANA zone of year-less timestamps (default: local)
+stats_interval_seconds: 10             # VLLM_LOG_STATS_INTERVAL of the servers
+sources:
+  - name: grandpa                      # the `server` label
+    type: file                         # file | stdin | journald | container | demo
+    path: /var/log/vllm/grandpa.log    # file
+    from_start: false                  # file, journald, container: read what is already there
+  - name: other
+    type: container
+    container: other                   # container name or id
+    socket: /run/podman/podman.sock    # default: podman's, else docker's
+  - name: svc
+    type: journald
+    match: vllm                        # unit, CONTAINER_NAME or SYSLOG_IDENTIFIER
+```
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+
+DEFAULT_PORT = 10825
+DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+SOURCE_TYPES = ("file", "stdin", "journald", "container", "demo")
+ENV_PREFIX = "VLLM_LOG_EXPORTER_"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+class ConfigError(Exception):
+    """One line naming the file (or flag/env) and key at fault."""
+
+
+@dataclass
+class SourceConfig:
+    name: str
+    type: str
+    path: str | None = None
+    match: str | None = None
+    container: str | None = None
+    socket: str | None = None
+    from_start: bool = False
+    speed: float = 1.0
+
+
+@dataclass
+class Config:
+    listen_host: str = "127.0.0.1"
+    listen_port: int = DEFAULT_PORT
+    telemetry_path: str = "/metrics"
+    log_level: str = "info"
+    log_format: str = "auto"
+    year: int | None = None
+    timezone: str | None = None
+    stats_interval: float = 10.0
+    sources: list[SourceConfig] = field(default_factory=list)
+
+    @property
+    def listen_address(self) -> str:
+        host = f"[{self.listen_host}]" if ":" in self.listen_host else self.listen_host
+        return f"{host}:{self.listen_port}"
+
+    def tzinfo(self):
+        return ZoneInfo(self.timezone) if self.timezone else None
+
+
+def parse_listen(value: str, where: str) -> tuple[str, int]:
+    m = re.fullmatch(r"(?:\[([0-9A-Fa-f:.]+)\]|([^\s:\[\]]*)):(\d{1,5})", value.strip())
+    if not m or not 0 < int(m.group(3)) < 65536:
+        raise ConfigError(f"{where}: {value!r} is not host:port (e.g. 127.0.0.1:{DEFAULT_PORT} or :{DEFAULT_PORT})")
+    host = m.group(1) or m.group(2) or "0.0.0.0"
+    return host, int(m.group(3))
+
+
+def source_from_spec(spec: str, where: str, from_start: bool = False) -> SourceConfig:
+    """``PATH``, ``-``, ``journald:NAME``, ``container:NAME``, ``demo``, each optionally ``SERVER=`` first."""
+    name = None
+    m = re.match(r"^([A-Za-z0-9][A-Za-z0-9_.:-]{0,63})=(.+)$", spec)
+    if m and not os.path.exists(spec):
+        name, spec = m.group(1), m.group(2)
+    if not spec:
+        raise ConfigError(f"{where}: empty source")
+    if spec == "-":
+        return SourceConfig(name=name or "stdin", type="stdin")
+    if spec == "demo":
+        return SourceConfig(name=name or "demo", type="demo")
+    if spec.startswith("journald:"):
+        target = spec[len("journald:"):]
+        if not target:
+            raise ConfigError(f"{where}: journald: needs a unit or container name")
+        return SourceConfig(name=name or target.removesuffix(".service"), type="journald", match=target, from_start=from_start)
+    if spec.startswith("container:"):
+        target = spec[len("container:"):]
+        if not target:
+            raise ConfigError(f"{where}: container: needs a container name")
+        return SourceConfig(name=name or target, type="container", container=target, from_start=from_start)
+    stem = Path(spec).name.split(".")[0] or "vllm"
+    return SourceConfig(name=name or stem, type="file", path=spec, from_start=from_start)
+
+
+_TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "sources"}
+_WEB_KEYS = {"listen_address", "telemetry_path"}
+_LOG_KEYS = {"level", "format"}
+_TS_KEYS = {"year", "timezone"}
+_SOURCE_KEYS = {
+    "file": {"name", "type", "path", "from_start"},
+    "stdin": {"name", "type"},
+    "journald": {"name", "type", "match", "from_start"},
+    "container": {"name", "type", "container", "socket", "from_start"},
+    "demo": {"name", "type", "speed"},
+}
+
+
+def _expect(mapping: Any, keys: set[str], where: str) -> dict:
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(mapping).__name__}")
+    for k in mapping:
+        if k not in keys:
+            raise ConfigError(f"{where}.{k}: unknown key (expected one of: {', '.join(sorted(keys))})".lstrip("."))
+    return mapping
+
+
+def _typed(value: Any, kind: type | tuple, where: str):
+    if kind is bool and not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    if kind in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if kind is str and not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def load_file(path: str) -> dict:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}{at}: invalid YAML: {problem}") from None
+    return data if data is not None else {}
+
+
+def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
+    cfg = cfg or Config()
+    top = _expect(data, _TOP_KEYS, "")
+    p = f"{where}: "
+    web = _expect(top.get("web"), _WEB_KEYS, p + "web")
+    if "listen_address" in web:
+        cfg.listen_host, cfg.listen_port = parse_listen(_typed(web["listen_address"], str, p + "web.listen_address"),
+                                                        p + "web.listen_address")
+    if "telemetry_path" in web:
+        cfg.telemetry_path = _typed(web["telemetry_path"], str, p + "web.telemetry_path")
+    lg = _expect(top.get("log"), _LOG_KEYS, p + "log")
+    if "level" in lg:
+        cfg.log_level = _typed(lg["level"], str, p + "log.level")
+    if "format" in lg:
+        cfg.log_format = _typed(lg["format"], str, p + "log.format")
+    ts = _expect(top.get("timestamps"), _TS_KEYS, p + "timestamps")
+    if ts.get("year") is not None:
+        cfg.year = int(_typed(ts["year"], int, p + "timestamps.year"))
+    if ts.get("timezone") is not None:
+        cfg.timezone = _typed(ts["timezone"], str, p + "timestamps.timezone")
+    if "stats_interval_seconds" in top:
+        cfg.stats_interval = float(_typed(top["stats_interval_seconds"], float, p + "stats_interval_seconds"))
+    sources = top.get("sources")
+    if sources is not None:
+        if not isinstance(sources, list):
+            raise ConfigError(f"{p}sources: expected a list")
+        cfg.sources = []
+        for i, s in enumerate(sources):
+            w = f"{p}sources[{i}]"
+            if not isinstance(s, dict):
+                raise ConfigError(f"{w}: expected a mapping")
+            kind = s.get("type")
+            if kind not in SOURCE_TYPES:
+                raise ConfigError(f"{w}.type: {kind!r} is not one of {', '.join(SOURCE_TYPES)}")
+            _expect(s, _SOURCE_KEYS[kind], w)
+            if "name" not in s:
+                raise ConfigError(f"{w}.name: required (it becomes the `server` label)")
+            sc = SourceConfig(name=_typed(s["name"], str, f"{w}.name"), type=kind)
+            for key, typ in (("path", str), ("match", str), ("container", str), ("socket", str),
+                             ("from_start", bool), ("speed", float)):
+                if key in s:
+                    setattr(sc, key, _typed(s[key], typ, f"{w}.{key}"))
+            for needed, kinds in (("path", ("file",)), ("match", ("journald",)), ("container", ("container",))):
+                if kind in kinds and not getattr(sc, needed):
+                    raise ConfigError(f"{w}.{needed}: required for a {kind} source")
+            cfg.sources.append(sc)
+    return cfg
+
+
+def validate(cfg: Config, where: str = "config") -> Config:
+    if cfg.log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise ConfigError(f"{where}: log.level: {cfg.log_level!r} is not one of debug, info, warning, error")
+    cfg.log_level = cfg.log_level.lower()
+    if cfg.log_format not in ("auto", "console", "json"):
+        raise ConfigError(f"{where}: log.format: {cfg.log_format!r} is not one of auto, console, json")
+    if not cfg.telemetry_path.startswith("/") or cfg.telemetry_path in ("/", "/healthz"):
+        raise ConfigError(f"{where}: web.telemetry_path: {cfg.telemetry_path!r} must be a path such as /metrics")
+    if cfg.timezone:
+        try:
+            ZoneInfo(cfg.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(f"{where}: timestamps.timezone: unknown time zone {cfg.timezone!r}") from None
+    if cfg.year is not None and not 1970 <= cfg.year <= 9999:
+        raise ConfigError(f"{where}: timestamps.year: {cfg.year} is out of range")
+    if not 0 < cfg.stats_interval <= 3600:
+        raise ConfigError(f"{where}: stats_interval_seconds: {cfg.stats_interval} must be in (0, 3600]")
+    if not cfg.sources:
+        raise ConfigError(f"{where}: sources: none given (use --source PATH, --demo, or a config file)")
+    seen = set()
+    for i, s in enumerate(cfg.sources):
+        if not _NAME.match(s.name):
+            raise ConfigError(f"{where}: sources[{i}].name: {s.name!r} must be 1-64 letters, digits, _ . : -")
+        if s.name in seen:
+            raise ConfigError(f"{where}: sources[{i}].name: {s.name!r} is used twice (each server needs its own name)")
+        seen.add(s.name)
+        if s.type == "demo" and not 0 < s.speed <= 1000:
+            raise ConfigError(f"{where}: sources[{i}].speed: {s.speed} must be in (0, 1000]")
+    if sum(1 for s in cfg.sources if s.type == "stdin") > 1:
+        raise ConfigError(f"{where}: sources: stdin can be read by one source only")
+    return cfg
+
+
+def env_bool(value: str, where: str) -> bool:
+    v = value.strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{where}: {value!r} is not a boolean (1/0, true/false)")
+
+
+def build(args, environ: dict[str, str] | None = None) -> Config:
+    """Config from the parsed ``serve`` flags, the environment and the optional file."""
+    env = os.environ if environ is None else environ
+    cfg = Config()
+    where = "config"
+    config_path = args.config or env.get(ENV_PREFIX + "CONFIG")
+    if config_path:
+        cfg = from_mapping(load_file(config_path), config_path)
+        where = config_path
+
+    def pick(flag_value, flag: str, env_key: str):
+        if flag_value is not None:
+            return flag_value, flag
+        if ENV_PREFIX + env_key in env:
+            return env[ENV_PREFIX + env_key], ENV_PREFIX + env_key
+        return None, None
+
+    v, w = pick(args.listen_address, "--web.listen-address", "WEB_LISTEN_ADDRESS")
+    if v is not None:
+        cfg.listen_host, cfg.listen_port = parse_listen(v, w)
+    v, w = pick(args.telemetry_path, "--web.telemetry-path", "WEB_TELEMETRY_PATH")
+    if v is not None:
+        cfg.telemetry_path = v
+    v, _ = pick(args.log_level, "--log.level", "LOG_LEVEL")
+    if v is not None:
+        cfg.log_level = v
+    v, _ = pick(args.log_format, "--log.format", "LOG_FORMAT")
+    if v is not None:
+        cfg.log_format = v
+    v, w = pick(args.year, "--year", "YEAR")
+    if v is not None:
+        try:
+            cfg.year = int(v)
+        except ValueError:
+            raise ConfigError(f"{w}: {v!r} is not a year") from None
+    v, _ = pick(args.timezone, "--timezone", "TIMEZONE")
+    if v is not None:
+        cfg.timezone = v
+    v, w = pick(args.stats_interval, "--stats-interval", "STATS_INTERVAL")
+    if v is not None:
+        try:
+            cfg.stats_interval = float(v)
+        except ValueError:
+            raise ConfigError(f"{w}: {v!r} is not a number of seconds") from None
+
+    from_start = bool(args.from_start) or env_bool(env.get(ENV_PREFIX + "FROM_START", ""), ENV_PREFIX + "FROM_START")
+    demo = bool(args.demo) or env_bool(env.get(ENV_PREFIX + "DEMO", ""), ENV_PREFIX + "DEMO")
+    specs = list(args.source or [])
+    where_src = "--source"
+    if not specs and ENV_PREFIX + "SOURCE" in env:
+        specs = [s for s in env[ENV_PREFIX + "SOURCE"].split(",") if s.strip()]
+        where_src = ENV_PREFIX + "SOURCE"
+    if specs or demo:
+        flag_sources = [source_from_spec(s.strip(), where_src, from_start) for s in specs]
+        if demo:
+            flag_sources.append(SourceConfig(name="demo", type="demo", speed=args.demo_speed or 1.0))
+        server = args.server or env.get(ENV_PREFIX + "SERVER")
+        if server:
+            if len(flag_sources) != 1:
+                raise ConfigError("--server: names the one source; with several, use NAME=SOURCE in each --source")
+            flag_sources[0].name = server
+        container_socket = args.container_socket or env.get(ENV_PREFIX + "CONTAINER_SOCKET")
+        for s in flag_sources:
+            if s.type == "container" and container_socket:
+                s.socket = container_socket
+        cfg.sources = flag_sources
+    elif from_start:
+        for s in cfg.sources:
+            s.from_start = True
+    return validate(cfg, where)

@@ -1,0 +1,152 @@
+"""The daemon: one runner per source (source -> pipeline -> metrics) and the HTTP server."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import structlog
+from aiohttp import web
+
+from exporter.config import Config, SourceConfig
+from exporter.framing import Clock
+from exporter.metrics import Metrics
+from exporter.pipeline import IGNORED, PARSED, TRACEBACK_IDLE_SECONDS, UNPARSED, Pipeline
+from exporter.server import make_app
+from exporter.sources.base import Backoff, Source
+
+log = structlog.get_logger("vllm_log_exporter")
+
+
+def make_source(sc: SourceConfig) -> Source:
+    if sc.type == "file":
+        from exporter.sources.file import FileSource
+
+        return FileSource(sc.name, sc.path, from_start=sc.from_start)
+    if sc.type == "stdin":
+        from exporter.sources.stdin import StdinSource
+
+        return StdinSource(sc.name)
+    if sc.type == "journald":
+        from exporter.sources.journald import JournaldSource
+
+        return JournaldSource(sc.name, sc.match, from_start=sc.from_start)
+    if sc.type == "container":
+        from exporter.sources.container import ContainerSource
+
+        return ContainerSource(sc.name, sc.container, socket=sc.socket, from_start=sc.from_start)
+    if sc.type == "demo":
+        from exporter.sources.demo import DemoSource
+
+        return DemoSource(sc.name, speed=sc.speed)
+    raise ValueError(sc.type)
+
+
+class SourceRunner:
+    """Feeds one source's lines through its pipeline into the metrics; doubles as its Status."""
+
+    def __init__(self, source: Source, metrics: Metrics, clock: Clock):
+        self.source = source
+        self.name = source.name
+        self.metrics = metrics
+        self.pipeline = Pipeline(clock)
+        self.is_up = False
+        self._bad_lines_logged = 0
+        metrics.add_server(self.name)
+
+    def up(self, up: bool) -> None:
+        self.is_up = up
+        self.metrics.set_source_up(self.name, up)
+
+    def restarted(self) -> None:
+        self.metrics.source_restarted(self.name)
+
+    def feed(self, batch: list[str]) -> None:
+        counts = {PARSED: 0, IGNORED: 0, UNPARSED: 0}
+        observe = self.metrics.observe
+        name = self.name
+        for line in batch:
+            try:
+                result, events = self.pipeline.feed(line)
+            except Exception:  # a parser bug must cost one line, never the exporter
+                counts[UNPARSED] += 1
+                if self._bad_lines_logged < 10:
+                    self._bad_lines_logged += 1
+                    log.exception("line could not be parsed", source=name, line=line[:300])
+                continue
+            counts[result] += 1
+            for ev in events:
+                observe(name, ev)
+        self.metrics.count_lines(name, counts)
+
+    def flush(self, idle: float | None = TRACEBACK_IDLE_SECONDS) -> None:
+        for ev in self.pipeline.flush(idle):
+            self.metrics.observe(self.name, ev)
+
+    async def run(self) -> None:
+        backoff = Backoff(1.0, 30.0)
+        while True:
+            try:
+                async for batch in self.source.batches(self):
+                    self.feed(batch)
+                self.flush(None)
+                log.info("source ended", source=self.name)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("source failed; restarting", source=self.name)
+                self.up(False)
+                self.restarted()
+                await backoff.sleep()
+
+
+class Daemon:
+    def __init__(self, cfg: Config, metrics: Metrics | None = None):
+        self.cfg = cfg
+        self.metrics = metrics or Metrics(stats_interval=cfg.stats_interval)
+        clock = Clock(year=cfg.year, tz=cfg.tzinfo())
+        self.runners = [SourceRunner(make_source(sc), self.metrics, clock) for sc in cfg.sources]
+        self._stop = asyncio.Event()
+        self._web: web.AppRunner | None = None
+
+    def sources(self) -> dict[str, bool]:
+        return {r.name: r.is_up for r in self.runners}
+
+    async def start_web(self) -> None:
+        app = make_app(self.metrics.registry, self.cfg.telemetry_path, self.sources)
+        self._web = web.AppRunner(app, access_log=None)
+        await self._web.setup()
+        site = web.TCPSite(self._web, self.cfg.listen_host, self.cfg.listen_port)
+        await site.start()
+        log.info("listening", address=self.cfg.listen_address, telemetry_path=self.cfg.telemetry_path,
+                 sources=[f"{s.name}={s.type}" for s in self.cfg.sources])
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            for r in self.runners:
+                r.flush()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        await self.start_web()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self.stop)
+            except (NotImplementedError, RuntimeError):
+                pass
+        tasks = [asyncio.create_task(r.run(), name=f"source:{r.name}") for r in self.runners]
+        tasks.append(asyncio.create_task(self._flush_loop(), name="flush"))
+        try:
+            await self._stop.wait()
+        finally:
+            log.info("stopping")
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self._web is not None:
+                await self._web.cleanup()

@@ -1,0 +1,400 @@
+"""Prometheus metrics kept from events. Knows nothing of where lines come from.
+
+Every series carries ``server`` (the source's name). Metrics exposed (PromQL names):
+
+Engine stats, from each ``Engine NNN`` stats window (label ``engine``):
+    vllm_log_prompt_throughput_tokens_per_second, vllm_log_generation_throughput_tokens_per_second,
+    vllm_log_requests_running, vllm_log_requests_waiting, vllm_log_requests_swapped (V0),
+    vllm_log_gpu_kv_cache_usage_ratio, vllm_log_cpu_kv_cache_usage_ratio (V0),
+    vllm_log_prefix_cache_hit_ratio, vllm_log_external_prefix_cache_hit_ratio,
+    vllm_log_prompt_tokens_total, vllm_log_generation_tokens_total (estimated: window average
+    x window length), vllm_log_preemptions_total, vllm_log_stats_windows_total
+Speculative decoding (label ``engine``):
+    vllm_log_spec_decode_accepted_tokens_total, vllm_log_spec_decode_drafted_tokens_total,
+    vllm_log_spec_decode_mean_acceptance_length, vllm_log_spec_decode_draft_acceptance_ratio,
+    vllm_log_spec_decode_position_acceptance_ratio{position}, vllm_log_spec_decode_depth,
+    vllm_log_spec_decode_window_mean_acceptance_length (histogram),
+    vllm_log_spec_decode_window_draft_acceptance_ratio (histogram)
+KV offload / connectors:
+    vllm_log_kv_offload_bytes_total{direction="store|load"}, vllm_log_kv_offload_seconds_total{direction},
+    vllm_log_kv_offload_throughput_bytes_per_second{direction} (histogram of per-interval rates),
+    vllm_log_kv_offload_cpu_cache_usage_ratio, vllm_log_kv_offload_pool_bytes,
+    vllm_log_kv_connector_transfers_total{result="ok|failed"}
+Start-up facts (reset when the server starts again):
+    vllm_log_gpu_kv_cache_tokens, vllm_log_gpu_kv_cache_blocks, vllm_log_max_concurrency,
+    vllm_log_max_model_len_tokens, vllm_log_kv_cache_memory_bytes{worker},
+    vllm_log_model_weights_bytes{worker}, vllm_log_model_load_seconds{worker},
+    vllm_log_startup_memory_bytes{worker,component}, vllm_log_engine_init_seconds,
+    vllm_log_engine_compile_seconds, vllm_log_max_num_seqs, vllm_log_server_starts_total,
+    vllm_log_build_info{version}, vllm_log_model_info{model}
+HTTP and errors:
+    vllm_log_http_requests_total{method,endpoint,status},
+    vllm_log_errors_total{kind}, vllm_log_last_error_timestamp_seconds{kind},
+    vllm_log_log_messages_total{level}
+The exporter itself:
+    vllm_log_last_line_timestamp_seconds, vllm_log_exporter_lines_total{result},
+    vllm_log_exporter_events_total{kind}, vllm_log_exporter_source_up,
+    vllm_log_exporter_source_restarts_total, vllm_log_exporter_build_info{version}
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import PlatformCollector, ProcessCollector, disable_created_metrics
+
+from exporter import __version__
+from exporter.events import ERROR_KINDS, Event
+from exporter.pipeline import RESULTS
+
+# The routes vLLM's OpenAI server (and its health/metrics endpoints) answer; anything else is
+# "other", so a scanner requesting random paths cannot create series.
+KNOWN_ENDPOINTS = frozenset(
+    """
+    /v1/chat/completions /v1/completions /v1/embeddings /v1/models /v1/responses /v1/messages
+    /v1/audio/transcriptions /v1/audio/translations /v1/rerank /v2/rerank /rerank /v1/score /score
+    /pooling /classify /tokenize /detokenize /health /ping /metrics /version /load /invocations
+    /server_info /is_sleeping /sleep /wake_up /reset_prefix_cache /reset_mm_cache
+    /v1/load_lora_adapter /v1/unload_lora_adapter /collective_rpc /scale_elastic_ep
+    /is_scaling_elastic_ep /generate /docs /openapi.json /redoc /pause /resume /is_paused
+    """.split()
+)
+KNOWN_METHODS = frozenset("GET POST PUT DELETE PATCH HEAD OPTIONS".split())
+LOG_LEVELS = ("warning", "error", "critical")
+
+ACCEPTANCE_LENGTH_BUCKETS = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0, 8.0, 10.0, 16.0)
+RATIO_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.0)
+# Per-interval offload rates: PCIe 3 x16 (~16 GB/s) to PCIe 5 x16 (~64 GB/s) and NVLink-C2C beyond.
+THROUGHPUT_BUCKETS = (1e8, 5e8, 1e9, 2.5e9, 5e9, 1e10, 1.5e10, 2e10, 3e10, 4e10, 5e10, 5.5e10, 6e10, 8e10, 1.2e11, 2e11)
+
+_MEMORY_COMPONENTS = {
+    "weights_bytes": "weights",
+    "peak_activation_bytes": "peak_activation",
+    "non_torch_bytes": "non_torch",
+    "cuda_graph_bytes": "cuda_graph",
+    "kv_cache_bytes": "kv_cache",
+}
+
+
+def endpoint_label(path: str) -> str:
+    return path if path in KNOWN_ENDPOINTS else "other"
+
+
+def method_label(method: str) -> str:
+    m = method.upper()
+    return m if m in KNOWN_METHODS else "other"
+
+
+def status_label(status: int) -> str:
+    return str(status) if 100 <= status <= 599 else "other"
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None, stats_interval: float = 10.0,
+                 process_metrics: bool = True):
+        # `_created` series double every counter's output and no dashboard or rule here reads them.
+        disable_created_metrics()
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.stats_interval = stats_interval
+        if process_metrics:
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+        r = self.registry
+        S, SE = ["server"], ["server", "engine"]
+
+        def g(name, doc, labels=S):
+            return Gauge(name, doc, labels, registry=r)
+
+        def c(name, doc, labels=S):
+            return Counter(name, doc, labels, registry=r)
+
+        # Window gauges: dropped for a server when it starts again, so nothing stale survives a restart.
+        self.prompt_tps = g("vllm_log_prompt_throughput_tokens_per_second", "Average prompt throughput of the last stats window.", SE)
+        self.gen_tps = g("vllm_log_generation_throughput_tokens_per_second", "Average generation throughput of the last stats window.", SE)
+        self.running = g("vllm_log_requests_running", "Requests running at the last stats window.", SE)
+        self.waiting = g("vllm_log_requests_waiting", "Requests waiting at the last stats window.", SE)
+        self.swapped = g("vllm_log_requests_swapped", "Requests swapped to CPU at the last stats window (V0).", SE)
+        self.gpu_kv = g("vllm_log_gpu_kv_cache_usage_ratio", "GPU KV cache usage at the last stats window (0-1).", SE)
+        self.cpu_kv = g("vllm_log_cpu_kv_cache_usage_ratio", "CPU KV cache usage at the last stats window (V0, 0-1).", SE)
+        self.prefix_hit = g("vllm_log_prefix_cache_hit_ratio", "Prefix cache hit rate as logged (over recent requests, 0-1).", SE)
+        self.ext_prefix_hit = g("vllm_log_external_prefix_cache_hit_ratio", "External (KV connector) prefix cache hit rate (0-1).", SE)
+        self.prompt_tokens = c("vllm_log_prompt_tokens", "Prompt tokens, estimated as window average x window length.", SE)
+        self.gen_tokens = c("vllm_log_generation_tokens", "Generated tokens, estimated as window average x window length.", SE)
+        self.preemptions = c("vllm_log_preemptions", "Preemptions reported by stats windows.", SE)
+        self.windows = c("vllm_log_stats_windows", "Engine stats lines seen.", SE)
+
+        self.spec_accepted = c("vllm_log_spec_decode_accepted_tokens", "Draft tokens accepted.", SE)
+        self.spec_drafted = c("vllm_log_spec_decode_drafted_tokens", "Draft tokens proposed.", SE)
+        self.spec_mean_len = g("vllm_log_spec_decode_mean_acceptance_length", "Mean acceptance length of the last window (includes the bonus token).", SE)
+        self.spec_ratio = g("vllm_log_spec_decode_draft_acceptance_ratio", "Draft acceptance rate of the last window (0-1).", SE)
+        self.spec_depth = g("vllm_log_spec_decode_depth", "Speculative depth: draft tokens per step.", SE)
+        self.spec_pos = g("vllm_log_spec_decode_position_acceptance_ratio", "Acceptance rate per draft position in the last window (0-1).", SE + ["position"])
+        self.spec_len_hist = Histogram("vllm_log_spec_decode_window_mean_acceptance_length", "Per-window mean acceptance length.", SE,
+                                       buckets=ACCEPTANCE_LENGTH_BUCKETS, registry=r)
+        self.spec_ratio_hist = Histogram("vllm_log_spec_decode_window_draft_acceptance_ratio", "Per-window draft acceptance rate (0-1).", SE,
+                                         buckets=RATIO_BUCKETS, registry=r)
+
+        D = S + ["direction"]
+        self.kv_bytes = c("vllm_log_kv_offload_bytes", "KV offload bytes moved (store: GPU to CPU, load: CPU to GPU).", D)
+        self.kv_seconds = c("vllm_log_kv_offload_seconds", "KV offload transfer time as recorded by vLLM.", D)
+        self.kv_tput = Histogram("vllm_log_kv_offload_throughput_bytes_per_second", "Per-interval KV offload rate (bytes / recorded time).", D,
+                                 buckets=THROUGHPUT_BUCKETS, registry=r)
+        self.kv_cpu_usage = g("vllm_log_kv_offload_cpu_cache_usage_ratio", "CPU offload cache usage (0-1).")
+        self.kv_pool = g("vllm_log_kv_offload_pool_bytes", "Size of the CPU KV offload pool created at start-up.")
+        self.kv_connector = c("vllm_log_kv_connector_transfers", "KV connector (NIXL, Mooncake) transfers.", S + ["result"])
+
+        W = S + ["worker"]
+        self.kv_tokens = g("vllm_log_gpu_kv_cache_tokens", "GPU KV cache capacity in tokens, from start-up.")
+        self.kv_blocks = g("vllm_log_gpu_kv_cache_blocks", "GPU KV cache blocks, from start-up (V0 and early V1).")
+        self.max_conc = g("vllm_log_max_concurrency", "Maximum concurrency for max-length requests, from start-up.")
+        self.max_len = g("vllm_log_max_model_len_tokens", "Tokens per request the max-concurrency figure assumes.")
+        self.kv_mem = g("vllm_log_kv_cache_memory_bytes", "KV cache memory available per worker, from start-up.", W)
+        self.weights = g("vllm_log_model_weights_bytes", "Model weight memory per worker, from start-up.", W)
+        self.load_secs = g("vllm_log_model_load_seconds", "Model loading time per worker.", W)
+        self.startup_mem = g("vllm_log_startup_memory_bytes", "GPU memory split found by the start-up profile.", W + ["component"])
+        self.init_secs = g("vllm_log_engine_init_seconds", "Engine init time (profile, KV cache, warm-up).")
+        self.compile_secs = g("vllm_log_engine_compile_seconds", "Compilation part of the engine init time.")
+        self.max_seqs = g("vllm_log_max_num_seqs", "max_num_seqs the server was started with, where logged.")
+        self.starts = c("vllm_log_server_starts", "Server starts seen (version banner lines).")
+        self.build_info = g("vllm_log_build_info", "vLLM version of the running server.", S + ["version"])
+        self.model_info = g("vllm_log_model_info", "Model the server loaded.", S + ["model"])
+
+        self.http = c("vllm_log_http_requests", "HTTP responses in vLLM's access log.", S + ["method", "endpoint", "status"])
+        self.errors = c("vllm_log_errors", "Errors seen: oom, cuda_error, nccl_error, engine_dead, traceback.", S + ["kind"])
+        self.last_error = g("vllm_log_last_error_timestamp_seconds", "Time of the last error of each kind.", S + ["kind"])
+        self.log_messages = c("vllm_log_log_messages", "vLLM WARNING/ERROR/CRITICAL lines not otherwise recognised.", S + ["level"])
+
+        self.last_line = g("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
+        self.lines = c("vllm_log_exporter_lines", "Lines read, by result.", S + ["result"])
+        self.events = c("vllm_log_exporter_events", "Events produced, by kind.", S + ["kind"])
+        self.source_up = g("vllm_log_exporter_source_up", "1 while the log source is connected/open.")
+        self.source_restarts = c("vllm_log_exporter_source_restarts", "Times the log source reconnected or reopened.")
+        Gauge("vllm_log_exporter_build_info", "Exporter version.", ["version"], registry=r).labels(__version__).set(1)
+
+        self._window_gauges = (
+            self.prompt_tps, self.gen_tps, self.running, self.waiting, self.swapped, self.gpu_kv, self.cpu_kv,
+            self.prefix_hit, self.ext_prefix_hit, self.spec_mean_len, self.spec_ratio, self.spec_depth, self.spec_pos,
+            self.kv_cpu_usage, self.kv_tokens, self.kv_blocks, self.max_conc, self.max_len, self.kv_mem,
+            self.weights, self.load_secs, self.startup_mem, self.init_secs, self.compile_secs, self.max_seqs,
+            self.build_info, self.model_info,
+        )
+        self._children: dict[str, set[tuple[Gauge, tuple[str, ...]]]] = {}
+        self._last_window: dict[tuple[str, str], float] = {}
+        self._servers: set[str] = set()
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+
+    def add_server(self, server: str) -> None:
+        """Create the known-label counters at 0, so `increase()` sees the very first increment."""
+        if server in self._servers:
+            return
+        self._servers.add(server)
+        for kind in ERROR_KINDS:
+            self.errors.labels(server, kind)
+        for result in RESULTS:
+            self.lines.labels(server, result)
+        for level in LOG_LEVELS:
+            self.log_messages.labels(server, level)
+        for direction in ("store", "load"):
+            self.kv_bytes.labels(server, direction)
+            self.kv_seconds.labels(server, direction)
+        self.starts.labels(server)
+        self.source_restarts.labels(server)
+        self.source_up.labels(server).set(0)
+
+    def _set(self, gauge: Gauge, labels: tuple[str, ...], value: float) -> None:
+        gauge.labels(*labels).set(value)
+        self._children.setdefault(labels[0], set()).add((gauge, labels))
+
+    def reset_server(self, server: str) -> None:
+        for gauge, labels in self._children.pop(server, ()):
+            try:
+                gauge.remove(*labels)
+            except KeyError:
+                pass
+        for key in [k for k in self._last_window if k[0] == server]:
+            del self._last_window[key]
+
+    def count_line(self, server: str, result: str, now: float | None = None) -> None:
+        self.lines.labels(server, result).inc()
+        self.last_line.labels(server).set(time.time() if now is None else now)
+
+    def count_lines(self, server: str, counts: dict[str, int], now: float | None = None) -> None:
+        for result, n in counts.items():
+            if n:
+                self.lines.labels(server, result).inc(n)
+        self.last_line.labels(server).set(time.time() if now is None else now)
+
+    def set_source_up(self, server: str, up: bool) -> None:
+        self.source_up.labels(server).set(1 if up else 0)
+
+    def source_restarted(self, server: str) -> None:
+        self.source_restarts.labels(server).inc()
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def observe(self, server: str, ev: Event) -> None:
+        self.events.labels(server, ev.kind).inc()
+        handler = getattr(self, "_on_" + ev.kind, None)
+        if handler is not None:
+            handler(server, ev, ev.fields)
+
+    def _engine(self, f: dict) -> str:
+        return "aggregated" if "aggregated_engines" in f else str(f.get("engine", 0))
+
+    def _on_engine_stats(self, server: str, ev: Event, f: dict) -> None:
+        eng = self._engine(f)
+        key = (server, eng)
+        for gauge, name in (
+            (self.prompt_tps, "prompt_tokens_per_second"), (self.gen_tps, "generation_tokens_per_second"),
+            (self.running, "running"), (self.waiting, "waiting"), (self.swapped, "swapped"),
+            (self.gpu_kv, "gpu_kv_cache_usage"), (self.cpu_kv, "cpu_kv_cache_usage"),
+            (self.prefix_hit, "prefix_cache_hit_rate"), (self.ext_prefix_hit, "external_prefix_cache_hit_rate"),
+        ):
+            v = f.get(name)
+            if v is not None:
+                self._set(gauge, key, v)
+        # A window's length is the logging interval; a longer gap means vLLM hid idle windows at
+        # DEBUG, and the window that ends now is still one interval long.
+        last = self._last_window.get(key)
+        dt = self.stats_interval
+        if ev.ts is not None:
+            if last is not None and 0 < ev.ts - last < dt:
+                dt = ev.ts - last
+            self._last_window[key] = ev.ts
+        self.prompt_tokens.labels(server, eng).inc(max(0.0, f.get("prompt_tokens_per_second", 0.0)) * dt)
+        self.gen_tokens.labels(server, eng).inc(max(0.0, f.get("generation_tokens_per_second", 0.0)) * dt)
+        self.windows.labels(server, eng).inc()
+        pre = f.get("preemptions")
+        if pre:
+            self.preemptions.labels(server, eng).inc(pre)
+        else:
+            self.preemptions.labels(server, eng)
+
+    def _on_prefix_cache(self, server: str, ev: Event, f: dict) -> None:
+        v = f.get("gpu_prefix_cache_hit_rate")
+        if v is not None:
+            self._set(self.prefix_hit, (server, "0"), v)
+
+    def _on_spec_decode(self, server: str, ev: Event, f: dict) -> None:
+        eng = str(f.get("engine", 0))
+        key = (server, eng)
+        acc, dra = f.get("accepted_tokens"), f.get("drafted_tokens")
+        self.spec_accepted.labels(*key).inc(max(0, acc or 0))
+        self.spec_drafted.labels(*key).inc(max(0, dra or 0))
+        mean_len = f.get("mean_acceptance_length")
+        if mean_len is not None:
+            self._set(self.spec_mean_len, key, mean_len)
+            self.spec_len_hist.labels(*key).observe(mean_len)
+        ratio = f.get("draft_acceptance_rate")
+        if ratio is None and acc is not None and dra:
+            ratio = acc / dra
+        if ratio is not None:
+            self._set(self.spec_ratio, key, ratio)
+            self.spec_ratio_hist.labels(*key).observe(ratio)
+        per_pos = f.get("per_position_acceptance_rate") or []
+        depth = f.get("speculative_depth") or (len(per_pos) or None)
+        if depth is not None:
+            self._set(self.spec_depth, key, depth)
+        # Positions are bounded by the depth vLLM was configured with (a handful, at most ~16).
+        for i, v in enumerate(per_pos[:32]):
+            self._set(self.spec_pos, (server, eng, str(i)), v)
+
+    def _on_kv_transfer(self, server: str, ev: Event, f: dict) -> None:
+        for direction in ("store", "load"):
+            b, s = f.get(f"{direction}_bytes"), f.get(f"{direction}_seconds")
+            if b is not None and b > 0:
+                self.kv_bytes.labels(server, direction).inc(b)
+            if s is not None and s > 0:
+                self.kv_seconds.labels(server, direction).inc(s)
+            if b and s and b > 0 and s > 0:
+                self.kv_tput.labels(server, direction).observe(b / s)
+        usage = f.get("cpu_cache_usage")
+        if usage is not None:
+            self._set(self.kv_cpu_usage, (server,), usage)
+        if f.get("transfers"):
+            self.kv_connector.labels(server, "ok").inc(f["transfers"])
+        if f.get("failed_transfers"):
+            self.kv_connector.labels(server, "failed").inc(f["failed_transfers"])
+
+    def _worker(self, ev: Event) -> str:
+        return ev.process or "main"
+
+    def _on_kv_cache_size(self, server, ev, f):
+        self._set(self.kv_tokens, (server,), f["tokens"])
+
+    def _on_gpu_blocks(self, server, ev, f):
+        self._set(self.kv_blocks, (server,), f["gpu_blocks"])
+
+    def _on_max_concurrency(self, server, ev, f):
+        self._set(self.max_conc, (server,), f["concurrency"])
+        self._set(self.max_len, (server,), f["tokens_per_request"])
+
+    def _on_kv_cache_memory(self, server, ev, f):
+        self._set(self.kv_mem, (server, self._worker(ev)), f["bytes"])
+
+    def _on_model_load(self, server, ev, f):
+        w = self._worker(ev)
+        if "weights_bytes" in f:
+            self._set(self.weights, (server, w), f["weights_bytes"])
+        if "seconds" in f:
+            self._set(self.load_secs, (server, w), f["seconds"])
+
+    def _on_memory_profile(self, server, ev, f):
+        w = self._worker(ev)
+        for name, component in _MEMORY_COMPONENTS.items():
+            if name in f:
+                self._set(self.startup_mem, (server, w, component), f[name])
+        if "weights_bytes" in f:
+            self._set(self.weights, (server, w), f["weights_bytes"])
+
+    def _on_init_engine(self, server, ev, f):
+        self._set(self.init_secs, (server,), f["seconds"])
+        if "compilation_seconds" in f:
+            self._set(self.compile_secs, (server,), f["compilation_seconds"])
+
+    def _on_engine_config(self, server, ev, f):
+        if isinstance(f.get("max_num_seqs"), int):
+            self._set(self.max_seqs, (server,), f["max_num_seqs"])
+
+    def _on_offload_pool(self, server, ev, f):
+        self._set(self.kv_pool, (server,), f["bytes"])
+
+    def _on_version(self, server, ev, f):
+        # A version line opens a new start-up: everything learnt about the previous run goes.
+        self.reset_server(server)
+        self.starts.labels(server).inc()
+        self._set(self.build_info, (server, str(f["version"])[:200]), 1)
+        if f.get("model"):
+            self._set(self.model_info, (server, str(f["model"])[:300]), 1)
+
+    def _on_model(self, server, ev, f):
+        self._set(self.model_info, (server, str(f["model"])[:300]), 1)
+
+    def _on_access_log(self, server, ev, f):
+        self.http.labels(server, method_label(f["method"]), endpoint_label(f["path"]), status_label(f["status"])).inc()
+
+    def _error(self, server, ev, kind):
+        self.errors.labels(server, kind).inc()
+        self.last_error.labels(server, kind).set(ev.ts if ev.ts is not None else time.time())
+
+    def _on_oom(self, server, ev, f):
+        self._error(server, ev, "oom")
+
+    def _on_cuda_error(self, server, ev, f):
+        self._error(server, ev, "cuda_error")
+
+    def _on_nccl_error(self, server, ev, f):
+        self._error(server, ev, "nccl_error")
+
+    def _on_engine_dead(self, server, ev, f):
+        self._error(server, ev, "engine_dead")
+
+    def _on_traceback(self, server, ev, f):
+        self._error(server, ev, "traceback")
+
+    def _on_log(self, server, ev, f):
+        level = f.get("level")
+        if level in LOG_LEVELS:
+            self.log_messages.labels(server, level).inc()

@@ -1,0 +1,44 @@
+"""The HTTP side: ``/metrics`` (prometheus-client's own aiohttp handler), ``/healthz``, a landing page."""
+
+from __future__ import annotations
+
+import html
+from typing import Callable
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.aiohttp import make_aiohttp_handler
+
+from exporter import __version__
+
+_LANDING = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>vLLM log exporter</title></head>
+<body>
+<h1>vLLM log exporter</h1>
+<p>Version {version}. Prometheus metrics from vLLM server logs.</p>
+<p><a href="{path}">Metrics</a> &middot; <a href="/healthz">Health</a></p>
+<h2>Sources</h2>
+<ul>{sources}</ul>
+</body></html>
+"""
+
+
+def make_app(registry: CollectorRegistry, telemetry_path: str, sources: Callable[[], dict[str, bool]]) -> web.Application:
+    metrics_handler = make_aiohttp_handler(registry)
+
+    async def landing(request: web.Request) -> web.Response:
+        items = "".join(
+            f"<li>{html.escape(name)}: {'up' if up else 'down'}</li>" for name, up in sorted(sources().items())
+        )
+        body = _LANDING.format(version=html.escape(__version__), path=html.escape(telemetry_path), sources=items)
+        return web.Response(text=body, content_type="text/html", charset="utf-8")
+
+    async def healthz(request: web.Request) -> web.Response:
+        # The process answers, so it is healthy; a source being down is a metric, not a health failure.
+        return web.json_response({"status": "ok", "version": __version__, "sources": sources()})
+
+    app = web.Application()
+    app.router.add_get("/", landing)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get(telemetry_path, metrics_handler)
+    return app

@@ -1,0 +1,39 @@
+"""Read lines from standard input: ``podman logs -f grandpa 2>&1 | vllm-log-exporter --source -``.
+
+Reads happen in a worker thread, so a pipe, a redirected file and a terminal all work the same.
+At end of input the source reports down and stops; the exporter keeps serving what it learnt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import AsyncIterator
+
+from exporter.sources.base import LineSplitter, Status
+
+
+class StdinSource:
+    def __init__(self, name: str = "stdin", fd: int | None = None):
+        self.name = name
+        self.fd = fd
+
+    async def batches(self, status: Status) -> AsyncIterator[list[str]]:
+        fd = self.fd if self.fd is not None else sys.stdin.fileno()
+        loop = asyncio.get_running_loop()
+        split = LineSplitter(self.name)
+        status.up(True)
+        try:
+            while True:
+                data = await loop.run_in_executor(None, os.read, fd, 1 << 16)
+                if not data:
+                    lines = split.flush()
+                    if lines:
+                        yield lines
+                    return
+                lines = split.feed(data)
+                if lines:
+                    yield lines
+        finally:
+            status.up(False)

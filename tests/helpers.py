@@ -1,0 +1,174 @@
+"""Shared test helpers: free ports, bounded waits, scraping, starting real daemons and Prometheus."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(fn, timeout: float = 15.0, interval: float = 0.1, what: str = "condition"):
+    """Call ``fn`` until it returns a truthy value; bounded in time (and so in count)."""
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while time.monotonic() < deadline:
+        try:
+            v = fn()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001 - retried until the deadline
+            last_exc = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else ""))
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")
+
+
+def samples(text: str) -> dict[tuple[str, frozenset], float]:
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def value(text_or_samples, name: str, **labels) -> float | None:
+    d = samples(text_or_samples) if isinstance(text_or_samples, str) else text_or_samples
+    want = set(labels.items())
+    hits = [v for (n, ls), v in d.items() if n == name and want <= set(ls)]
+    if not hits:
+        return None
+    return sum(hits)
+
+
+class Exporter:
+    """The real exporter as a subprocess on a loopback port."""
+
+    def __init__(self, *args: str, port: int | None = None, env: dict | None = None, cwd=None):
+        self.port = port or free_port()
+        self.args = ["--web.listen-address", f"127.0.0.1:{self.port}", "--log.format", "json", *args]
+        self.env = {**os.environ, **(env or {})}
+        self.cwd = cwd
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "Exporter":
+        self.proc = subprocess.Popen([sys.executable, "-m", "exporter", "serve", *self.args], cwd=self.cwd or ROOT,
+                                     env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: self._alive() and http_get(self.url + "/healthz")[0] == 200, 20, what="exporter /healthz")
+        return self
+
+    def _alive(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"exporter exited {self.proc.returncode}: {self.proc.stderr.read()}")
+        return True
+
+    def metrics(self) -> dict:
+        status, body = http_get(self.url + "/metrics")
+        assert status == 200
+        return samples(body)
+
+    def value(self, name: str, **labels):
+        return value(self.metrics(), name, **labels)
+
+    def stop(self) -> str:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.stderr.read() if self.proc and self.proc.stderr else ""
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def have(binary: str) -> bool:
+    return shutil.which(binary) is not None
+
+
+class Prometheus:
+    """A real Prometheus on loopback with its own temp storage."""
+
+    def __init__(self, tmp: Path, config: dict | str, rules: list[Path] | None = None, extra_args: list[str] | None = None):
+        self.tmp = tmp
+        self.port = free_port()
+        self.config_path = tmp / "prometheus.yml"
+        text = config if isinstance(config, str) else json.dumps(config)
+        self.config_path.write_text(text)
+        self.extra_args = extra_args or []
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "Prometheus":
+        self.log = open(self.tmp / "prometheus.log", "w")
+        self.proc = subprocess.Popen(
+            ["prometheus", f"--config.file={self.config_path}", f"--storage.tsdb.path={self.tmp / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
+             "--rules.alert.resend-delay=1s", *self.extra_args],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        wait_until(lambda: self.proc.poll() is None and http_get(self.url + "/-/ready")[0] == 200, 20, what="prometheus ready")
+        return self
+
+    def query(self, expr: str) -> list[dict]:
+        status, body = http_get(self.url + "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        data = json.loads(body)
+        assert status == 200 and data["status"] == "success", (expr, body)
+        return data["data"]["result"]
+
+    def api(self, path: str):
+        status, body = http_get(self.url + path)
+        assert status == 200, body
+        return json.loads(body)["data"]
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        if getattr(self, "log", None):
+            self.log.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

@@ -1,0 +1,102 @@
+"""The real daemon as a subprocess, following a real file, read over real HTTP."""
+
+import os
+
+from tests.conftest import SAMPLE
+from tests.helpers import Exporter, http_get, wait_until
+
+STATS = ("Aug 04 02:46:{s:02d} h vllm[1]: (APIServer pid=53) INFO 08-04 02:46:{s:02d} [loggers.py:314] Engine 000: "
+         "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: {g} tokens/s, Running: 1 reqs, "
+         "Waiting: 0 reqs, GPU KV cache usage: 1.9%, Prefix cache hit rate: 88.1%")
+ACCESS = 'Aug 04 02:50:28 h vllm[1]: (APIServer pid=53) INFO:     10.10.10.2:52922 - "POST /v1/chat/completions HTTP/1.1" {code} OK'
+
+
+def append(path, *lines):
+    with open(path, "a") as f:
+        f.write("".join(l + "\n" for l in lines))
+
+
+def lines_total(ex, server):
+    return sum(ex.value("vllm_log_exporter_lines_total", server=server, result=r) or 0 for r in ("parsed", "ignored", "unparsed"))
+
+
+def test_follow_file_through_rotation_and_truncation(tmp_path):
+    log = tmp_path / "grandpa.log"
+    log.write_text("")
+    with Exporter("--source", str(log), "--year", "2026") as ex:
+        append(log, STATS.format(s=9, g=359.0), ACCESS.format(code=200), "garbage that is no vLLM line")
+        wait_until(lambda: ex.value("vllm_log_generation_throughput_tokens_per_second", server="grandpa") == 359.0,
+                   what="throughput gauge")
+        m = ex.metrics()
+        assert ex.value("vllm_log_http_requests_total", server="grandpa", status="200",
+                        endpoint="/v1/chat/completions", method="POST") == 1
+        assert ex.value("vllm_log_exporter_lines_total", server="grandpa", result="unparsed") == 1
+        assert ex.value("vllm_log_exporter_source_up", server="grandpa") == 1
+
+        os.rename(log, tmp_path / "grandpa.log.1")
+        append(tmp_path / "grandpa.log.1", ACCESS.format(code=500))
+        append(log, ACCESS.format(code=429))
+        wait_until(lambda: ex.value("vllm_log_http_requests_total", server="grandpa", status="429") == 1, what="429 after rotation")
+        assert ex.value("vllm_log_http_requests_total", server="grandpa", status="500") == 1
+
+        with open(log, "w"):
+            pass  # copytruncate
+        wait_until(lambda: ex.value("vllm_log_exporter_source_restarts_total", server="grandpa") == 2, what="truncation seen")
+        append(log, STATS.format(s=19, g=100.0))
+        wait_until(lambda: ex.value("vllm_log_generation_throughput_tokens_per_second", server="grandpa") == 100.0,
+                   what="gauge after truncation")
+        # every line read is accounted: 3 + 1 + 1 + 1 = 6
+        assert lines_total(ex, "grandpa") == 6
+        status, page = http_get(ex.url + "/")
+        assert status == 200 and 'href="/metrics"' in page and "grandpa: up" in page
+
+
+def test_from_start_reads_the_whole_sample_and_accounts_every_line(tmp_path):
+    n = SAMPLE.read_text(encoding="utf-8").count("\n")
+    with Exporter("--source", f"gp={SAMPLE}", "--from-start", "--year", "2026") as ex:
+        wait_until(lambda: lines_total(ex, "gp") == n, what=f"{n} lines")
+        assert ex.value("vllm_log_exporter_lines_total", server="gp", result="unparsed") == 0
+        wait_until(lambda: ex.value("vllm_log_errors_total", server="gp", kind="traceback") == 3, what="3 tracebacks")
+        assert ex.value("vllm_log_errors_total", server="gp", kind="oom") == 1
+        assert ex.value("vllm_log_server_starts_total", server="gp") == 3
+        assert ex.value("vllm_log_gpu_kv_cache_tokens", server="gp") == 285336
+
+
+def test_stdin_source(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT, free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "exporter", "--source", "-", "--server", "piped",
+                             "--web.listen-address", f"127.0.0.1:{port}", "--log.format", "json"],
+                            cwd=ROOT, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stdin.write(ACCESS.format(code=404) + "\n")
+        proc.stdin.flush()
+        from tests.helpers import value
+
+        wait_until(lambda: value(http_get(f"http://127.0.0.1:{port}/metrics")[1], "vllm_log_http_requests_total",
+                                 server="piped", status="404") == 1, what="404 via stdin")
+        proc.stdin.close()  # end of input: the source goes down, the exporter keeps serving
+        wait_until(lambda: value(http_get(f"http://127.0.0.1:{port}/metrics")[1], "vllm_log_exporter_source_up",
+                                 server="piped") == 0, what="source down at EOF")
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_bad_config_refused_at_start_with_the_key_named(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("sources:\n  - {name: a, type: file, pathh: /x}\n")
+    r = subprocess.run([sys.executable, "-m", "exporter", "--config", str(cfg)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"vllm-log-exporter: {cfg}: sources[0].pathh: unknown key (expected one of: from_start, name, path, type)"

@@ -1,0 +1,130 @@
+import random
+import subprocess
+
+import pytest
+from prometheus_client import generate_latest
+
+from exporter.events import ERROR_KINDS, Event
+from exporter.metrics import Metrics
+from tests.conftest import SAMPLE, SAMPLE_V0, run_lines
+from tests.helpers import have, samples, value
+
+
+def render(m: Metrics) -> str:
+    return generate_latest(m.registry).decode()
+
+
+def fed(lines, server="s", **kw) -> Metrics:
+    m = Metrics(process_metrics=False, **kw)
+    m.add_server(server)
+    _, events = run_lines(lines)
+    for ev in events:
+        m.observe(server, ev)
+    return m
+
+
+STATS = ("(APIServer pid=1) INFO 01-01 00:00:{s:02d} [loggers.py:1] Engine 000: Avg prompt throughput: {p} tokens/s, "
+         "Avg generation throughput: {g} tokens/s, Running: 1 reqs, Waiting: 2 reqs, GPU KV cache usage: 40.0%, "
+         "Prefix cache hit rate: 50.0%")
+
+
+def test_known_label_counters_start_at_zero():
+    m = Metrics(process_metrics=False)
+    m.add_server("grandpa")
+    text = render(m)
+    for kind in ERROR_KINDS:
+        assert value(text, "vllm_log_errors_total", server="grandpa", kind=kind) == 0
+    for result in ("parsed", "ignored", "unparsed"):
+        assert value(text, "vllm_log_exporter_lines_total", server="grandpa", result=result) == 0
+    assert value(text, "vllm_log_server_starts_total", server="grandpa") == 0
+    assert "_created" not in text
+
+
+def test_window_gauges_and_token_counters_from_windows():
+    m = fed([STATS.format(s=0, p=100.0, g=20.0), STATS.format(s=10, p=0.0, g=30.0), STATS.format(s=15, p=0.0, g=40.0)])
+    text = render(m)
+    assert value(text, "vllm_log_generation_throughput_tokens_per_second", server="s", engine="0") == 40.0
+    assert value(text, "vllm_log_requests_waiting", server="s", engine="0") == 2
+    assert value(text, "vllm_log_gpu_kv_cache_usage_ratio", server="s", engine="0") == 0.4
+    assert value(text, "vllm_log_prefix_cache_hit_ratio", server="s", engine="0") == 0.5
+    # First window: one interval (10 s); then the measured 10 s and 5 s gaps.
+    assert value(text, "vllm_log_generation_tokens_total", server="s", engine="0") == 20 * 10 + 30 * 10 + 40 * 5
+    assert value(text, "vllm_log_prompt_tokens_total", server="s", engine="0") == 1000
+    assert value(text, "vllm_log_stats_windows_total", server="s", engine="0") == 3
+
+
+def test_idle_gap_counts_as_one_interval_not_the_whole_gap():
+    lines = [STATS.format(s=0, p=0.0, g=10.0), STATS.format(s=0, p=0.0, g=10.0).replace("00:00:00", "00:05:00")]
+    m = fed(lines)
+    assert value(render(m), "vllm_log_generation_tokens_total", server="s") == 200
+
+
+def test_restart_drops_the_old_run_gauges():
+    banner = "(APIServer pid=1) INFO 01-01 00:01:00 [api_utils.py:1]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version {v}"
+    m = fed([banner.format(v="0.20.0"), STATS.format(s=0, p=1.0, g=2.0),
+             "INFO 01-01 00:00:00 [kv_cache_utils.py:1] GPU KV cache size: 1,000 tokens",
+             banner.format(v="0.21.0")])
+    text = render(m)
+    assert value(text, "vllm_log_server_starts_total", server="s") == 2
+    assert value(text, "vllm_log_generation_throughput_tokens_per_second", server="s") is None
+    assert value(text, "vllm_log_gpu_kv_cache_tokens", server="s") is None
+    assert value(text, "vllm_log_build_info", server="s", version="0.21.0") == 1
+    assert value(text, "vllm_log_build_info", server="s", version="0.20.0") is None
+    # counters survive a restart (Prometheus' rate() handles the rest)
+    assert value(text, "vllm_log_generation_tokens_total", server="s") == 20
+
+
+def test_sample_log_fills_every_family():
+    m = fed(SAMPLE.read_text(encoding="utf-8").splitlines(), stats_interval=10)
+    text = render(m)
+    s = samples(text)
+    names = {n for n, _ in s}
+    for name in [
+        "vllm_log_spec_decode_accepted_tokens_total", "vllm_log_spec_decode_mean_acceptance_length",
+        "vllm_log_spec_decode_position_acceptance_ratio", "vllm_log_spec_decode_depth",
+        "vllm_log_spec_decode_window_mean_acceptance_length_bucket",
+        "vllm_log_spec_decode_window_draft_acceptance_ratio_bucket",
+        "vllm_log_kv_offload_throughput_bytes_per_second_bucket", "vllm_log_kv_offload_cpu_cache_usage_ratio",
+        "vllm_log_http_requests_total", "vllm_log_gpu_kv_cache_tokens", "vllm_log_max_concurrency",
+        "vllm_log_kv_cache_memory_bytes", "vllm_log_model_weights_bytes", "vllm_log_engine_init_seconds",
+        "vllm_log_build_info", "vllm_log_startup_memory_bytes", "vllm_log_kv_offload_pool_bytes",
+    ]:
+        assert name in names, name
+    assert value(s, "vllm_log_errors_total", kind="oom") == 1
+    assert value(s, "vllm_log_errors_total", kind="traceback") == 3
+    assert value(s, "vllm_log_errors_total", kind="nccl_error") == 1
+    assert value(s, "vllm_log_server_starts_total") == 3
+    assert value(s, "vllm_log_spec_decode_depth") == 5
+    assert value(s, "vllm_log_http_requests_total", status="500") == 2
+    store_b = value(s, "vllm_log_kv_offload_bytes_total", direction="store")
+    store_s = value(s, "vllm_log_kv_offload_seconds_total", direction="store")
+    assert 52e9 < store_b / store_s < 56e9  # the sample's store rates lie in 52.09-55.56 GB/s
+
+
+def test_v0_sample():
+    text = render(fed(SAMPLE_V0.read_text(encoding="utf-8").splitlines()))
+    assert value(text, "vllm_log_gpu_kv_cache_blocks", server="s") == 28123
+    assert value(text, "vllm_log_requests_swapped", server="s", engine="0") == 0
+    assert value(text, "vllm_log_spec_decode_depth", server="s") == 3
+    assert value(text, "vllm_log_model_weights_bytes", server="s") == round(14.99 * 2**30)
+
+
+def test_http_labels_stay_bounded_under_hostile_requests():
+    m = Metrics(process_metrics=False)
+    m.add_server("s")
+    rng = random.Random(1)
+    methods = ["GET", "POST", "BREW", "get", "X" * 50]
+    for _ in range(20000):
+        path = "/" + "".join(rng.choice("abc/%?.") for _ in range(rng.randint(0, 30)))
+        status = rng.choice([200, 404, 999, 0, 429])
+        m.observe("s", Event("access_log", {"method": rng.choice(methods), "path": path, "status": status, "http_version": "1.1"}))
+    series = [k for k in samples(render(m)) if k[0] == "vllm_log_http_requests_total"]
+    # endpoints: a few known ones at most plus "other"; methods: GET, POST, other; statuses: 4 + other
+    assert len(series) <= 2 * 3 * 5 and len(series) >= 3
+
+
+@pytest.mark.skipif(not have("promtool"), reason="promtool (Debian package prometheus) not installed")
+def test_promtool_check_metrics_is_clean():
+    m = fed(SAMPLE.read_text(encoding="utf-8").splitlines() + SAMPLE_V0.read_text(encoding="utf-8").splitlines())
+    r = subprocess.run(["promtool", "check", "metrics"], input=render(m), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "" and r.stderr.strip() == "", r.stdout + r.stderr

@@ -1,0 +1,130 @@
+"""The container source against our own aiohttp server speaking the Docker logs API on a unix socket."""
+
+import asyncio
+import struct
+
+from aiohttp import web
+
+from exporter.sources.container import ContainerSource, Demuxer
+from tests.test_source_file import Follow
+
+
+def frame(stream: int, payload: bytes) -> bytes:
+    return bytes([stream, 0, 0, 0]) + struct.pack(">I", len(payload)) + payload
+
+
+def test_demuxer_handles_split_frames_and_both_streams():
+    d = Demuxer()
+    data = frame(1, b"out line\n") + frame(2, b"err line\n")
+    out = b"".join(d.feed(data[i:i + 3]) for i in range(0, len(data), 3))
+    assert out == b"out line\nerr line\n"
+
+
+class FakeEngine:
+    """Serves one container whose log grows; a 'restart' ends the follow stream."""
+
+    def __init__(self, tty=False):
+        self.tty = tty
+        self.log: list[str] = []
+        self.requests: list[dict] = []
+        self.restart = asyncio.Event()
+        self.new_line = asyncio.Event()
+        self.closed = False
+
+    def close(self):
+        self.closed = True
+        self.restart.set()
+
+    def add(self, second: int, text: str):
+        self.log.append(f"2026-08-04T02:44:{second:02d}.{len(self.log):09d}Z {text}")
+        self.new_line.set()
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/containers/{name}/json", self.inspect)
+        app.router.add_get("/containers/{name}/logs", self.logs)
+        return app
+
+    async def inspect(self, request):
+        if request.match_info["name"] != "grandpa":
+            return web.json_response({"message": "no such container"}, status=404)
+        return web.json_response({"Id": "abc", "Config": {"Tty": self.tty}})
+
+    async def logs(self, request):
+        q = dict(request.query)
+        self.requests.append(q)
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        since = int(q.get("since", 0))
+        sent = 0 if q.get("tail") != "0" else len(self.log)
+        if not self.closed:
+            self.restart.clear()
+        while not self.restart.is_set():
+            while sent < len(self.log):
+                line = self.log[sent]
+                sent += 1
+                second = int(line[17:19])
+                if 1785811440 + second < since:  # 2026-08-04T02:44:00Z is 1785811440
+                    continue
+                data = (line + "\n").encode()
+                if self.tty:
+                    await resp.write(data)
+                else:
+                    chunk = frame(1, data)
+                    await resp.write(chunk[:5])  # split a frame header across writes
+                    await resp.write(chunk[5:])
+            self.new_line.clear()
+            waiter = asyncio.create_task(self.new_line.wait())
+            stopper = asyncio.create_task(self.restart.wait())
+            await asyncio.wait([waiter, stopper], return_when=asyncio.FIRST_COMPLETED, timeout=5)
+            waiter.cancel()
+            stopper.cancel()
+        return resp
+
+
+async def serve(engine, sock):
+    runner = web.AppRunner(engine.app(), shutdown_timeout=1)
+    await runner.setup()
+    site = web.UnixSite(runner, str(sock))
+    await site.start()
+    return runner
+
+
+async def test_follows_reconnects_and_never_repeats_a_line(tmp_path):
+    sock = tmp_path / "podman.sock"
+    engine = FakeEngine()
+    engine.add(0, "before start")  # not wanted: the source starts at the end
+    runner = await serve(engine, sock)
+    try:
+        async with Follow(ContainerSource("gp", "grandpa", socket=str(sock))) as fw:
+            await asyncio.sleep(0.2)
+            engine.add(1, "one")
+            engine.add(1, "two")
+            await fw.wait_for(2)
+            engine.restart.set()  # container restarts: stream ends
+            await asyncio.sleep(0.1)
+            engine.add(1, "three (same second)")
+            engine.add(2, "four")
+            lines = await fw.wait_for(4, timeout=10)
+            assert [l.split(" ", 1)[1] for l in lines] == ["one", "two", "three (same second)", "four"]
+            assert fw.status.restarts == 1 and fw.status.ups[-1] is True
+            assert engine.requests[0]["tail"] == "0" and engine.requests[1]["since"] == str(1785811441)
+    finally:
+        engine.close()
+        await runner.cleanup()
+
+
+async def test_tty_container_and_missing_socket(tmp_path):
+    sock = tmp_path / "docker.sock"
+    engine = FakeEngine(tty=True)
+    async with Follow(ContainerSource("gp", "grandpa", socket=str(sock), from_start=True)) as fw:
+        await asyncio.sleep(0.3)
+        assert fw.status.ups == [False] or fw.status.ups == []  # socket not there yet: down, retrying
+        engine.add(5, "raw tty line")
+        runner = await serve(engine, sock)
+        try:
+            lines = await fw.wait_for(1, timeout=10)
+            assert lines[0].endswith("raw tty line")
+        finally:
+            engine.close()
+            await runner.cleanup()

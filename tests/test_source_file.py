@@ -1,0 +1,164 @@
+import asyncio
+import os
+
+import pytest
+
+from exporter.sources.file import FileSource
+
+
+class Rec:
+    def __init__(self):
+        self.ups = []
+        self.restarts = 0
+
+    def up(self, up):
+        self.ups.append(up)
+
+    def restarted(self):
+        self.restarts += 1
+
+
+class Follow:
+    """Run a source in the background and collect its lines."""
+
+    def __init__(self, source):
+        self.source = source
+        self.status = Rec()
+        self.lines: list[str] = []
+
+    async def __aenter__(self):
+        async def run():
+            async for batch in self.source.batches(self.status):
+                self.lines.extend(batch)
+
+        self.task = asyncio.create_task(run())
+        await asyncio.sleep(0.15)
+        return self
+
+    async def __aexit__(self, *exc):
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+    async def wait_for(self, n: int, timeout: float = 5.0):
+        for _ in range(int(timeout / 0.02)):
+            if len(self.lines) >= n:
+                return self.lines
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"only {len(self.lines)} of {n} lines arrived: {self.lines}")
+
+
+def src(path, **kw):
+    return FileSource("t", str(path), poll_interval=0.02, **kw)
+
+
+def append(path, *lines, newline=True):
+    with open(path, "a") as f:
+        f.write("".join(l + ("\n" if newline else "") for l in lines))
+
+
+async def test_starts_at_end_by_default_then_follows(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "old")
+    async with Follow(src(p)) as fw:
+        append(p, "a", "b")
+        assert await fw.wait_for(2) == ["a", "b"]
+        assert fw.status.ups == [True]
+
+
+async def test_from_start_reads_what_is_there(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "old1", "old2")
+    async with Follow(src(p, from_start=True)) as fw:
+        append(p, "new")
+        assert await fw.wait_for(3) == ["old1", "old2", "new"]
+
+
+async def test_rename_rotation_loses_nothing(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "")
+    async with Follow(src(p)) as fw:
+        append(p, "1", "2")
+        await fw.wait_for(2)
+        os.rename(p, tmp_path / "v.log.1")
+        append(tmp_path / "v.log.1", "3")  # the writer still had the old file open
+        append(p, "4", "5")
+        assert await fw.wait_for(5) == ["1", "2", "3", "4", "5"]
+        assert fw.status.restarts == 1
+
+
+async def test_copytruncate(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "")
+    async with Follow(src(p)) as fw:
+        append(p, "first line that is long enough", "second")
+        await fw.wait_for(2)
+        with open(p, "w"):
+            pass
+        await asyncio.sleep(0.1)
+        append(p, "after")
+        assert await fw.wait_for(3) == ["first line that is long enough", "second", "after"]
+        assert fw.status.restarts == 1
+
+
+async def test_delete_and_recreate(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "")
+    async with Follow(src(p)) as fw:
+        append(p, "a")
+        await fw.wait_for(1)
+        os.unlink(p)
+        for _ in range(50):
+            if False in fw.status.ups:
+                break
+            await asyncio.sleep(0.02)
+        assert fw.status.ups[-1] is False
+        append(p, "b")
+        assert await fw.wait_for(2) == ["a", "b"]
+        assert fw.status.ups[-1] is True
+
+
+async def test_file_that_does_not_exist_yet(tmp_path):
+    p = tmp_path / "later.log"
+    async with Follow(src(p)) as fw:
+        assert fw.status.ups == [False]
+        append(p, "x", "y")
+        assert await fw.wait_for(2) == ["x", "y"]  # a new file is read from its start
+        assert fw.status.restarts == 0
+
+
+async def test_partial_line_is_held_until_its_newline(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "")
+    async with Follow(src(p, partial_timeout=30)) as fw:
+        append(p, "hel", newline=False)
+        await asyncio.sleep(0.2)
+        assert fw.lines == []
+        append(p, "lo")
+        assert await fw.wait_for(1) == ["hello"]
+
+
+async def test_partial_line_is_released_after_the_timeout(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "")
+    async with Follow(src(p, partial_timeout=0.2)) as fw:
+        append(p, "no newline ever", newline=False)
+        assert await fw.wait_for(1) == ["no newline ever"]
+
+
+async def test_overlong_line_is_cut_once_and_memory_bounded(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "")
+    async with Follow(src(p, max_line=1000)) as fw:
+        append(p, "x" * 5000, "next")
+        lines = await fw.wait_for(2)
+        assert lines == ["x" * 1000, "next"]
+
+
+async def test_invalid_utf8_nul_and_crlf(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "")
+    async with Follow(src(p)) as fw:
+        with open(p, "ab") as f:
+            f.write(b"bad \xff\xfe byte\nnul\x00here\ncrlf\r\n")
+        lines = await fw.wait_for(3)
+        assert lines[0] == "bad \ufffd\ufffd byte" and lines[1] == "nul\x00here" and lines[2] == "crlf\r"
