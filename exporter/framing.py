@@ -224,13 +224,15 @@ def frame_line(line: str, clock: Clock) -> Frame:
         elif c0.isalpha():
             m = _JOURNALD.match(text)
             if m:
-                month = _MONTHS.get(m.group(1).lower()[:3]) or _MONTHS.get(m.group(1).lower())
-                if month and f.ts_source is None:
-                    ts = clock.local(month, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
-                    if ts is not None:
-                        f.ts, f.ts_source = ts, "journald"
+                mon, day, hh, mm, ss, host, unit, _pid = m.groups()
+                low = mon.lower()
+                month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
                 if month:
-                    f.host, f.unit = m.group(6), m.group(7)
+                    if f.ts_source is None:
+                        ts = clock.local(month, int(day), int(hh), int(mm), int(ss))
+                        if ts is not None:
+                            f.ts, f.ts_source = ts, "journald"
+                    f.host, f.unit = host, unit
                     text = text[m.end():]
                     continue
             m = _GCP.match(text)
@@ -250,9 +252,10 @@ def frame_line(line: str, clock: Clock) -> Frame:
     if text[:1] == "(":
         m = _PROCESS.match(text)
         while m:
-            f.process, f.pid = m.group(1), int(m.group(2))
+            proc, pid = m.groups()
+            f.process, f.pid = proc, int(pid)
             text = text[m.end():]
-            m = _PROCESS.match(text)
+            m = _PROCESS.match(text) if text[:1] == "(" else None
     if text[:1] == "[":
         m = _RANK.match(text)
         if m:
@@ -262,14 +265,16 @@ def frame_line(line: str, clock: Clock) -> Frame:
     if c0 in "DIWEC" and c0:
         m = _VLLM_HEADER.match(text)
         if m:
-            f.level = m.group(1)
-            f.logger = f"{m.group(7)}:{m.group(8)}"
-            f.header = m.group(0)
-            if m.group(2) is not None and f.ts_source is None:
-                ts = clock.local(int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)), int(m.group(6)))
+            level, mo, day, hh, mm, ss, fname, lineno = m.groups()
+            f.level = level
+            f.logger = f"{fname}:{lineno}"
+            end = m.end()
+            f.header = text[:end]
+            if mo is not None and f.ts_source is None:
+                ts = clock.local(int(mo), int(day), int(hh), int(mm), int(ss))
                 if ts is not None:
                     f.ts, f.ts_source = ts, "vllm"
-            text = text[m.end():]
+            text = text[end:]
         else:
             m = _UVICORN.match(text)
             if m:

@@ -180,6 +180,7 @@ class Metrics:
             self.build_info, self.model_info,
         )
         self._children: dict[str, set[tuple[Gauge, tuple[str, ...]]]] = {}
+        self._kids: dict[tuple, object] = {}
         self._last_window: dict[tuple[str, str], float] = {}
         self._servers: set[str] = set()
 
@@ -191,24 +192,37 @@ class Metrics:
             return
         self._servers.add(server)
         for kind in ERROR_KINDS:
-            self.errors.labels(server, kind)
+            self._child(self.errors, (server, kind))
         for result in RESULTS:
-            self.lines.labels(server, result)
+            self._child(self.lines, (server, result))
         for level in LOG_LEVELS:
-            self.log_messages.labels(server, level)
+            self._child(self.log_messages, (server, level))
         for direction in ("store", "load"):
-            self.kv_bytes.labels(server, direction)
-            self.kv_seconds.labels(server, direction)
-        self.starts.labels(server)
-        self.source_restarts.labels(server)
-        self.source_up.labels(server).set(0)
+            self._child(self.kv_bytes, (server, direction))
+            self._child(self.kv_seconds, (server, direction))
+        self._child(self.starts, (server,))
+        self._child(self.source_restarts, (server,))
+        self._child(self.source_up, (server,)).set(0)
+
+    def _child(self, metric, labels: tuple[str, ...]):
+        # prometheus-client's labels() costs more than the parsing of a line; keep the children.
+        try:
+            return self._kids[(metric, labels)]
+        except KeyError:
+            child = self._kids[(metric, labels)] = metric.labels(*labels)
+            return child
 
     def _set(self, gauge: Gauge, labels: tuple[str, ...], value: float) -> None:
-        gauge.labels(*labels).set(value)
-        self._children.setdefault(labels[0], set()).add((gauge, labels))
+        try:
+            child = self._kids[(gauge, labels)]
+        except KeyError:
+            child = self._kids[(gauge, labels)] = gauge.labels(*labels)
+            self._children.setdefault(labels[0], set()).add((gauge, labels))
+        child.set(value)
 
     def reset_server(self, server: str) -> None:
         for gauge, labels in self._children.pop(server, ()):
+            self._kids.pop((gauge, labels), None)
             try:
                 gauge.remove(*labels)
             except KeyError:
@@ -217,25 +231,25 @@ class Metrics:
             del self._last_window[key]
 
     def count_line(self, server: str, result: str, now: float | None = None) -> None:
-        self.lines.labels(server, result).inc()
-        self.last_line.labels(server).set(time.time() if now is None else now)
+        self._child(self.lines, (server, result)).inc()
+        self._child(self.last_line, (server,)).set(time.time() if now is None else now)
 
     def count_lines(self, server: str, counts: dict[str, int], now: float | None = None) -> None:
         for result, n in counts.items():
             if n:
-                self.lines.labels(server, result).inc(n)
-        self.last_line.labels(server).set(time.time() if now is None else now)
+                self._child(self.lines, (server, result)).inc(n)
+        self._child(self.last_line, (server,)).set(time.time() if now is None else now)
 
     def set_source_up(self, server: str, up: bool) -> None:
-        self.source_up.labels(server).set(1 if up else 0)
+        self._child(self.source_up, (server,)).set(1 if up else 0)
 
     def source_restarted(self, server: str) -> None:
-        self.source_restarts.labels(server).inc()
+        self._child(self.source_restarts, (server,)).inc()
 
     # -- events ---------------------------------------------------------------------------------
 
     def observe(self, server: str, ev: Event) -> None:
-        self.events.labels(server, ev.kind).inc()
+        self._child(self.events, (server, ev.kind)).inc()
         handler = getattr(self, "_on_" + ev.kind, None)
         if handler is not None:
             handler(server, ev, ev.fields)
@@ -263,14 +277,14 @@ class Metrics:
             if last is not None and 0 < ev.ts - last < dt:
                 dt = ev.ts - last
             self._last_window[key] = ev.ts
-        self.prompt_tokens.labels(server, eng).inc(max(0.0, f.get("prompt_tokens_per_second", 0.0)) * dt)
-        self.gen_tokens.labels(server, eng).inc(max(0.0, f.get("generation_tokens_per_second", 0.0)) * dt)
-        self.windows.labels(server, eng).inc()
+        self._child(self.prompt_tokens, (server, eng)).inc(max(0.0, f.get("prompt_tokens_per_second", 0.0)) * dt)
+        self._child(self.gen_tokens, (server, eng)).inc(max(0.0, f.get("generation_tokens_per_second", 0.0)) * dt)
+        self._child(self.windows, (server, eng)).inc()
         pre = f.get("preemptions")
         if pre:
-            self.preemptions.labels(server, eng).inc(pre)
+            self._child(self.preemptions, (server, eng)).inc(pre)
         else:
-            self.preemptions.labels(server, eng)
+            self._child(self.preemptions, (server, eng))
 
     def _on_prefix_cache(self, server: str, ev: Event, f: dict) -> None:
         v = f.get("gpu_prefix_cache_hit_rate")
@@ -281,18 +295,18 @@ class Metrics:
         eng = str(f.get("engine", 0))
         key = (server, eng)
         acc, dra = f.get("accepted_tokens"), f.get("drafted_tokens")
-        self.spec_accepted.labels(*key).inc(max(0, acc or 0))
-        self.spec_drafted.labels(*key).inc(max(0, dra or 0))
+        self._child(self.spec_accepted, key).inc(max(0, acc or 0))
+        self._child(self.spec_drafted, key).inc(max(0, dra or 0))
         mean_len = f.get("mean_acceptance_length")
         if mean_len is not None:
             self._set(self.spec_mean_len, key, mean_len)
-            self.spec_len_hist.labels(*key).observe(mean_len)
+            self._child(self.spec_len_hist, key).observe(mean_len)
         ratio = f.get("draft_acceptance_rate")
         if ratio is None and acc is not None and dra:
             ratio = acc / dra
         if ratio is not None:
             self._set(self.spec_ratio, key, ratio)
-            self.spec_ratio_hist.labels(*key).observe(ratio)
+            self._child(self.spec_ratio_hist, key).observe(ratio)
         per_pos = f.get("per_position_acceptance_rate") or []
         depth = f.get("speculative_depth") or (len(per_pos) or None)
         if depth is not None:
@@ -305,18 +319,18 @@ class Metrics:
         for direction in ("store", "load"):
             b, s = f.get(f"{direction}_bytes"), f.get(f"{direction}_seconds")
             if b is not None and b > 0:
-                self.kv_bytes.labels(server, direction).inc(b)
+                self._child(self.kv_bytes, (server, direction)).inc(b)
             if s is not None and s > 0:
-                self.kv_seconds.labels(server, direction).inc(s)
+                self._child(self.kv_seconds, (server, direction)).inc(s)
             if b and s and b > 0 and s > 0:
-                self.kv_tput.labels(server, direction).observe(b / s)
+                self._child(self.kv_tput, (server, direction)).observe(b / s)
         usage = f.get("cpu_cache_usage")
         if usage is not None:
             self._set(self.kv_cpu_usage, (server,), usage)
         if f.get("transfers"):
-            self.kv_connector.labels(server, "ok").inc(f["transfers"])
+            self._child(self.kv_connector, (server, "ok")).inc(f["transfers"])
         if f.get("failed_transfers"):
-            self.kv_connector.labels(server, "failed").inc(f["failed_transfers"])
+            self._child(self.kv_connector, (server, "failed")).inc(f["failed_transfers"])
 
     def _worker(self, ev: Event) -> str:
         return ev.process or "main"
@@ -364,7 +378,7 @@ class Metrics:
     def _on_version(self, server, ev, f):
         # A version line opens a new start-up: everything learnt about the previous run goes.
         self.reset_server(server)
-        self.starts.labels(server).inc()
+        self._child(self.starts, (server,)).inc()
         self._set(self.build_info, (server, str(f["version"])[:200]), 1)
         if f.get("model"):
             self._set(self.model_info, (server, str(f["model"])[:300]), 1)
@@ -373,11 +387,11 @@ class Metrics:
         self._set(self.model_info, (server, str(f["model"])[:300]), 1)
 
     def _on_access_log(self, server, ev, f):
-        self.http.labels(server, method_label(f["method"]), endpoint_label(f["path"]), status_label(f["status"])).inc()
+        self._child(self.http, (server, method_label(f["method"]), endpoint_label(f["path"]), status_label(f["status"]))).inc()
 
     def _error(self, server, ev, kind):
-        self.errors.labels(server, kind).inc()
-        self.last_error.labels(server, kind).set(ev.ts if ev.ts is not None else time.time())
+        self._child(self.errors, (server, kind)).inc()
+        self._child(self.last_error, (server, kind)).set(ev.ts if ev.ts is not None else time.time())
 
     def _on_oom(self, server, ev, f):
         self._error(server, ev, "oom")
@@ -397,4 +411,4 @@ class Metrics:
     def _on_log(self, server, ev, f):
         level = f.get("level")
         if level in LOG_LEVELS:
-            self.log_messages.labels(server, level).inc()
+            self._child(self.log_messages, (server, level)).inc()

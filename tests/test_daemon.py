@@ -100,3 +100,16 @@ def test_bad_config_refused_at_start_with_the_key_named(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert r.stderr.strip() == f"vllm-log-exporter: {cfg}: sources[0].pathh: unknown key (expected one of: from_start, name, path, type)"
+
+
+def test_demo_replays_the_sample_with_live_timestamps():
+    import time
+
+    with Exporter("--demo", "--demo-speed", "200") as ex:
+        wait_until(lambda: (ex.value("vllm_log_spec_decode_accepted_tokens_total", server="demo") or 0) > 0,
+                   30, 0.2, what="spec-decode tokens from the demo")
+        assert ex.value("vllm_log_gpu_kv_cache_tokens", server="demo") == 285336
+        assert ex.value("vllm_log_exporter_lines_total", server="demo", result="unparsed") == 0
+        # timestamps are moved to now: the errors' times are recent, not the sample's August date
+        wait_until(lambda: ex.value("vllm_log_errors_total", server="demo", kind="oom") == 1, 60, 0.2, what="demo OOM")
+        assert abs(ex.value("vllm_log_last_error_timestamp_seconds", server="demo", kind="oom") - time.time()) < 120

@@ -31,6 +31,14 @@ _MIB = 2**20
 
 def split_pairs(body: str) -> list[tuple[str, str]]:
     """``a=1, b:('x', 'y')=2, c={'k': 1, 'j': 2}`` -> [(a, 1), (b:('x', 'y'), 2), (c, {...})]."""
+    if not any(ch in body for ch in "([{'\""):
+        # The common case (offload metrics): no nesting, so a plain split is exact.
+        out = []
+        for part in body.split(", "):
+            k, eq, v = part.partition("=")
+            if eq and k.strip():
+                out.append((k.strip(), v.strip()))
+        return out
     pairs: list[tuple[str, str]] = []
     depth: list[str] = []
     quote = ""
