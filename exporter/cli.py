@@ -10,7 +10,7 @@ from exporter import __version__
 from exporter.framing import Clock
 from exporter.logfile import LogOpenError
 
-COMMANDS = ("serve", "parse")
+COMMANDS = ("serve", "parse", "report", "backfill")
 
 
 def _add_time_options(p: argparse.ArgumentParser) -> None:
@@ -45,6 +45,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print line counts per result and kind, and the most common unparsed line shapes")
     _add_time_options(p)
 
+    p = sub.add_parser("report", help="the tables of a whole run from a saved log")
+    p.add_argument("log", help="log file (.gz allowed) or - for stdin")
+    p.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with charts")
+    p.add_argument("--since", help="first time to include (ISO 8601, e.g. 2026-08-04T02:45; local zone unless given)")
+    p.add_argument("--until", help="last time to include")
+    _add_time_options(p)
+
+    p = sub.add_parser("backfill", help="the daemon's metrics with the log's own timestamps, as OpenMetrics")
+    p.add_argument("log", help="log file (.gz allowed) or - for stdin")
+    p.add_argument("-o", "--output", required=True, help="OpenMetrics file for `promtool tsdb create-blocks-from openmetrics`")
+    p.add_argument("--server", default=None, help="the `server` label (default: the log file's stem)")
+    p.add_argument("--step", type=float, default=10.0, help="seconds between samples (default 10)")
+    p.add_argument("--stats-interval", type=float, default=10.0, help="seconds between vLLM stats lines (default 10)")
+    _add_time_options(p)
+
     from exporter.commands import serve
 
     serve.add_arguments(sub.add_parser("serve", help="follow logs and serve /metrics (the default)"))
@@ -62,6 +78,14 @@ def main(argv: list[str] | None = None) -> int:
             from exporter.commands import parse
 
             return parse.run(args.log, clock_from(args), args.stats)
+        if args.command == "report":
+            from exporter.commands import report
+
+            return report.run(args, clock_from(args))
+        if args.command == "backfill":
+            from exporter.commands import backfill
+
+            return backfill.run(args, clock_from(args))
         from exporter.commands import serve
 
         return serve.run(args)

@@ -59,6 +59,7 @@ class _Traceback:
     lines: int = 1
     extra: int = 0
     touched: float = 0.0
+    last_ts: float | None = None  # log time of the latest line taken
 
     def offer(self, f: Frame) -> bool:
         """Take ``f`` if it continues this traceback; False means the traceback ended before it."""
@@ -176,17 +177,35 @@ class Pipeline:
         if tb is not None:
             if tb.offer(f):
                 tb.touched = time.monotonic()
+                if f.ts is not None:
+                    tb.last_ts = f.ts
                 return PARSED, []
             done = self._tracebacks.pop(key).events()
             r, ev = self._classify(f, key)
             return r, done + ev
+        if self._tracebacks and f.ts is not None:
+            # Another process's line, later in log time: a traceback silent since then is over. This
+            # keeps offline passes (no wall clock) in step with the daemon's idle flush.
+            done = self._finish_quiet(f.ts)
+            if done:
+                r, ev = self._classify(f, key)
+                return r, done + ev
         return self._classify(f, key)
+
+    def _finish_quiet(self, now_ts: float) -> list[Event]:
+        out: list[Event] = []
+        for k in list(self._tracebacks):
+            tb = self._tracebacks[k]
+            last = tb.last_ts if tb.last_ts is not None else tb.ts
+            if last is not None and now_ts - last > TRACEBACK_IDLE_SECONDS:
+                out.extend(self._tracebacks.pop(k).events())
+        return out
 
     def _classify(self, f: Frame, key: tuple) -> tuple[str, list[Event]]:
         msg = f.message
         if msg.startswith(_TB_START) or (msg[:1] == " " and msg.lstrip().startswith(_TB_START)):
             self._tracebacks[key] = _Traceback(
-                f.ts, f.process, f.pid, f.header, self.lineno, touched=time.monotonic()
+                f.ts, f.process, f.pid, f.header, self.lineno, touched=time.monotonic(), last_ts=f.ts
             )
             return PARSED, []
         events = parse_frame(f)

@@ -1,0 +1,35 @@
+"""``vllm-log-exporter backfill LOG -o out.om``: OpenMetrics for ``promtool tsdb create-blocks-from openmetrics``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from exporter.backfill import backfill
+from exporter.framing import Clock
+from exporter.metrics import Metrics
+from exporter.offline import Pass
+
+
+def run(args, clock: Clock) -> int:
+    server = args.server or (Path(args.log).name.split(".")[0] if args.log != "-" else "stdin") or "vllm"
+    if args.step <= 0:
+        print("vllm-log-exporter: --step: must be positive", file=sys.stderr)
+        return 2
+    metrics = Metrics(process_metrics=False, stats_interval=args.stats_interval)
+    pending: list[str] = []
+    scan = Pass(args.log, clock, on_result=pending.append)
+
+    def items():
+        for ev in scan:
+            while pending:
+                yield "line", pending.pop(0)
+            yield "event", ev
+        while pending:
+            yield "line", pending.pop(0)
+
+    with open(args.output, "w", encoding="utf-8") as out:
+        info = backfill(items(), metrics, server, out, step=args.step)
+    print(f"{args.output}: {info['samples']:,} samples at {info['snapshots']:,} instants; next: "
+          f"promtool tsdb create-blocks-from openmetrics {args.output} DATA_DIR", file=sys.stderr)
+    return 0

@@ -1,0 +1,52 @@
+"""``vllm-log-exporter report LOG``: the tables of a whole run, as Markdown, JSON or HTML."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+
+from exporter.framing import Clock
+from exporter.offline import Pass
+from exporter.report import html as html_report
+from exporter.report import markdown
+from exporter.report.stats import RunStats
+
+
+def parse_when(text: str | None, tz, flag: str) -> float | None:
+    """``2026-08-04 02:45``, ``2026-08-04T02:45:00``, with or without a zone; or unix seconds."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text.strip().replace(" ", "T", 1))
+    except ValueError:
+        raise SystemExit(f"vllm-log-exporter: {flag}: {text!r} is not a time (e.g. 2026-08-04T02:45:00)") from None
+    if dt.tzinfo is None and tz is not None:
+        dt = dt.replace(tzinfo=tz)
+    return dt.timestamp()
+
+
+def run(args, clock: Clock) -> int:
+    since = parse_when(args.since, clock.tz, "--since")
+    until = parse_when(args.until, clock.tz, "--until")
+    stats = RunStats(since, until)
+    scan = Pass(args.log, clock)
+    for ev in scan:
+        stats.add(ev)
+    summary = stats.summary()
+    summary["lines"] = scan.results
+    title = f"vLLM run report: {args.log}"
+    md = markdown.render(summary, title, clock.tz)
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(html_report.render(stats, md))
+    if args.format == "json":
+        json.dump(summary, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(md)
+    return 0

@@ -1,0 +1,146 @@
+"""The run summary as Markdown tables, in the order and units of the seed article's Results."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+GIB = 2**30
+
+
+def _n(v, fmt="{:,.1f}", none="–") -> str:
+    return none if v is None else fmt.format(v)
+
+
+def _pct(v) -> str:
+    return "–" if v is None else f"{v * 100:.1f}%"
+
+
+def _gib(v) -> str:
+    return "–" if v is None else f"{v / GIB:.2f} GiB"
+
+
+def _time(ts, tz) -> str:
+    if ts is None:
+        return "–"
+    return datetime.fromtimestamp(ts, tz=tz or timezone.utc).strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+
+
+def _table(rows: list[tuple[str, str]], head=("Item", "Value")) -> str:
+    out = [f"| {head[0]} | {head[1]} |", "|---|---|"]
+    out += [f"| {a} | {b} |" for a, b in rows]
+    return "\n".join(out)
+
+
+def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
+    c, t, sd, kv, cap, http, err = (s["config"], s["throughput"], s["spec_decode"], s["kv_offload"],
+                                     s["capacity"], s["http"], s["errors"])
+    parts = [f"# {title}", ""]
+    rng = s["range"]
+    parts.append(f"From {_time(rng['first'], tz)} to {_time(rng['last'], tz)}; {rng['starts']} server start(s).")
+    parts.append("")
+
+    parts += ["## Configuration", ""]
+    rows = [
+        ("vLLM version", c.get("version", "–")),
+        ("Model", c.get("model", "–")),
+        ("Tensor parallel", str(c.get("tensor_parallel_size", "–"))),
+        ("Maximum sequences", str(c.get("max_num_seqs", "–"))),
+        ("Configured context", _n(c.get("max_model_len") or c.get("max_seq_len"), "{:,}")),
+        ("GPU KV capacity", _n(c.get("gpu_kv_cache_tokens"), "{:,} tokens")),
+        ("Max-length request concurrency", _n(c.get("max_concurrency"), "{:.2f}x")),
+        ("Engine init", _n(c.get("init_seconds"), "{:.2f} s") + (
+            f" (compilation {c['compile_seconds']:.2f} s)" if c.get("compile_seconds") is not None else "")),
+        ("CPU KV offload pool", _n(c.get("offload_pool_bytes"), "{:,.0f} bytes") if c.get("offload_pool_bytes") else "–"),
+    ]
+    parts += [_table(rows), ""]
+    if c.get("workers"):
+        parts += ["| Worker | Weights | KV cache | Peak activation | Non-torch | CUDA graph |", "|---|---|---|---|---|---|"]
+        for name, w in c["workers"].items():
+            parts.append(f"| {name} | {_gib(w.get('weights_bytes'))} | {_gib(w.get('kv_cache_bytes'))} | "
+                         f"{_gib(w.get('peak_activation_bytes'))} | {_gib(w.get('non_torch_bytes'))} | "
+                         f"{_gib(w.get('cuda_graph_bytes'))} |")
+        parts.append("")
+
+    parts += ["## Generation throughput", ""]
+    iqr = t["single_request_iqr"]
+    rows = [
+        ("Stats windows", str(t["windows"])),
+        ("Peak generation throughput", _n(t["generation_peak"], "{:,.1f} tok/s")),
+        (f"Single-active-request median ({t['single_request_windows']} windows)", _n(t["single_request_median"], "{:,.1f} tok/s")),
+        ("Single-active-request IQR (Tukey hinges)", f"{iqr[0]:,.1f}-{iqr[1]:,.1f} tok/s" if iqr else "–"),
+        (f"Nonzero-window mean ({t['nonzero_windows']} windows)", _n(t["nonzero_mean"], "{:,.1f} tok/s")),
+        ("Peak prompt throughput", _n(t["prompt_peak"], "{:,.1f} tok/s")),
+        ("Peak GPU KV usage", _pct(t["gpu_kv_usage_peak"])),
+        ("Peak prefix cache hit rate", _pct(t["prefix_cache_hit_peak"])),
+        ("Peak external prefix cache hit rate", _pct(t["external_prefix_cache_hit_peak"])),
+    ]
+    parts += [_table(rows, ("Metric", "Value")), ""]
+
+    parts += ["## Speculative decoding", ""]
+    if sd["windows"]:
+        al, da, at = sd["acceptance_length"], sd["draft_acceptance"], sd["accepted_throughput"]
+        rows = [
+            ("Windows with spec-decode metrics", str(sd["windows"])),
+            ("Speculative depth", ", ".join(map(str, sd["depths"])) or "–"),
+            ("Acceptance length median / mean / best", f"{_n(al['median'], '{:.2f}')} / {_n(al['mean'], '{:.2f}')} / {_n(al['best'], '{:.2f}')}"),
+            ("Draft acceptance median / mean / best", f"{_pct(da['median'])} / {_pct(da['mean'])} / {_pct(da['best'])}"),
+            ("Draft acceptance range", f"{_pct(da['worst'])}-{_pct(da['best'])}"),
+            ("Accepted speculative throughput median / best", f"{_n(at['median'])} / {_n(at['best'])} tok/s"),
+            ("Per-position acceptance (mean)", ", ".join(f"{p:.3f}" for p in sd["per_position_mean"]) or "–"),
+        ]
+        parts += [_table(rows, ("Metric", "Value")), ""]
+    else:
+        parts += ["No spec-decode metrics in this range.", ""]
+
+    parts += ["## KV offload", ""]
+    if kv.get("store") or kv.get("load"):
+        parts += ["| Direction | Weighted rate | Observed range | Largest interval | Intervals |", "|---|---|---|---|---|"]
+        for d, label in (("store", "GPU to host RAM (store)"), ("load", "Host RAM to GPU (load)")):
+            x = kv.get(d)
+            if not x:
+                parts.append(f"| {label} | – | – | – | 0 |")
+                continue
+            big = x["largest_interval"]
+            parts.append(f"| {label} | {x['weighted_gb_per_s']:.2f} GB/s | {x['min_gb_per_s']:.2f}-{x['max_gb_per_s']:.2f} GB/s | "
+                         f"{big['bytes']:,.0f} bytes in {big['ms']:.2f} ms | {x['intervals']} |")
+        parts += ["", f"Peak CPU offload cache usage: {_pct(kv['cpu_cache_usage_peak'])}.", ""]
+    else:
+        parts += ["No KV offload transfers in this range.", ""]
+
+    parts += ["## Capacity", ""]
+    if cap.get("gpu_kv_tokens"):
+        rows = [
+            ("GPU KV tokens", f"{cap['gpu_kv_tokens']:,}"),
+            ("KV memory across workers", _gib(cap.get("kv_cache_bytes_total"))),
+            ("KV bytes per token", _n(cap.get("kv_bytes_per_token"), "{:,.0f}")),
+            ("Peak GPU KV usage in tokens", _n(cap.get("peak_kv_usage_tokens"), "{:,}")),
+        ]
+        pool = cap.get("offload_pool")
+        if pool:
+            rows.append(("CPU offload pool, token equivalents", f"{pool['token_equivalents']:,.0f}"))
+            if pool.get("max_length_histories") is not None:
+                rows.append(("CPU offload pool, max-length histories", f"{pool['max_length_histories']:.2f}"))
+        parts += [_table(rows), "", "| Active sequences | Tokens per sequence |", "|---|---|"]
+        parts += [f"| {b['sequences']} | {b['tokens_each']:,} |" for b in cap["sequence_budget"]]
+        parts += ["", "Tokens per sequence are prompt plus generated output, capped at the configured context.", ""]
+    else:
+        parts += ["No KV capacity line in this range.", ""]
+
+    parts += ["## HTTP", ""]
+    if http["responses"]:
+        parts += ["| Status | Responses |", "|---|---|"]
+        parts += [f"| {code} | {n:,} |" for code, n in http["by_status"].items()]
+        parts += ["", f"{http['responses']:,} responses, {_pct(http['share_200'])} HTTP 200.", "",
+                  "| Method | Endpoint | Responses |", "|---|---|---|"]
+        parts += [f"| {e['method']} | {e['path']} | {e['count']:,} |" for e in http["by_endpoint"][:20]]
+        parts.append("")
+    else:
+        parts += ["No access-log lines in this range.", ""]
+
+    parts += ["## Errors", "", "| Kind | Count | First seen | First message |", "|---|---|---|---|"]
+    for kind, e in err.items():
+        msg = (e["first_message"] or "").replace("|", "\\|")
+        parts.append(f"| {kind} | {e['count']} | {_time(e['first'], tz) if e['count'] else '–'} | {msg if e['count'] else ''} |")
+    parts.append("")
+    return "\n".join(parts)

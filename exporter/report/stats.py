@@ -1,0 +1,341 @@
+"""Statistics of a whole run, built from events in one pass (pure: events in, numbers out).
+
+The figures are the ones the seed article's author computed by hand from a journald log:
+throughput over stats windows, spec-decode acceptance, KV-offload rates, the start-up capacity facts
+and what follows from them, HTTP status counts and errors. Per-window values are kept in compact
+arrays (8 bytes a window: a month of 10-s windows is 2 MB) because medians need them all.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter.events import ERROR_KINDS, Event
+
+GB = 1e9  # rates are reported in GB/s (10^9), as PCIe is specified
+
+
+def median(xs) -> float | None:
+    s = sorted(xs)
+    n = len(s)
+    if not n:
+        return None
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def tukey_hinges(xs) -> tuple[float, float] | None:
+    """Tukey's hinges: medians of the lower and upper halves, each including the median when n is odd."""
+    s = sorted(xs)
+    n = len(s)
+    if not n:
+        return None
+    half = (n + 1) // 2
+    return median(s[:half]), median(s[n - half:])
+
+
+def mean(xs) -> float | None:
+    return sum(xs) / len(xs) if len(xs) else None
+
+
+@dataclass
+class Series:
+    ts: array = field(default_factory=lambda: array("d"))
+    v: array = field(default_factory=lambda: array("d"))
+
+    def add(self, ts: float | None, value: float) -> None:
+        self.ts.append(ts if ts is not None else float("nan"))
+        self.v.append(value)
+
+
+@dataclass
+class Transfer:
+    bytes: float
+    seconds: float
+    ts: float | None
+
+
+class RunStats:
+    def __init__(self, since: float | None = None, until: float | None = None):
+        self.since, self.until = since, until
+        self.facts: dict[str, Any] = {}
+        self.workers: dict[str, dict[str, float]] = {}
+        self.starts: list[float | None] = []
+        self.gen = Series()
+        self.prompt = Series()
+        self.running = array("d")
+        self.kv_usage = Series()
+        self.prefix_hit = array("d")
+        self.ext_prefix_hit = array("d")
+        self.accept_len = Series()
+        self.accept_ratio = Series()
+        self.accepted_tps = array("d")
+        self.per_position: list[array] = []
+        self.depths: set[int] = set()
+        self.transfers: dict[str, list[Transfer]] = {"store": [], "load": []}
+        self.cpu_cache_usage = array("d")
+        self.http_status: dict[int, int] = {}
+        self.http_endpoint: dict[tuple[str, str], int] = {}
+        # kind -> [count, (ts, line) of the first, its message]; tracebacks finish out of order, so
+        # "first" is decided by time and line number, not by arrival.
+        self.errors: dict[str, list] = {k: [0, None, None] for k in ERROR_KINDS}
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
+        self.events = 0
+
+    # -- feeding --------------------------------------------------------------------------------
+
+    def add(self, ev: Event) -> None:
+        ts = ev.ts
+        if ts is not None:
+            if self.since is not None and ts < self.since:
+                return
+            if self.until is not None and ts > self.until:
+                return
+            if self.first_ts is None or ts < self.first_ts:
+                self.first_ts = ts
+            if self.last_ts is None or ts > self.last_ts:
+                self.last_ts = ts
+        elif self.since is not None or self.until is not None:
+            return
+        self.events += 1
+        handler = getattr(self, "_on_" + ev.kind, None)
+        if handler is not None:
+            handler(ev, ev.fields)
+
+    def _on_version(self, ev, f):
+        self.starts.append(ev.ts)
+        self.facts["version"] = f["version"]
+        if f.get("model"):
+            self.facts["model"] = f["model"]
+
+    def _on_model(self, ev, f):
+        self.facts["model"] = f["model"]
+
+    def _on_engine_config(self, ev, f):
+        for key in ("max_num_seqs", "tensor_parallel_size", "max_seq_len", "max_model_len", "quantization",
+                    "kv_cache_dtype"):
+            if key in f:
+                self.facts[key] = f[key]
+        for key in ("model", "version"):  # the banner's word wins over the config dump's
+            if key in f:
+                self.facts.setdefault(key, f[key])
+
+    def _on_kv_cache_size(self, ev, f):
+        self.facts["gpu_kv_cache_tokens"] = f["tokens"]
+
+    def _on_gpu_blocks(self, ev, f):
+        self.facts["gpu_blocks"] = f["gpu_blocks"]
+
+    def _on_max_concurrency(self, ev, f):
+        self.facts["max_concurrency"] = f["concurrency"]
+        self.facts["max_model_len"] = f["tokens_per_request"]
+
+    def _worker(self, ev) -> dict:
+        return self.workers.setdefault(ev.process or "main", {})
+
+    def _on_kv_cache_memory(self, ev, f):
+        self._worker(ev)["kv_cache_bytes"] = f["bytes"]
+
+    def _on_model_load(self, ev, f):
+        w = self._worker(ev)
+        if "weights_bytes" in f:
+            w["weights_bytes"] = f["weights_bytes"]
+        if "seconds" in f:
+            w["load_seconds"] = f["seconds"]
+
+    def _on_memory_profile(self, ev, f):
+        w = self._worker(ev)
+        for k in ("peak_activation_bytes", "non_torch_bytes", "cuda_graph_bytes", "total_bytes"):
+            if k in f:
+                w[k] = f[k]
+        if "weights_bytes" in f:
+            w.setdefault("weights_bytes", f["weights_bytes"])
+        if "kv_cache_bytes" in f:
+            w.setdefault("kv_cache_bytes", f["kv_cache_bytes"])
+
+    def _on_init_engine(self, ev, f):
+        self.facts["init_seconds"] = f["seconds"]
+        if "compilation_seconds" in f:
+            self.facts["compile_seconds"] = f["compilation_seconds"]
+
+    def _on_offload_pool(self, ev, f):
+        self.facts["offload_pool_bytes"] = f["bytes"]
+
+    def _on_engine_stats(self, ev, f):
+        self.gen.add(ev.ts, f["generation_tokens_per_second"])
+        self.prompt.add(ev.ts, f["prompt_tokens_per_second"])
+        self.running.append(f.get("running", -1))
+        if "gpu_kv_cache_usage" in f:
+            self.kv_usage.add(ev.ts, f["gpu_kv_cache_usage"])
+        if "prefix_cache_hit_rate" in f:
+            self.prefix_hit.append(f["prefix_cache_hit_rate"])
+        if "external_prefix_cache_hit_rate" in f:
+            self.ext_prefix_hit.append(f["external_prefix_cache_hit_rate"])
+
+    def _on_spec_decode(self, ev, f):
+        if f.get("mean_acceptance_length") is not None:
+            self.accept_len.add(ev.ts, f["mean_acceptance_length"])
+        ratio = f.get("draft_acceptance_rate")
+        if ratio is None and f.get("drafted_tokens"):
+            ratio = f.get("accepted_tokens", 0) / f["drafted_tokens"]
+        if ratio is not None:
+            self.accept_ratio.add(ev.ts, ratio)
+        if f.get("accepted_tokens_per_second") is not None:
+            self.accepted_tps.append(f["accepted_tokens_per_second"])
+        for i, v in enumerate(f.get("per_position_acceptance_rate") or []):
+            while len(self.per_position) <= i:
+                self.per_position.append(array("d"))
+            self.per_position[i].append(v)
+        if f.get("speculative_depth"):
+            self.depths.add(int(f["speculative_depth"]))
+
+    def _on_kv_transfer(self, ev, f):
+        for d in ("store", "load"):
+            b, s = f.get(f"{d}_bytes"), f.get(f"{d}_seconds")
+            if b and s and b > 0 and s > 0:
+                self.transfers[d].append(Transfer(b, s, ev.ts))
+        if f.get("cpu_cache_usage") is not None:
+            self.cpu_cache_usage.append(f["cpu_cache_usage"])
+
+    def _on_access_log(self, ev, f):
+        self.http_status[f["status"]] = self.http_status.get(f["status"], 0) + 1
+        key = (f["method"], f["path"])
+        if key in self.http_endpoint or len(self.http_endpoint) < 200:
+            self.http_endpoint[key] = self.http_endpoint.get(key, 0) + 1
+        else:
+            self.http_endpoint[("*", "(others)")] = self.http_endpoint.get(("*", "(others)"), 0) + 1
+
+    def _error(self, ev, kind):
+        e = self.errors[kind]
+        e[0] += 1
+        key = (ev.ts if ev.ts is not None else float("inf"), ev.line or 0)
+        if e[1] is None or key < e[1]:
+            e[1] = key
+            f = ev.fields
+            msg = f.get("message") or f.get("signature") or f.get("error") or ""
+            if kind == "traceback" and f.get("exception"):
+                msg = f"{f['exception']}: {msg}"
+            e[2] = msg[:200]
+
+    def _on_oom(self, ev, f):
+        self._error(ev, "oom")
+
+    def _on_cuda_error(self, ev, f):
+        self._error(ev, "cuda_error")
+
+    def _on_nccl_error(self, ev, f):
+        self._error(ev, "nccl_error")
+
+    def _on_engine_dead(self, ev, f):
+        self._error(ev, "engine_dead")
+
+    def _on_traceback(self, ev, f):
+        self._error(ev, "traceback")
+
+    # -- results --------------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "range": {"first": self.first_ts, "last": self.last_ts, "starts": len(self.starts)},
+            "config": self._config(),
+            "throughput": self._throughput(),
+            "spec_decode": self._spec(),
+            "kv_offload": self._offload(),
+            "capacity": self._capacity(),
+            "http": self._http(),
+            "errors": {k: {"count": v[0], "first": v[1][0] if v[1] and v[1][0] != float("inf") else None,
+                           "first_message": v[2]} for k, v in self.errors.items()},
+        }
+        return out
+
+    def _config(self) -> dict:
+        c = dict(self.facts)
+        c["workers"] = {name: dict(w) for name, w in sorted(self.workers.items())}
+        return c
+
+    def _throughput(self) -> dict:
+        gen = list(self.gen.v)
+        single = [g for g, r in zip(self.gen.v, self.running) if r == 1]
+        nonzero = [g for g in gen if g > 0]
+        hinges = tukey_hinges(single)
+        return {
+            "windows": len(gen),
+            "generation_peak": max(gen) if gen else None,
+            "single_request_windows": len(single),
+            "single_request_median": median(single),
+            "single_request_iqr": list(hinges) if hinges else None,
+            "nonzero_windows": len(nonzero),
+            "nonzero_mean": mean(nonzero),
+            "prompt_peak": max(self.prompt.v) if len(self.prompt.v) else None,
+            "gpu_kv_usage_peak": max(self.kv_usage.v) if len(self.kv_usage.v) else None,
+            "prefix_cache_hit_peak": max(self.prefix_hit) if self.prefix_hit else None,
+            "external_prefix_cache_hit_peak": max(self.ext_prefix_hit) if self.ext_prefix_hit else None,
+        }
+
+    def _spec(self) -> dict:
+        lens, ratios = list(self.accept_len.v), list(self.accept_ratio.v)
+        return {
+            "windows": max(len(lens), len(ratios)),
+            "depths": sorted(self.depths),
+            "acceptance_length": {"median": median(lens), "mean": mean(lens), "best": max(lens) if lens else None},
+            "draft_acceptance": {
+                "median": median(ratios), "mean": mean(ratios), "best": max(ratios) if ratios else None,
+                "worst": min(ratios) if ratios else None,
+            },
+            "accepted_throughput": {"median": median(self.accepted_tps),
+                                    "best": max(self.accepted_tps) if self.accepted_tps else None},
+            "per_position_mean": [mean(p) for p in self.per_position],
+        }
+
+    def _offload(self) -> dict:
+        out: dict[str, Any] = {}
+        for d, xs in self.transfers.items():
+            if not xs:
+                out[d] = None
+                continue
+            rates = [t.bytes / t.seconds for t in xs]
+            big = max(xs, key=lambda t: t.bytes)
+            out[d] = {
+                "intervals": len(xs),
+                "bytes": sum(t.bytes for t in xs),
+                "seconds": sum(t.seconds for t in xs),
+                "weighted_gb_per_s": sum(t.bytes for t in xs) / sum(t.seconds for t in xs) / GB,
+                "min_gb_per_s": min(rates) / GB,
+                "max_gb_per_s": max(rates) / GB,
+                "largest_interval": {"bytes": big.bytes, "ms": big.seconds * 1000, "gb_per_s": big.bytes / big.seconds / GB},
+            }
+        out["cpu_cache_usage_peak"] = max(self.cpu_cache_usage) if self.cpu_cache_usage else None
+        return out
+
+    def _capacity(self) -> dict:
+        tokens = self.facts.get("gpu_kv_cache_tokens")
+        kv_total = sum(w.get("kv_cache_bytes", 0) for w in self.workers.values()) or None
+        max_len = self.facts.get("max_model_len") or self.facts.get("max_seq_len")
+        out: dict[str, Any] = {"gpu_kv_tokens": tokens, "kv_cache_bytes_total": kv_total, "max_model_len": max_len}
+        if not tokens:
+            return out
+        per_token = kv_total / tokens if kv_total else None
+        out["kv_bytes_per_token"] = per_token
+        peak = max(self.kv_usage.v) if len(self.kv_usage.v) else None
+        out["peak_kv_usage_tokens"] = round(peak * tokens) if peak is not None else None
+        out["sequence_budget"] = [
+            {"sequences": n, "tokens_each": min(tokens // n, max_len) if max_len else tokens // n} for n in (1, 2, 4, 8)
+        ]
+        pool = self.facts.get("offload_pool_bytes")
+        if pool and per_token:
+            eq = pool / per_token
+            out["offload_pool"] = {"bytes": pool, "token_equivalents": eq,
+                                   "max_length_histories": eq / max_len if max_len else None}
+        return out
+
+    def _http(self) -> dict:
+        total = sum(self.http_status.values())
+        return {
+            "responses": total,
+            "by_status": dict(sorted(self.http_status.items())),
+            "share_200": self.http_status.get(200, 0) / total if total else None,
+            "by_endpoint": [{"method": m, "path": p, "count": n}
+                            for (m, p), n in sorted(self.http_endpoint.items(), key=lambda kv: -kv[1])],
+        }

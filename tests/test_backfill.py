@@ -1,0 +1,47 @@
+"""backfill -> real promtool blocks -> real Prometheus -> range queries return what the log holds."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLE
+from tests.helpers import Prometheus, have, http_get, wait_until
+
+pytestmark = pytest.mark.skipif(not (have("promtool") and have("prometheus")), reason="prometheus not installed")
+
+
+def test_backfilled_blocks_answer_range_queries(tmp_path):
+    om = tmp_path / "run.om"
+    r = subprocess.run([sys.executable, "-m", "exporter", "backfill", str(SAMPLE), "-o", str(om), "--server", "grandpa",
+                        "--year", "2026", "--timezone", "UTC"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert om.read_text().endswith("# EOF\n")
+    data = tmp_path / "data"
+    r = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    config = {"global": {"scrape_interval": "15s"}, "scrape_configs": []}
+    with Prometheus(tmp_path, config, extra_args=["--storage.tsdb.retention.time=100y"]) as prom:
+        # The sample runs 2026-08-04 02:43-03:03 UTC; the OOM is at 02:52:52.
+        def range_q(expr, start, end, step=10):
+            import json
+            import urllib.parse
+
+            q = urllib.parse.urlencode({"query": expr, "start": start, "end": end, "step": step})
+            status, body = http_get(f"{prom.url}/api/v1/query_range?{q}")
+            assert status == 200, body
+            return json.loads(body)["data"]["result"]
+
+        t0 = 1785811380  # 2026-08-04T02:43:00Z
+        res = wait_until(lambda: range_q('vllm_log_gpu_kv_cache_tokens{server="grandpa"}', t0, t0 + 1200), 20,
+                         what="backfilled series")
+        assert {v for _, v in res[0]["values"]} == {"285336"}
+        oom = range_q('vllm_log_errors_total{server="grandpa",kind="oom"}', t0, t0 + 1200)[0]["values"]
+        before = [float(v) for ts, v in oom if ts < t0 + 592]
+        after = [float(v) for ts, v in oom if ts > t0 + 600]
+        assert set(before) == {0.0} and set(after) == {1.0}
+        peak = range_q('max_over_time(vllm_log_gpu_kv_cache_usage_ratio{server="grandpa"}[30m])', t0 + 1150, t0 + 1150)
+        assert float(peak[0]["values"][0][1]) == 0.794
+        spec = range_q('vllm_log_spec_decode_depth{server="grandpa"}', t0, t0 + 1200)
+        assert {v for _, v in spec[0]["values"]} == {"5"}

@@ -1,0 +1,159 @@
+"""`report` against logs whose answers were worked out by hand, and against the seed's quoted lines."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from exporter.framing import Clock
+from exporter.report.stats import RunStats, median, tukey_hinges
+from tests.conftest import FIXTURES, ROOT, run_lines
+
+GIB = 2**30
+
+
+def stats_of(lines, **kw) -> dict:
+    _, events = run_lines(lines)
+    s = RunStats(**kw)
+    for ev in events:
+        s.add(ev)
+    return s.summary()
+
+
+def stats_line(sec, gen, running, prompt=0.0, kv=10.0):
+    return (f"INFO 08-04 10:{sec // 60:02d}:{sec % 60:02d} [loggers.py:1] Engine 000: Avg prompt throughput: {prompt} tokens/s, "
+            f"Avg generation throughput: {gen} tokens/s, Running: {running} reqs, Waiting: 0 reqs, "
+            f"GPU KV cache usage: {kv}%, Prefix cache hit rate: 50.0%")
+
+
+def spec_line(sec, length, rate, accepted_tps):
+    return (f"INFO 08-04 10:{sec // 60:02d}:{sec % 60:02d} [metrics.py:1] SpecDecoding metrics: Mean acceptance length: "
+            f"{length}, Accepted throughput: {accepted_tps} tokens/s, Drafted throughput: 1.0 tokens/s, Accepted: 1 "
+            f"tokens, Drafted: 2 tokens, Per-position acceptance rate: {rate / 100:.3f}, 0.500, Avg Draft acceptance rate: {rate}%")
+
+
+def kv_line(sec, direction, nbytes, secs):
+    return (f"INFO 08-04 10:{sec // 60:02d}:{sec % 60:02d} [metrics.py:1] KV Transfer metrics: "
+            f"vllm:kv_offload_{direction}_bytes={nbytes}, vllm:kv_offload_{direction}_time={secs}")
+
+
+def test_tukey_hinges_by_hand():
+    assert tukey_hinges([100, 200, 300, 400, 500]) == (200, 400)  # odd: both halves hold the median
+    assert tukey_hinges([1, 2, 3, 4]) == (1.5, 3.5)
+    assert tukey_hinges([7]) == (7, 7)
+    assert median([3, 1, 2]) == 2 and median([4, 1, 3, 2]) == 2.5 and median([]) is None
+
+
+def test_throughput_figures():
+    lines = [stats_line(0, 300.0, 1), stats_line(10, 100.0, 1), stats_line(20, 500.0, 1, prompt=4000.0, kv=79.4),
+             stats_line(30, 200.0, 1), stats_line(40, 400.0, 1), stats_line(50, 1000.0, 2), stats_line(60, 0.0, 0)]
+    t = stats_of(lines)["throughput"]
+    assert t["windows"] == 7 and t["generation_peak"] == 1000.0
+    assert t["single_request_windows"] == 5 and t["single_request_median"] == 300.0
+    assert t["single_request_iqr"] == [200.0, 400.0]
+    assert t["nonzero_windows"] == 6 and t["nonzero_mean"] == pytest.approx(2500 / 6)
+    assert t["prompt_peak"] == 4000.0 and t["gpu_kv_usage_peak"] == 0.794 and t["prefix_cache_hit_peak"] == 0.5
+
+
+def test_spec_decode_figures():
+    lines = [spec_line(0, 2.0, 50.0, 100.0), spec_line(10, 4.0, 90.0, 300.0), spec_line(20, 3.0, 70.0, 200.0),
+             spec_line(30, 3.5, 41.9, 150.0)]
+    sd = stats_of(lines)["spec_decode"]
+    assert sd["windows"] == 4
+    assert sd["acceptance_length"] == {"median": 3.25, "mean": 3.125, "best": 4.0}
+    assert sd["draft_acceptance"]["median"] == pytest.approx(0.6)
+    assert sd["draft_acceptance"]["mean"] == pytest.approx((0.5 + 0.9 + 0.7 + 0.419) / 4)
+    assert (sd["draft_acceptance"]["best"], sd["draft_acceptance"]["worst"]) == (0.9, 0.419)
+    assert sd["accepted_throughput"] == {"median": 175.0, "best": 300.0}
+    assert sd["per_position_mean"] == pytest.approx([(0.5 + 0.9 + 0.7 + 0.419) / 4, 0.5])
+
+
+def test_kv_offload_figures():
+    lines = [kv_line(0, "store", 1_000_000_000, 0.02), kv_line(10, "store", 3_000_000_000, 0.05),
+             kv_line(20, "load", 500_000_000, 0.01)]
+    kv = stats_of(lines)["kv_offload"]
+    st = kv["store"]
+    assert st["weighted_gb_per_s"] == pytest.approx(4 / 0.07)
+    assert (st["min_gb_per_s"], st["max_gb_per_s"]) == (pytest.approx(50.0), pytest.approx(60.0))
+    assert st["largest_interval"] == {"bytes": 3e9, "ms": pytest.approx(50.0), "gb_per_s": pytest.approx(60.0)}
+    assert kv["load"]["weighted_gb_per_s"] == pytest.approx(50.0)
+
+
+def test_seed_article_offload_intervals():
+    lines = (FIXTURES / "seed_article.log").read_text(encoding="utf-8").splitlines()
+    kv = stats_of(lines)["kv_offload"]
+    # "1,415,335,680 bytes in 0.027173 s is 52.09 GB/s"; "185,264,640 bytes in 0.003374 s is 54.91 GB/s"
+    assert kv["store"]["largest_interval"]["bytes"] == 1415335680
+    assert kv["store"]["largest_interval"]["ms"] == pytest.approx(27.17, abs=0.01)
+    assert kv["store"]["largest_interval"]["gb_per_s"] == pytest.approx(52.09, abs=0.005)
+    assert kv["load"]["largest_interval"]["gb_per_s"] == pytest.approx(54.91, abs=0.005)
+    assert kv["load"]["largest_interval"]["ms"] == pytest.approx(3.37, abs=0.01)
+
+
+def test_capacity_figures_as_the_seed_worked_them_out():
+    lines = (FIXTURES / "seed_article.log").read_text(encoding="utf-8").splitlines()
+    # the article quotes TP0's KV memory line only; add TP1's, as the real log has it
+    lines.append(lines[8].replace("Worker_TP0 pid=264", "Worker_TP1 pid=265"))
+    cap = stats_of(lines)["capacity"]
+    assert cap["kv_cache_bytes_total"] / GIB == pytest.approx(17.18, abs=0.01)
+    assert cap["kv_bytes_per_token"] == pytest.approx(17.18 * GIB / 285336, rel=1e-3)
+    # "79.4% of 285,336 is approximately 226K token slots"
+    assert cap["peak_kv_usage_tokens"] == round(0.794 * 285336) == 226557
+    assert [b["tokens_each"] for b in cap["sequence_budget"]] == [262144, 142668, 71334, 35667]
+    # the 8 GiB pool (8.59 GB) over 17.18 GiB per 285,336 tokens
+    assert cap["offload_pool"]["token_equivalents"] == pytest.approx(8.59e9 / (17.18 * GIB) * 285336, rel=1e-3)
+
+
+def test_http_and_errors_and_time_range():
+    access = 'Aug 04 10:00:{s:02d} h vllm[1]: INFO:     1.2.3.4:5 - "POST /v1/completions HTTP/1.1" {c} OK'
+    lines = [access.format(s=1, c=200), access.format(s=2, c=200), access.format(s=3, c=500), access.format(s=4, c=200),
+             "Aug 04 10:00:05 h vllm[1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB",
+             "Aug 04 10:00:09 h vllm[1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    s = stats_of(lines)
+    assert s["http"]["by_status"] == {200: 3, 500: 1} and s["http"]["share_200"] == 0.75
+    assert s["errors"]["oom"]["count"] == 2 and "1.00 GiB" in s["errors"]["oom"]["first_message"]
+    c = Clock(year=2026)
+    since = c.local(8, 4, 10, 0, 3)
+    s = stats_of(lines, since=since, until=since + 3)
+    assert s["http"]["by_status"] == {500: 1, 200: 1} and s["errors"]["oom"]["count"] == 1
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "exporter", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_report_cli_markdown_json_and_html(tmp_path):
+    sample = str(ROOT / "exporter" / "data" / "sample.log")
+    md = cli("report", sample, "--year", "2026", "--timezone", "UTC")
+    assert md.returncode == 0, md.stderr
+    for heading in ("## Configuration", "## Generation throughput", "## Speculative decoding", "## KV offload",
+                    "## Capacity", "## HTTP", "## Errors"):
+        assert heading in md.stdout
+    assert "| GPU KV capacity | 285,336 tokens |" in md.stdout
+    js = cli("report", sample, "--format", "json", "--year", "2026", "--since", "2026-08-04T02:40:00+00:00",
+             "--until", "2026-08-04T02:52:00+00:00", "--html", str(tmp_path / "r.html"))
+    data = json.loads(js.stdout)
+    assert data["errors"]["oom"]["count"] == 0  # the OOM is at 02:52:52, outside the range
+    assert data["lines"]["unparsed"] == 0
+    page = (tmp_path / "r.html").read_text()
+    assert page.count("<svg") == 4 and 'class="series" data-points="0"' not in page
+    assert "<table>" in page
+    bad = cli("report", sample, "--since", "yesterday-ish")
+    assert bad.returncode != 0 and "--since: 'yesterday-ish' is not a time" in bad.stderr
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="chromium (Debian package) not installed")
+def test_html_report_renders_in_headless_chromium(tmp_path):
+    out = tmp_path / "r.html"
+    assert cli("report", str(ROOT / "exporter" / "data" / "sample.log"), "--html", str(out)).returncode == 0
+    shot = tmp_path / "r.png"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(["chromium", *flags, "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0
+    assert dom.stdout.count("<polyline") >= 5  # two throughput series + three others, all parsed by the browser
+    r = subprocess.run(["chromium", *flags, "--window-size=1000,3000", f"--screenshot={shot}", out.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and shot.exists() and shot.stat().st_size > 20000
