@@ -1,0 +1,1 @@
+"""The monitoring mixin: alert rules and Grafana dashboards as code, rendered into the repo by build.py."""

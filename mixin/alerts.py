@@ -1,0 +1,198 @@
+"""Prometheus alert rules for vLLM servers watched by vllm-log-exporter.
+
+Every alert carries ``severity`` (critical: the server stopped serving; warning: it serves badly)
+and ``summary``/``description`` annotations that say what happened and where to look. Every alert
+has a promtool unit test in deploy/prometheus/rules/vllm-log-exporter.rules_test.yml.
+"""
+
+from __future__ import annotations
+
+from mixin import config as C
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:g}%"
+
+
+def groups() -> list[dict]:
+    job = C.EXPORTER_JOB
+    errors = [
+        {
+            "alert": "VllmCudaOutOfMemory",
+            "expr": 'increase(vllm_log_errors_total{kind="oom"}[10m]) > 0',
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "CUDA out of memory on vLLM server {{ $labels.server }}",
+                "description": "vLLM on {{ $labels.server }} logged {{ $value | printf \"%.0f\" }} CUDA OOM(s) in the last 10 minutes. "
+                               "Lower --gpu-memory-utilization, --max-num-seqs or --max-num-batched-tokens, or the context length; "
+                               "`vllm-log-exporter report` on the log shows the memory split found at start-up.",
+            },
+        },
+        {
+            "alert": "VllmEngineDead",
+            "expr": 'increase(vllm_log_errors_total{kind="engine_dead"}[10m]) > 0',
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "vLLM engine died on {{ $labels.server }}",
+                "description": "The engine core of {{ $labels.server }} died (EngineDeadError, fatal error or a worker that hit an "
+                               "exception). Requests fail until the server restarts; the traceback before it in the log has the cause.",
+            },
+        },
+        {
+            "alert": "VllmGpuError",
+            "expr": 'increase(vllm_log_errors_total{kind=~"cuda_error|nccl_error"}[10m]) > 0',
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "{{ $labels.kind }} on vLLM server {{ $labels.server }}",
+                "description": "{{ $labels.server }} logged a {{ $labels.kind }} (illegal memory access, NCCL failure or timeout). "
+                               "These usually end the engine; check the GPU (nvidia-smi, dmesg Xid) and the interconnect.",
+            },
+        },
+        {
+            "alert": "VllmTraceback",
+            "expr": 'increase(vllm_log_errors_total{kind="traceback"}[10m]) > 0',
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Python traceback in the log of {{ $labels.server }}",
+                "description": "{{ $value | printf \"%.0f\" }} traceback(s) in 10 minutes on {{ $labels.server }}. Not every "
+                               "traceback is fatal (a bad request can log one); `vllm-log-exporter parse` shows the exception.",
+            },
+        },
+    ]
+    http = [
+        {
+            "alert": "VllmHigh5xxRatio",
+            "expr": (
+                'sum by (server) (rate(vllm_log_http_requests_total{status=~"5.."}[5m]))\n'
+                "  / sum by (server) (rate(vllm_log_http_requests_total[5m]))\n"
+                f"  > {C.HTTP_5XX_RATIO:g}"
+            ),
+            "for": "5m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $labels.server }} answers {{ $value | humanizePercentage }} of requests with 5xx",
+                "description": f"More than {_pct(C.HTTP_5XX_RATIO)} of the responses in vLLM's access log on {{{{ $labels.server }}}} "
+                               "have been server errors for 5 minutes. Look for a dead engine or OOM alert on the same server.",
+            },
+        },
+        {
+            "alert": "VllmRateLimited",
+            "expr": (
+                'sum by (server) (rate(vllm_log_http_requests_total{status="429"}[5m]))\n'
+                "  / sum by (server) (rate(vllm_log_http_requests_total[5m]))\n"
+                f"  > {C.HTTP_429_RATIO:g}"
+            ),
+            "for": "10m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $labels.server }} rate-limits {{ $value | humanizePercentage }} of requests (HTTP 429)",
+                "description": "Clients are being turned away with 429 Too Many Requests for 10 minutes. The server is at "
+                               "capacity: add capacity, raise --max-num-seqs if KV cache allows, or slow the clients.",
+            },
+        },
+    ]
+    engine = [
+        {
+            "alert": "VllmDraftAcceptanceCollapsed",
+            "expr": (
+                "sum by (server, engine) (rate(vllm_log_spec_decode_accepted_tokens_total[10m]))\n"
+                "  / sum by (server, engine) (rate(vllm_log_spec_decode_drafted_tokens_total[10m]))\n"
+                f"  < {C.DRAFT_ACCEPTANCE_MIN:g}"
+            ),
+            "for": "10m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Draft acceptance on {{ $labels.server }} fell to {{ $value | humanizePercentage }}",
+                "description": f"Fewer than {_pct(C.DRAFT_ACCEPTANCE_MIN)} of drafted tokens have been accepted for 10 minutes "
+                               "(engine {{ $labels.engine }}). Speculative decoding now costs more than it saves on this traffic; "
+                               "consider a lower speculative depth or a better draft model.",
+            },
+        },
+        {
+            "alert": "VllmKvCacheFull",
+            "expr": (
+                f"max by (server, engine) (vllm_log_gpu_kv_cache_usage_ratio) > {C.KV_CACHE_FULL_RATIO:g}\n"
+                "  and on (server, engine) max by (server, engine) (vllm_log_requests_waiting) > 0"
+            ),
+            "for": "5m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "GPU KV cache of {{ $labels.server }} is {{ $value | humanizePercentage }} full with requests waiting",
+                "description": "The GPU KV cache has been nearly full for 5 minutes while requests queue (engine {{ $labels.engine }}). "
+                               "Requests wait or get preempted; shorten contexts, lower --max-num-seqs, or add KV memory.",
+            },
+        },
+        {
+            "alert": "VllmKvOffloadSlow",
+            "expr": (
+                "sum by (server, direction) (rate(vllm_log_kv_offload_bytes_total[10m]))\n"
+                "  / sum by (server, direction) (rate(vllm_log_kv_offload_seconds_total[10m]))\n"
+                f"  < {C.KV_OFFLOAD_MIN_BYTES_PER_SECOND:g}"
+            ),
+            "for": "10m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "KV offload {{ $labels.direction }} on {{ $labels.server }} runs at {{ $value | humanize }}B/s",
+                "description": f"CPU KV offload has moved data below {C.KV_OFFLOAD_MIN_BYTES_PER_SECOND / 1e9:g} GB/s for 10 minutes. "
+                               "A PCIe 5.0 x16 link sustains ~50 GB/s: check the link width and generation (nvidia-smi -q, lspci -vv) "
+                               "and whether /dev/shm is backed by RAM.",
+            },
+        },
+    ]
+    exporter = [
+        {
+            "alert": "VllmLogExporterDown",
+            "expr": f'up{{job="{job}"}} == 0',
+            "for": "1m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "vllm-log-exporter {{ $labels.instance }} is down",
+                "description": "Prometheus cannot scrape vllm-log-exporter at {{ $labels.instance }}: no vLLM log metric or "
+                               "alert works for the servers it follows.",
+            },
+        },
+        {
+            "alert": "VllmLogSourceDown",
+            "expr": "vllm_log_exporter_source_up == 0",
+            "for": "5m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "vllm-log-exporter lost the log of {{ $labels.server }}",
+                "description": "The exporter has not had the log of {{ $labels.server }} open for 5 minutes (file missing, "
+                               "container gone, journalctl failing). The exporter's own log says why.",
+            },
+        },
+        {
+            "alert": "VllmLogStale",
+            "expr": (
+                f"time() - vllm_log_last_line_timestamp_seconds > {C.LOG_STALE_MINUTES * 60}\n"
+                "  and on (server) vllm_log_exporter_source_up == 1"
+            ),
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": f"No log line from {{{{ $labels.server }}}} for {C.LOG_STALE_MINUTES} minutes",
+                "description": "The log is open but nothing has been written to it. An idle vLLM that nobody scrapes is quiet "
+                               "(its stats go to DEBUG when idle); a hung one is too. Check that the server answers /health.",
+            },
+        },
+        {
+            "alert": "VllmLogLinesNotUnderstood",
+            "expr": (
+                'sum by (server) (rate(vllm_log_exporter_lines_total{result="unparsed"}[15m]))\n'
+                "  / sum by (server) (rate(vllm_log_exporter_lines_total[15m])) > 0.2"
+            ),
+            "for": "15m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $value | humanizePercentage }} of the log lines of {{ $labels.server }} are not understood",
+                "description": "A new vLLM build or a different log wrapper may have changed the format. "
+                               "`vllm-log-exporter parse --stats LOG` lists the most common line shapes that were not recognised.",
+            },
+        },
+    ]
+    return [
+        {"name": "vllm-log-errors", "rules": errors},
+        {"name": "vllm-log-http", "rules": http},
+        {"name": "vllm-log-engine", "rules": engine},
+        {"name": "vllm-log-exporter", "rules": exporter},
+    ]

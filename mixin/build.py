@@ -1,0 +1,133 @@
+"""Render the mixin into the repo, or check that what is committed is current and sound.
+
+    python -m mixin.build            # writes dashboards/*.json and deploy/prometheus/rules/vllm-log-exporter.rules.yml
+    python -m mixin.build --check    # fails when those files are stale, or when a panel or rule names a
+                                     # metric the exporter does not export
+
+The metric check is what keeps us from shipping a rule like ``rate(vllm:num_preemptions[5m])``
+that can never fire because the series is really ``..._total``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+from mixin import alerts, dashboards
+
+ROOT = Path(__file__).resolve().parent.parent
+DASHBOARD_DIR = ROOT / "dashboards"
+RULES_FILE = ROOT / "deploy" / "prometheus" / "rules" / "vllm-log-exporter.rules.yml"
+HEADER = "# Rendered by `python -m mixin.build` from mixin/alerts.py; edit that, not this.\n"
+
+_METRIC = re.compile(r"\b(vllm_log_[a-zA-Z0-9_]+)")
+_OTHER_METRICS = {"up"}  # Prometheus' own
+
+
+class _Literal(str):
+    pass
+
+
+def _literal(dumper, data):
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+yaml.SafeDumper.add_representer(_Literal, _literal)
+
+
+def render_rules() -> str:
+    groups = alerts.groups()
+    for g in groups:
+        for r in g["rules"]:
+            r["expr"] = _Literal(r["expr"])
+    return HEADER + yaml.safe_dump({"groups": groups}, sort_keys=False, width=200, allow_unicode=True)
+
+
+def render_dashboards() -> dict[str, str]:
+    return {name: json.dumps(build(), indent=2, ensure_ascii=False) + "\n" for name, build in dashboards.DASHBOARDS.items()}
+
+
+def exported_metric_names() -> set[str]:
+    """Every sample name the exporter produces, found by feeding it both sample logs."""
+    from exporter.framing import Clock
+    from exporter.metrics import Metrics
+    from exporter.pipeline import Pipeline
+
+    m = Metrics(process_metrics=False)
+    for i, name in enumerate(("sample.log", "sample-v0.log")):
+        server = f"s{i}"
+        m.add_server(server)
+        pipe = Pipeline(Clock(year=2026))
+        text = (ROOT / "exporter" / "data" / name).read_text(encoding="utf-8")
+        for line in text.splitlines():
+            result, events = pipe.feed(line)
+            m.count_line(server, result)
+            for ev in events:
+                m.observe(server, ev)
+        for ev in pipe.flush():
+            m.observe(server, ev)
+    names = set()
+    for fam in m.registry.collect():
+        for s in fam.samples:
+            names.add(s.name)
+    return names
+
+
+def expressions() -> list[tuple[str, str]]:
+    """(where, PromQL) of every dashboard target and variable query, and every rule."""
+    out = []
+    for name, build in dashboards.DASHBOARDS.items():
+        d = build()
+        for p in d["panels"]:
+            for t in p.get("targets", []):
+                out.append((f"dashboards/{name}: panel {p['title']!r}", t["expr"]))
+        for v in d["templating"]["list"]:
+            if v["type"] == "query":
+                out.append((f"dashboards/{name}: variable {v['name']}", v["query"]["query"]))
+    for g in alerts.groups():
+        for r in g["rules"]:
+            out.append((f"rules: {r['alert']}", r["expr"]))
+    return out
+
+
+def unknown_metrics() -> list[str]:
+    known = exported_metric_names() | _OTHER_METRICS
+    problems = []
+    for where, expr in expressions():
+        for name in _METRIC.findall(expr):
+            if name not in known:
+                problems.append(f"{where}: metric {name} is not exported by vllm-log-exporter")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mixin.build")
+    ap.add_argument("--check", action="store_true", help="fail if the committed files are stale or unsound")
+    args = ap.parse_args(argv)
+    wanted = {DASHBOARD_DIR / n: text for n, text in render_dashboards().items()}
+    wanted[RULES_FILE] = render_rules()
+    if args.check:
+        problems = unknown_metrics()
+        for path, text in wanted.items():
+            rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            if not path.exists():
+                problems.append(f"{rel}: missing; run python -m mixin.build")
+            elif path.read_text(encoding="utf-8") != text:
+                problems.append(f"{rel}: stale; run python -m mixin.build")
+        for p in problems:
+            print(p, file=sys.stderr)
+        return 1 if problems else 0
+    for path, text in wanted.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

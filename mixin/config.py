@@ -1,0 +1,25 @@
+"""Knobs of the rendered rules and dashboards. Change them here, then `python -m mixin.build`."""
+
+# The exporter's scrape job in Prometheus (compose.yaml's prometheus.yml uses this name).
+EXPORTER_JOB = "vllm-log-exporter"
+
+# Draft acceptance below this for 10 minutes, while drafting, means speculative decoding no longer pays.
+DRAFT_ACCEPTANCE_MIN = 0.5
+
+# KV offload slower than this (bytes/s) for 10 minutes. PCIe 5.0 x16 moves ~64 GB/s one way and the
+# seed article measured 50-55 GB/s; PCIe 4.0 x16 is half that. 20 GB/s flags a link that fell back.
+KV_OFFLOAD_MIN_BYTES_PER_SECOND = 20e9
+
+# GPU KV cache this full while requests wait.
+KV_CACHE_FULL_RATIO = 0.95
+
+# Share of 5xx responses, and of 429s, over 5 minutes.
+HTTP_5XX_RATIO = 0.05
+HTTP_429_RATIO = 0.10
+
+# No log line for this long while the exporter is up. vLLM logs nothing when idle and unscraped
+# (stats go to DEBUG), so keep this longer than your quietest normal stretch.
+LOG_STALE_MINUTES = 15
+
+# Grafana datasource uid the provisioned datasource gets.
+DATASOURCE_UID = "vllm-log-prometheus"

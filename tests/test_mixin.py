@@ -1,0 +1,137 @@
+"""The rendered rules, Alertmanager config and dashboards: current, sound, and tested with the real tools."""
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from mixin import alerts, build
+from tests.helpers import ROOT, have
+
+RULES = ROOT / "deploy" / "prometheus" / "rules" / "vllm-log-exporter.rules.yml"
+RULES_TEST = ROOT / "deploy" / "prometheus" / "rules" / "vllm-log-exporter.rules_test.yml"
+AM = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
+PROM = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+SCHEMA = json.loads((ROOT / "tests" / "schemas" / "grafana-dashboard.schema.json").read_text())
+DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
+promtool = pytest.mark.skipif(not have("promtool"), reason="promtool (Debian package prometheus) not installed")
+amtool = pytest.mark.skipif(not have("amtool"), reason="amtool (Debian package prometheus-alertmanager) not installed")
+
+
+def run(*cmd):
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=120)
+
+
+def test_committed_files_are_current_and_name_only_exported_metrics():
+    r = subprocess.run([sys.executable, "-m", "mixin.build", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def test_check_catches_a_metric_that_does_not_exist(monkeypatch):
+    real = alerts.groups
+
+    def with_bad_rule():
+        g = real()
+        g[0]["rules"].append({"alert": "Never", "expr": "rate(vllm_log_preemptions[5m]) > 0"})
+        return g
+
+    monkeypatch.setattr(alerts, "groups", with_bad_rule)
+    problems = build.unknown_metrics()
+    assert problems == ["rules: Never: metric vllm_log_preemptions is not exported by vllm-log-exporter"]
+
+
+def test_check_catches_a_stale_file(tmp_path, monkeypatch, capsys):
+    stale = tmp_path / "rules.yml"
+    stale.write_text("groups: []\n")
+    monkeypatch.setattr(build, "RULES_FILE", stale)
+    assert build.main(["--check"]) == 1
+    assert f"{stale}: stale; run python -m mixin.build" in capsys.readouterr().err
+
+
+@promtool
+def test_promtool_check_and_unit_test_the_rules():
+    r = run("promtool", "check", "rules", str(RULES))
+    assert r.returncode == 0 and "SUCCESS: 13 rules found" in r.stdout, r.stdout + r.stderr
+    r = run("promtool", "test", "rules", str(RULES_TEST))
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+
+
+def test_every_alert_has_a_firing_and_a_quiet_promtool_test():
+    names = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
+    fires, quiet = set(), set()
+    for t in yaml.safe_load(RULES_TEST.read_text())["tests"]:
+        for a in t.get("alert_rule_test", []):
+            (fires if a["exp_alerts"] else quiet).add(a["alertname"])
+    assert names - fires == set(), "alerts without a test that fires them"
+    assert names - quiet == set(), "alerts without a test that they stay quiet"
+
+
+def test_every_alert_has_severity_summary_and_description():
+    for g in alerts.groups():
+        for r in g["rules"]:
+            assert r["labels"]["severity"] in ("critical", "warning"), r["alert"]
+            assert r["annotations"]["summary"] and len(r["annotations"]["description"]) > 40, r["alert"]
+
+
+@amtool
+def test_alertmanager_config_and_routes():
+    r = run("amtool", "check-config", str(AM))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for labels, receiver in (("severity=critical", "critical"), ("severity=warning", "warning"), ("severity=info", "default")):
+        r = run("amtool", "config", "routes", "test", f"--config.file={AM}", labels, "alertname=VllmCudaOutOfMemory", "server=gp")
+        assert r.returncode == 0 and r.stdout.strip() == receiver, (labels, r.stdout, r.stderr)
+
+
+@promtool
+def test_stack_prometheus_config_is_valid():
+    r = run("promtool", "check", "config", str(PROM))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboard_matches_grafana_schema(path):
+    d = json.loads(path.read_text())
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in jsonschema.Draft7Validator(SCHEMA).iter_errors(d)]
+    assert errors == []
+
+
+def test_schema_rejects_a_broken_dashboard():
+    d = json.loads(DASHBOARDS[0].read_text())
+    bad = copy.deepcopy(d)
+    bad["panles"] = bad.pop("panels")
+    bad["graphTooltip"] = 7
+    bad["templating"]["list"][1]["type"] = "querry"
+    assert len(list(jsonschema.Draft7Validator(SCHEMA).iter_errors(bad))) >= 3
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboard_layout_and_conventions(path):
+    d = json.loads(path.read_text())
+    ids = [p["id"] for p in d["panels"]]
+    assert len(ids) == len(set(ids)), "panel ids must be unique"
+    assert d["uid"].startswith("vllm-log-") and len(d["uid"]) <= 40
+    names = [v["name"] for v in d["templating"]["list"]]
+    assert names == ["datasource", "instance", "server", "engine"]
+    for v in d["templating"]["list"][1:]:
+        assert v["multi"] and v["includeAll"]
+    cells = set()
+    for p in d["panels"]:
+        g = p["gridPos"]
+        assert g["x"] >= 0 and g["w"] > 0 and g["x"] + g["w"] <= 24, p["title"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, f"panel {p['title']!r} overlaps another"
+                cells.add((x, y))
+        if p["type"] == "row":
+            continue
+        assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        assert p["fieldConfig"]["defaults"].get("unit"), f"panel {p['title']!r} has no unit"
+        for t in p["targets"]:
+            assert t["datasource"]["uid"] == "${datasource}" and t["expr"]
+    uids = [json.loads(p.read_text())["uid"] for p in DASHBOARDS]
+    assert len(set(uids)) == len(uids)

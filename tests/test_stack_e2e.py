@@ -1,0 +1,206 @@
+"""End to end on loopback: the real exporter, a real Prometheus running the stack's own config and
+rules, a real Alertmanager running the stack's own config, and a webhook receiver of ours.
+
+Only addresses, paths and timings are rewritten (and said so below); the rules, routes and
+dashboard queries are the shipped ones.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+
+from tests.conftest import SAMPLE, SAMPLE_V0
+from tests.helpers import ROOT, Exporter, Prometheus, free_port, have, http_get, wait_until
+
+pytestmark = pytest.mark.skipif(not (have("prometheus") and have("prometheus-alertmanager")),
+                                reason="prometheus and prometheus-alertmanager (Debian packages) not installed")
+
+OOM_TRACEBACK = [
+    "(EngineCore pid=9) ERROR 12-02 10:00:00 [core.py:842] EngineCore encountered a fatal error.",
+    "(EngineCore pid=9) ERROR 12-02 10:00:00 [core.py:842] Traceback (most recent call last):",
+    '(EngineCore pid=9) ERROR 12-02 10:00:00 [core.py:842]   File "/x/vllm/v1/engine/core.py", line 833, in run_engine_core',
+    "(EngineCore pid=9) ERROR 12-02 10:00:00 [core.py:842]     engine_core.run_busy_loop()",
+    "(EngineCore pid=9) ERROR 12-02 10:00:00 [core.py:842] torch.OutOfMemoryError: CUDA out of memory. "
+    "Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 94.97 GiB of which 1.07 GiB is free.",
+    "(EngineCore pid=9) INFO 12-02 10:00:01 [core.py:1] shutting down",
+]
+
+
+class Receiver:
+    """Collects Alertmanager webhook POSTs."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.posts: list[tuple[str, dict]] = []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.posts.append((self.path, json.loads(body)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), H)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Alertmanager:
+    def __init__(self, tmp, config_text: str):
+        self.tmp = tmp
+        self.port = free_port()
+        (tmp / "alertmanager.yml").write_text(config_text)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self):
+        self.log = open(self.tmp / "alertmanager.log", "w")
+        self.proc = subprocess.Popen(
+            ["prometheus-alertmanager", f"--config.file={self.tmp / 'alertmanager.yml'}",
+             f"--storage.path={self.tmp / 'am'}", f"--web.listen-address=127.0.0.1:{self.port}",
+             "--cluster.listen-address="], stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(lambda: self.proc.poll() is None and http_get(self.url + "/-/ready")[0] == 200, 20, what="alertmanager ready")
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def stack_prometheus_config(exporter_port: int, am_port: int) -> str:
+    cfg = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    # rewritten for the test: 1 s intervals, loopback ports chosen here, the repo's rules directory
+    cfg["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    cfg["rule_files"] = [str(ROOT / "deploy" / "prometheus" / "rules" / "*.rules.yml")]
+    cfg["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] = [f"127.0.0.1:{am_port}"]
+    (job,) = [j for j in cfg["scrape_configs"] if j["job_name"] == "vllm-log-exporter"]
+    job["static_configs"][0]["targets"] = [f"127.0.0.1:{exporter_port}"]
+    return yaml.safe_dump(cfg)
+
+
+def stack_alertmanager_config(receiver_port: int) -> str:
+    text = (ROOT / "deploy" / "alertmanager" / "alertmanager.yml").read_text()
+    # rewritten for the test: the placeholder webhook goes to our receiver, and waits are shortened
+    text = text.replace("http://127.0.0.1:9099", f"http://127.0.0.1:{receiver_port}")
+    cfg = yaml.safe_load(text)
+    for route in [cfg["route"], *cfg["route"]["routes"]]:
+        route["group_wait"] = "0s"
+        route["group_interval"] = "1s"
+    return yaml.safe_dump(cfg)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("stack")
+    live = tmp / "live.log"
+    live.write_text("")
+    with Receiver() as receiver, Alertmanager(tmp, stack_alertmanager_config(receiver.port)) as am:
+        # the two samples are read from their start, the live file is followed from its end
+        ex = Exporter("--config", str(_config(tmp, live)))
+        with ex:
+            with Prometheus(tmp, stack_prometheus_config(ex.port, am.port)) as prom:
+                def q(expr):
+                    return prom.query(expr)
+
+                wait_until(lambda: q('up{job="vllm-log-exporter"}') and q('up{job="vllm-log-exporter"}')[0]["value"][1] == "1",
+                           30, 0.5, what="exporter target up")
+                yield {"prom": prom, "am": am, "receiver": receiver, "exporter": ex, "live": live}
+
+
+def _config(tmp, live):
+    path = tmp / "exporter.yml"
+    path.write_text(yaml.safe_dump({
+        "timestamps": {"year": 2026},
+        "sources": [
+            {"name": "grandpa", "type": "file", "path": str(SAMPLE), "from_start": True},
+            {"name": "legacy", "type": "file", "path": str(SAMPLE_V0), "from_start": True},
+            {"name": "live", "type": "file", "path": str(live)},
+        ],
+    }))
+    return path
+
+
+def _substitute(expr: str) -> str:
+    return (expr.replace("$__rate_interval", "1m").replace("$__range", "1h").replace("$__interval", "15s")
+            .replace("$instance", ".*").replace("$server", ".*").replace("$engine", ".*"))
+
+
+def test_rules_are_loaded(stack):
+    groups = stack["prom"].api("/api/v1/rules")["groups"]
+    names = {r["name"] for g in groups for r in g["rules"]}
+    assert {"VllmCudaOutOfMemory", "VllmEngineDead", "VllmKvOffloadSlow", "VllmLogExporterDown"} <= names
+    assert all(r["health"] == "ok" for g in groups for r in g["rules"])
+
+
+def test_every_dashboard_query_returns_data(stack):
+    prom = stack["prom"]
+    # rate() and increase() need two samples in the window
+    time.sleep(3)
+    missing = []
+    for path in sorted((ROOT / "dashboards").glob("*.json")):
+        d = json.loads(path.read_text())
+        queries = [(f"{path.name}: {p['title']}", t["expr"]) for p in d["panels"] for t in p.get("targets", [])]
+        for v in d["templating"]["list"]:
+            if v["type"] == "query":
+                m = re.fullmatch(r"label_values\((.*), *(\w+)\)", v["query"]["query"])
+                queries.append((f"{path.name}: variable {v['name']}", m.group(1)))
+        for where, expr in queries:
+            status, body = http_get(prom.url + "/api/v1/query?" + urllib.parse.urlencode({"query": _substitute(expr)}))
+            assert status == 200, f"{where}: {body}"
+            if not json.loads(body)["data"]["result"]:
+                missing.append(where)
+    assert missing == [], "panels that would show No data on the demo"
+
+
+def test_an_oom_in_the_log_reaches_the_webhook(stack):
+    receiver, live = stack["receiver"], stack["live"]
+    prom = stack["prom"]
+    # the live server's OOM counter exists at 0 before the OOM: increase() will see the step
+    wait_until(lambda: prom.query('vllm_log_errors_total{server="live",kind="oom"} == 0'), 15, 0.5, what="zero-born counter")
+    t0 = time.monotonic()
+    with open(live, "a") as f:
+        f.write("\n".join(OOM_TRACEBACK) + "\n")
+
+    def oom_posts():
+        return [(path, body) for path, body in receiver.posts
+                if any(a["labels"].get("alertname") == "VllmCudaOutOfMemory" and a["labels"].get("server") == "live"
+                       for a in body["alerts"])]
+
+    (path, body), *_ = wait_until(oom_posts, 60, 0.5, what="VllmCudaOutOfMemory notification")
+    elapsed = time.monotonic() - t0
+    assert path == "/alerts/critical" and body["receiver"] == "critical" and body["status"] == "firing"
+    alert = next(a for a in body["alerts"] if a["labels"]["alertname"] == "VllmCudaOutOfMemory")
+    assert alert["labels"]["severity"] == "critical" and alert["labels"]["kind"] == "oom"
+    assert alert["labels"]["job"] == "vllm-log-exporter"
+    assert alert["annotations"]["summary"] == "CUDA out of memory on vLLM server live"
+    assert body["groupLabels"] == {"alertname": "VllmCudaOutOfMemory", "server": "live"}
+    assert elapsed < 60
+    # the dead engine arrives too, on the same route
+    wait_until(lambda: any(a["labels"].get("alertname") == "VllmEngineDead" and a["labels"].get("server") == "live"
+                           for _, b in receiver.posts for a in b["alerts"]), 30, 0.5, what="VllmEngineDead notification")
