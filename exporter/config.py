@@ -14,6 +14,7 @@ timestamps:
   year: null                           # year of year-less timestamps (default: current)
   timezone: null                       # IANA zone of year-less timestamps (default: local)
 stats_interval_seconds: 10             # VLLM_LOG_STATS_INTERVAL of the servers
+state_file: null                       # where file sources stopped, so a restart resumes there
 sources:
   - name: grandpa                      # the `server` label
     type: file                         # file | stdin | journald | container | demo
@@ -73,6 +74,7 @@ class Config:
     year: int | None = None
     timezone: str | None = None
     stats_interval: float = 10.0
+    state_file: str | None = None
     sources: list[SourceConfig] = field(default_factory=list)
 
     @property
@@ -118,7 +120,7 @@ def source_from_spec(spec: str, where: str, from_start: bool = False) -> SourceC
     return SourceConfig(name=name or stem, type="file", path=spec, from_start=from_start)
 
 
-_TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "sources"}
+_TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "state_file", "sources"}
 _WEB_KEYS = {"listen_address", "telemetry_path"}
 _LOG_KEYS = {"level", "format"}
 _TS_KEYS = {"year", "timezone"}
@@ -189,6 +191,8 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
         cfg.timezone = _typed(ts["timezone"], str, p + "timestamps.timezone")
     if "stats_interval_seconds" in top:
         cfg.stats_interval = float(_typed(top["stats_interval_seconds"], float, p + "stats_interval_seconds"))
+    if top.get("state_file") is not None:
+        cfg.state_file = _typed(top["state_file"], str, p + "state_file")
     sources = top.get("sources")
     if sources is not None:
         if not isinstance(sources, list):
@@ -244,6 +248,10 @@ def validate(cfg: Config, where: str = "config") -> Config:
         seen.add(s.name)
         if s.type == "demo" and not 0 < s.speed <= 1000:
             raise ConfigError(f"{where}: sources[{i}].speed: {s.speed} must be in (0, 1000]")
+    if cfg.state_file:
+        folder = os.path.dirname(os.path.abspath(cfg.state_file))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise ConfigError(f"{where}: state_file: {cfg.state_file!r}: its directory is missing or not writable")
     if sum(1 for s in cfg.sources if s.type == "stdin") > 1:
         raise ConfigError(f"{where}: sources: stdin can be read by one source only")
     return cfg
@@ -302,6 +310,10 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
             cfg.stats_interval = float(v)
         except ValueError:
             raise ConfigError(f"{w}: {v!r} is not a number of seconds") from None
+
+    v, _ = pick(args.state_file, "--state-file", "STATE_FILE")
+    if v is not None:
+        cfg.state_file = v
 
     from_start = bool(args.from_start) or env_bool(env.get(ENV_PREFIX + "FROM_START", ""), ENV_PREFIX + "FROM_START")
     demo = bool(args.demo) or env_bool(env.get(ENV_PREFIX + "DEMO", ""), ENV_PREFIX + "DEMO")

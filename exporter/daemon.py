@@ -18,11 +18,11 @@ from exporter.sources.base import Backoff, Source
 log = structlog.get_logger("vllm_log_exporter")
 
 
-def make_source(sc: SourceConfig) -> Source:
+def make_source(sc: SourceConfig, resume=None) -> Source:
     if sc.type == "file":
         from exporter.sources.file import FileSource
 
-        return FileSource(sc.name, sc.path, from_start=sc.from_start)
+        return FileSource(sc.name, sc.path, from_start=sc.from_start, resume=resume)
     if sc.type == "stdin":
         from exporter.sources.stdin import StdinSource
 
@@ -106,7 +106,17 @@ class Daemon:
         self.cfg = cfg
         self.metrics = metrics or Metrics(stats_interval=cfg.stats_interval)
         clock = Clock(year=cfg.year, tz=cfg.tzinfo())
-        self.runners = [SourceRunner(make_source(sc), self.metrics, clock) for sc in cfg.sources]
+        saved = {}
+        if cfg.state_file:
+            from exporter import state
+
+            saved = state.load(cfg.state_file)
+        self.runners = []
+        for sc in cfg.sources:
+            # a saved position only counts for the same path: a renamed source starts as configured
+            resume = saved[sc.name][1] if sc.type == "file" and sc.name in saved and saved[sc.name][0] == sc.path else None
+            self.runners.append(SourceRunner(make_source(sc, resume), self.metrics, clock))
+        self._saved_state = None
         self._stop = asyncio.Event()
         self._web: web.AppRunner | None = None
 
@@ -131,6 +141,28 @@ class Daemon:
     def stop(self) -> None:
         self._stop.set()
 
+    def save_state(self) -> None:
+        if not self.cfg.state_file:
+            return
+        from exporter import state
+
+        positions = {}
+        for r, sc in zip(self.runners, self.cfg.sources):
+            pos = getattr(r.source, "position", None)
+            if pos is not None:
+                positions[r.name] = (sc.path, pos)
+        if positions != self._saved_state:
+            try:
+                state.save(self.cfg.state_file, positions)
+                self._saved_state = positions
+            except OSError as e:
+                log.warning("state file not written", path=self.cfg.state_file, error=str(e))
+
+    async def _state_loop(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.save_state()
+
     async def run(self) -> None:
         await self.start_web()
         loop = asyncio.get_running_loop()
@@ -141,6 +173,8 @@ class Daemon:
                 pass
         tasks = [asyncio.create_task(r.run(), name=f"source:{r.name}") for r in self.runners]
         tasks.append(asyncio.create_task(self._flush_loop(), name="flush"))
+        if self.cfg.state_file:
+            tasks.append(asyncio.create_task(self._state_loop(), name="state"))
         try:
             await self._stop.wait()
         finally:
@@ -148,5 +182,6 @@ class Daemon:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            self.save_state()
             if self._web is not None:
                 await self._web.cleanup()

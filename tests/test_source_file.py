@@ -162,3 +162,54 @@ async def test_invalid_utf8_nul_and_crlf(tmp_path):
             f.write(b"bad \xff\xfe byte\nnul\x00here\ncrlf\r\n")
         lines = await fw.wait_for(3)
         assert lines[0] == "bad \ufffd\ufffd byte" and lines[1] == "nul\x00here" and lines[2] == "crlf\r"
+
+
+async def test_position_resumes_in_the_same_file(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "")
+    s = src(p)
+    async with Follow(s) as fw:
+        append(p, "a", "b")
+        await fw.wait_for(2)
+        await asyncio.sleep(0.1)
+    pos = s.position
+    assert pos.offset == os.path.getsize(p)
+    append(p, "c", "d")
+    async with Follow(src(p, resume=pos)) as fw:
+        assert await fw.wait_for(2) == ["c", "d"]
+
+
+async def test_resume_finds_the_file_rotated_while_we_were_down(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "")
+    s = src(p)
+    async with Follow(s) as fw:
+        append(p, "1", "2")
+        await fw.wait_for(2)
+        await asyncio.sleep(0.1)
+    pos = s.position
+    append(p, "3")  # written after we stopped, before the rotation
+    os.rename(p, tmp_path / "v.log.1")
+    append(p, "4", "5")
+    async with Follow(src(p, resume=pos)) as fw:
+        assert await fw.wait_for(3) == ["3", "4", "5"]
+        await asyncio.sleep(0.2)
+        assert fw.lines == ["3", "4", "5"]
+
+
+async def test_resume_after_truncation_while_down_reads_from_zero(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "")
+    s = src(p)
+    async with Follow(s) as fw:
+        append(p, "a long line before truncation")
+        await fw.wait_for(1)
+        await asyncio.sleep(0.1)
+    pos = s.position
+    with open(p, "w") as f:
+        f.write("x\n")
+    from exporter.sources.file import Position
+
+    assert isinstance(pos, Position)
+    async with Follow(src(p, resume=pos)) as fw:
+        assert await fw.wait_for(1) == ["x"]

@@ -30,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="auto (console on a TTY, else JSON), console or json")
     p.add_argument("--stats-interval", type=float, default=None,
                    help="seconds between vLLM stats lines (VLLM_LOG_STATS_INTERVAL, default 10)")
+    p.add_argument("--state-file", default=None,
+                   help="JSON file keeping where each file source stopped, so a restart resumes there")
     p.add_argument("--year", type=int, default=None, help="year of year-less timestamps (default: current)")
     p.add_argument("--timezone", default=None, help="IANA zone of year-less timestamps (default: local)")
 

@@ -4,12 +4,18 @@ Starts at the end (or the start with ``from_start``), survives rename rotation (
 to its end before the new one is opened), copytruncate (size below our offset: start again at 0),
 deletion and re-creation, and a file that does not exist yet. Polls: it works the same on every
 filesystem, including bind mounts and overlay where inotify events go missing.
+
+``position`` is the (device, inode, offset) just past the last complete line handed on and taken
+by the consumer. Given back as ``resume`` (from the state file) after a restart of the exporter, the
+source continues exactly there: in the same file, or, when the file was rotated while the exporter
+was down, in the rotated file found by its inode in the same directory, then the new file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import dataclass
 from typing import AsyncIterator
 
 import structlog
@@ -21,32 +27,103 @@ log = structlog.get_logger("vllm_log_exporter.source.file")
 CHUNK = 1 << 18
 
 
+@dataclass(frozen=True)
+class Position:
+    dev: int
+    ino: int
+    offset: int
+
+
+def _find_by_inode(path: str, dev: int, ino: int) -> str | None:
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if st.st_ino == ino and st.st_dev == dev and entry.is_file(follow_symlinks=False):
+                    return entry.path
+    except OSError:
+        return None
+    return None
+
+
 class FileSource:
     def __init__(self, name: str, path: str, from_start: bool = False, poll_interval: float = 0.25,
-                 partial_timeout: float = 5.0, max_line: int = MAX_LINE_BYTES):
+                 partial_timeout: float = 5.0, max_line: int = MAX_LINE_BYTES, resume: Position | None = None):
         self.name = name
         self.path = path
         self.from_start = from_start
         self.poll_interval = poll_interval
         self.partial_timeout = partial_timeout
         self.max_line = max_line
+        self.resume = resume
+        self.position: Position | None = None
 
-    def _open(self, at_end: bool):
+    def _open(self, path: str):
         try:
-            f = open(self.path, "rb")
+            f = open(path, "rb")
         except OSError:
             return None, None
         st = os.fstat(f.fileno())
-        if at_end:
-            f.seek(0, os.SEEK_END)
         return f, (st.st_dev, st.st_ino)
+
+    def _commit(self, f, ident, split: LineSplitter) -> None:
+        self.position = Position(ident[0], ident[1], f.tell() - len(split.buf))
+
+    async def _drain_rotated(self, split: LineSplitter) -> AsyncIterator[list[str]]:
+        """After a restart: finish the file we were reading if it was rotated away meanwhile."""
+        r = self.resume
+        old = _find_by_inode(self.path, r.dev, r.ino)
+        if old is None or os.path.abspath(old) == os.path.abspath(self.path):
+            return
+        f, ident = self._open(old)
+        if f is None or ident != (r.dev, r.ino):
+            return
+        log.info("resuming in rotated file", source=self.name, path=old, offset=r.offset)
+        with f:
+            if os.fstat(f.fileno()).st_size >= r.offset:
+                f.seek(r.offset)
+            while True:
+                data = f.read(CHUNK)
+                if not data:
+                    break
+                lines = split.feed(data)
+                if lines:
+                    yield lines
+                    self._commit(f, ident, split)
+            lines = split.flush()
+            if lines:
+                yield lines
+
+    def _initial(self):
+        """Open the file at start-up and decide where reading begins."""
+        f, ident = self._open(self.path)
+        if f is None:
+            return None, None
+        r = self.resume
+        size = os.fstat(f.fileno()).st_size
+        if r is not None and ident == (r.dev, r.ino):
+            f.seek(r.offset if r.offset <= size else 0)  # smaller than our offset: truncated while we were down
+        elif r is not None:
+            f.seek(0)  # a new file replaced the one we knew: all of it is new
+        elif not self.from_start:
+            f.seek(0, os.SEEK_END)
+        return f, ident
 
     async def batches(self, status: Status) -> AsyncIterator[list[str]]:
         split = LineSplitter(self.name, self.max_line)
-        f, ident = self._open(at_end=not self.from_start)
+        if self.resume is not None:
+            async for lines in self._drain_rotated(split):
+                yield lines
+        f, ident = self._initial()
         opened_before = f is not None
         if f is None:
             log.info("waiting for file", source=self.name, path=self.path)
+        else:
+            self._commit(f, ident, split)
         status.up(f is not None)
         idle = 0.0
         try:
@@ -54,11 +131,12 @@ class FileSource:
                 if f is None:
                     await asyncio.sleep(self.poll_interval)
                     # A file that appears after start is new: read it from the beginning.
-                    f, ident = self._open(at_end=False)
+                    f, ident = self._open(self.path)
                     if f is not None:
                         if opened_before:
                             status.restarted()
                         opened_before = True
+                        self._commit(f, ident, split)
                         status.up(True)
                         log.info("file opened", source=self.name, path=self.path)
                     continue
@@ -68,6 +146,7 @@ class FileSource:
                     lines = split.feed(data)
                     if lines:
                         yield lines
+                    self._commit(f, ident, split)
                     if len(data) == CHUNK:
                         continue  # more is waiting: read it before looking at the path again
                 await asyncio.sleep(self.poll_interval)
@@ -76,6 +155,7 @@ class FileSource:
                     lines = split.flush()
                     if lines:
                         yield lines
+                    self._commit(f, ident, split)
                 try:
                     st = os.stat(self.path)
                 except OSError:
@@ -88,6 +168,7 @@ class FileSource:
                     lines += split.flush()
                     if lines:
                         yield lines
+                    self._commit(f, ident, split)
                     f.close()
                     f = None
                     status.up(False)
@@ -99,6 +180,7 @@ class FileSource:
                     if lines:
                         yield lines
                     f.seek(0)
+                    self._commit(f, ident, split)
                     status.restarted()
         finally:
             if f is not None:

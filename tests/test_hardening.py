@@ -1,0 +1,100 @@
+"""Faults a real host throws at the exporter: no line lost or counted twice, across rotations,
+exporter restarts (with --state-file) and a container socket that vanishes and comes back."""
+
+import asyncio
+import os
+import signal
+
+from tests.helpers import Exporter, wait_until
+
+LINE = 'Aug 04 02:50:{s:02d} h vllm[1]: (APIServer pid=53) INFO:     10.0.0.1:5 - "GET /health?n={n} HTTP/1.1" 200 OK'
+
+
+def write(path, start, count):
+    with open(path, "a") as f:
+        for n in range(start, start + count):
+            f.write(LINE.format(s=n % 60, n=n) + "\n")
+    return start + count
+
+
+def total(ex):
+    return sum(ex.value("vllm_log_exporter_lines_total", server="gp", result=r) or 0 for r in ("parsed", "ignored", "unparsed"))
+
+
+def test_k_lines_across_rotations_and_an_exporter_restart(tmp_path):
+    log = tmp_path / "gp.log"
+    log.write_text("")
+    state = tmp_path / "state.json"
+    args = ("--source", f"gp={log}", "--state-file", str(state))
+    n = 0
+    ex = Exporter(*args).start()
+    try:
+        n = write(log, n, 300)
+        wait_until(lambda: total(ex) == 300, 20, what="300 lines")
+        os.rename(log, tmp_path / "gp.log.1")
+        n = write(log, n, 200)
+        wait_until(lambda: total(ex) == 500, 20, what="500 lines")
+    finally:
+        ex.proc.send_signal(signal.SIGTERM)
+        ex.proc.wait(15)
+    first_run = 500
+    assert state.exists()
+    # while the exporter is down: more lines in the current file, then a rotation and a new file
+    n = write(log, n, 100)
+    os.rename(log, tmp_path / "gp.log.2")
+    n = write(log, n, 150)
+    with Exporter(*args) as ex2:
+        wait_until(lambda: total(ex2) == 250, 20, what="the 250 lines written while down")
+        import time
+
+        time.sleep(1.0)  # nothing more may arrive: no line read twice
+        assert total(ex2) == 250
+        assert ex2.value("vllm_log_http_requests_total", server="gp", endpoint="/health") == 250
+    assert first_run + 250 == n == 750
+
+
+def test_state_file_that_is_garbage_is_ignored(tmp_path):
+    log = tmp_path / "gp.log"
+    log.write_text("old line\n")
+    state = tmp_path / "state.json"
+    state.write_text("{not json")
+    with Exporter("--source", f"gp={log}", "--state-file", str(state)) as ex:
+        write(log, 0, 3)
+        wait_until(lambda: total(ex) == 3, 20, what="3 new lines")
+    assert '"gp"' in state.read_text()
+
+
+async def test_container_socket_vanishes_and_comes_back(tmp_path):
+    from exporter.sources.container import ContainerSource
+    from tests.test_source_container import FakeEngine, serve
+    from tests.test_source_file import Follow
+
+    sock = tmp_path / "podman.sock"
+    engine = FakeEngine()
+    runner = await serve(engine, sock)
+    source = ContainerSource("gp", "grandpa", socket=str(sock))
+    async with Follow(source) as fw:
+        await asyncio.sleep(0.3)
+        for i in range(5):
+            engine.add(1, f"line {i}")
+        await fw.wait_for(5)
+        engine.close()
+        await runner.cleanup()
+        sock.unlink(missing_ok=True)  # the podman service stopped: the socket is gone
+        for _ in range(100):
+            if fw.status.ups and fw.status.ups[-1] is False:
+                break
+            await asyncio.sleep(0.05)
+        assert fw.status.ups[-1] is False
+        engine2 = FakeEngine()
+        engine2.log = list(engine.log)  # the container kept its log
+        for i in range(5, 8):
+            engine2.add(2, f"line {i}")
+        runner2 = await serve(engine2, sock)
+        try:
+            lines = await fw.wait_for(8, timeout=20)
+            assert [l.split(" ", 1)[1] for l in lines] == [f"line {i}" for i in range(8)]
+            assert fw.status.ups[-1] is True and fw.status.restarts == 1
+        finally:
+            engine2.close()
+            await runner2.cleanup()
