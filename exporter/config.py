@@ -7,6 +7,7 @@ refused with the file and key named (``config.yaml: sources[1].type: ...``); not
 web:
   listen_address: "127.0.0.1:10825"   # ":10825" for every interface
   telemetry_path: /metrics
+  config_file: null                    # TLS and basic auth, exporter-toolkit format (see webconfig.py)
 log:
   level: info                          # debug | info | warning | error
   format: auto                         # auto (console on a TTY, else JSON) | console | json
@@ -69,6 +70,7 @@ class Config:
     listen_host: str = "127.0.0.1"
     listen_port: int = DEFAULT_PORT
     telemetry_path: str = "/metrics"
+    web_config_file: str | None = None
     log_level: str = "info"
     log_format: str = "auto"
     year: int | None = None
@@ -121,7 +123,7 @@ def source_from_spec(spec: str, where: str, from_start: bool = False) -> SourceC
 
 
 _TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "state_file", "sources"}
-_WEB_KEYS = {"listen_address", "telemetry_path"}
+_WEB_KEYS = {"listen_address", "telemetry_path", "config_file"}
 _LOG_KEYS = {"level", "format"}
 _TS_KEYS = {"year", "timezone"}
 _SOURCE_KEYS = {
@@ -179,6 +181,8 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
                                                         p + "web.listen_address")
     if "telemetry_path" in web:
         cfg.telemetry_path = _typed(web["telemetry_path"], str, p + "web.telemetry_path")
+    if web.get("config_file") is not None:
+        cfg.web_config_file = _typed(web["config_file"], str, p + "web.config_file")
     lg = _expect(top.get("log"), _LOG_KEYS, p + "log")
     if "level" in lg:
         cfg.log_level = _typed(lg["level"], str, p + "log.level")
@@ -311,6 +315,9 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
         except ValueError:
             raise ConfigError(f"{w}: {v!r} is not a number of seconds") from None
 
+    v, _ = pick(args.web_config_file, "--web.config.file", "WEB_CONFIG_FILE")
+    if v is not None:
+        cfg.web_config_file = v
     v, _ = pick(args.state_file, "--state-file", "STATE_FILE")
     if v is not None:
         cfg.state_file = v

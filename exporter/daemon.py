@@ -102,8 +102,9 @@ class SourceRunner:
 
 
 class Daemon:
-    def __init__(self, cfg: Config, metrics: Metrics | None = None):
+    def __init__(self, cfg: Config, metrics: Metrics | None = None, web_config=None):
         self.cfg = cfg
+        self.web_config = web_config
         self.metrics = metrics or Metrics(stats_interval=cfg.stats_interval)
         clock = Clock(year=cfg.year, tz=cfg.tzinfo())
         saved = {}
@@ -124,12 +125,23 @@ class Daemon:
         return {r.name: r.is_up for r in self.runners}
 
     async def start_web(self) -> None:
-        app = make_app(self.metrics.registry, self.cfg.telemetry_path, self.sources)
+        middlewares = []
+        wc = self.web_config
+        if wc is not None:
+            from exporter import webconfig
+
+            if wc.headers:
+                middlewares.append(webconfig.headers_middleware(wc.headers))
+            if wc.users:
+                middlewares.append(webconfig.auth_middleware(wc.users))
+        app = make_app(self.metrics.registry, self.cfg.telemetry_path, self.sources, middlewares)
         self._web = web.AppRunner(app, access_log=None)
         await self._web.setup()
-        site = web.TCPSite(self._web, self.cfg.listen_host, self.cfg.listen_port)
+        ssl_context = wc.ssl_context if wc is not None else None
+        site = web.TCPSite(self._web, self.cfg.listen_host, self.cfg.listen_port, ssl_context=ssl_context)
         await site.start()
         log.info("listening", address=self.cfg.listen_address, telemetry_path=self.cfg.telemetry_path,
+                 tls=ssl_context is not None, basic_auth=bool(wc and wc.users),
                  sources=[f"{s.name}={s.type}" for s in self.cfg.sources])
 
     async def _flush_loop(self) -> None:

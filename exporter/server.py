@@ -23,7 +23,8 @@ _LANDING = """<!DOCTYPE html>
 """
 
 
-def make_app(registry: CollectorRegistry, telemetry_path: str, sources: Callable[[], dict[str, bool]]) -> web.Application:
+def make_app(registry: CollectorRegistry, telemetry_path: str, sources: Callable[[], dict[str, bool]],
+             middlewares: list | None = None) -> web.Application:
     metrics_handler = make_aiohttp_handler(registry)
 
     async def landing(request: web.Request) -> web.Response:
@@ -37,7 +38,7 @@ def make_app(registry: CollectorRegistry, telemetry_path: str, sources: Callable
         # The process answers, so it is healthy; a source being down is a metric, not a health failure.
         return web.json_response({"status": "ok", "version": __version__, "sources": sources()})
 
-    app = web.Application()
+    app = web.Application(middlewares=middlewares or [])
     app.router.add_get("/", landing)
     app.router.add_get("/healthz", healthz)
     app.router.add_get(telemetry_path, metrics_handler)

@@ -25,6 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--web.listen-address", dest="listen_address", default=None,
                    help=f"address to serve on (default {DEFAULT_LISTEN}; :PORT for every interface)")
     p.add_argument("--web.telemetry-path", dest="telemetry_path", default=None, help="metrics path (default /metrics)")
+    p.add_argument("--web.config.file", dest="web_config_file", default=None,
+                   help="TLS and basic-auth settings in the exporter-toolkit format")
     p.add_argument("--log.level", dest="log_level", default=None, help="debug, info, warning or error (default info)")
     p.add_argument("--log.format", dest="log_format", default=None,
                    help="auto (console on a TTY, else JSON), console or json")
@@ -39,6 +41,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         cfg = build(args)
+        web_cfg = None
+        if cfg.web_config_file:
+            from exporter import webconfig
+
+            web_cfg = webconfig.load(cfg.web_config_file)
     except ConfigError as e:
         print(f"vllm-log-exporter: {e}", file=sys.stderr)
         return 2
@@ -48,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     logs.setup(cfg.log_level, cfg.log_format)
 
     async def main() -> None:
-        await Daemon(cfg).run()
+        await Daemon(cfg, web_config=web_cfg).run()
 
     try:
         asyncio.run(main())
