@@ -287,40 +287,36 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
             return env[ENV_PREFIX + env_key], ENV_PREFIX + env_key
         return None, None
 
-    v, w = pick(args.listen_address, "--web.listen-address", "WEB_LISTEN_ADDRESS")
-    if v is not None:
-        cfg.listen_host, cfg.listen_port = parse_listen(v, w)
-    v, w = pick(args.telemetry_path, "--web.telemetry-path", "WEB_TELEMETRY_PATH")
-    if v is not None:
-        cfg.telemetry_path = v
-    v, _ = pick(args.log_level, "--log.level", "LOG_LEVEL")
-    if v is not None:
-        cfg.log_level = v
-    v, _ = pick(args.log_format, "--log.format", "LOG_FORMAT")
-    if v is not None:
-        cfg.log_format = v
-    v, w = pick(args.year, "--year", "YEAR")
-    if v is not None:
+    def as_year(v, w):
         try:
-            cfg.year = int(v)
+            return int(v)
         except ValueError:
             raise ConfigError(f"{w}: {v!r} is not a year") from None
-    v, _ = pick(args.timezone, "--timezone", "TIMEZONE")
-    if v is not None:
-        cfg.timezone = v
-    v, w = pick(args.stats_interval, "--stats-interval", "STATS_INTERVAL")
-    if v is not None:
+
+    def as_seconds(v, w):
         try:
-            cfg.stats_interval = float(v)
+            return float(v)
         except ValueError:
             raise ConfigError(f"{w}: {v!r} is not a number of seconds") from None
 
-    v, _ = pick(args.web_config_file, "--web.config.file", "WEB_CONFIG_FILE")
+    # (parsed flag, its name, env key, Config attribute, conversion)
+    settings = [
+        (args.telemetry_path, "--web.telemetry-path", "WEB_TELEMETRY_PATH", "telemetry_path", None),
+        (args.web_config_file, "--web.config.file", "WEB_CONFIG_FILE", "web_config_file", None),
+        (args.log_level, "--log.level", "LOG_LEVEL", "log_level", None),
+        (args.log_format, "--log.format", "LOG_FORMAT", "log_format", None),
+        (args.year, "--year", "YEAR", "year", as_year),
+        (args.timezone, "--timezone", "TIMEZONE", "timezone", None),
+        (args.stats_interval, "--stats-interval", "STATS_INTERVAL", "stats_interval", as_seconds),
+        (args.state_file, "--state-file", "STATE_FILE", "state_file", None),
+    ]
+    v, w = pick(args.listen_address, "--web.listen-address", "WEB_LISTEN_ADDRESS")
     if v is not None:
-        cfg.web_config_file = v
-    v, _ = pick(args.state_file, "--state-file", "STATE_FILE")
-    if v is not None:
-        cfg.state_file = v
+        cfg.listen_host, cfg.listen_port = parse_listen(v, w)
+    for flag_value, flag, env_key, attr, conv in settings:
+        v, w = pick(flag_value, flag, env_key)
+        if v is not None:
+            setattr(cfg, attr, conv(v, w) if conv else v)
 
     from_start = bool(args.from_start) or env_bool(env.get(ENV_PREFIX + "FROM_START", ""), ENV_PREFIX + "FROM_START")
     demo = bool(args.demo) or env_bool(env.get(ENV_PREFIX + "DEMO", ""), ENV_PREFIX + "DEMO")

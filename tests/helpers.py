@@ -25,6 +25,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def terminate(proc: subprocess.Popen | None) -> None:
+    """Stop a child politely, then firmly; bounded in time."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
 def wait_until(fn, timeout: float = 15.0, interval: float = 0.1, what: str = "condition"):
     """Call ``fn`` until it returns a truthy value; bounded in time (and so in count)."""
     deadline = time.monotonic() + timeout
@@ -99,13 +111,7 @@ class Exporter:
         return value(self.metrics(), name, **labels)
 
     def stop(self) -> str:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        terminate(self.proc)
         return self.proc.stderr.read() if self.proc and self.proc.stderr else ""
 
     def __enter__(self):
@@ -158,12 +164,7 @@ class Prometheus:
         return json.loads(body)["data"]
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        terminate(self.proc)
         if getattr(self, "log", None):
             self.log.close()
 
