@@ -22,7 +22,7 @@ def generate(n: int, seed: int = 1) -> list[str]:
     startup(log, compile_s=12.64)
     crashed = False
     while len(log.lines) < n:
-        serving(log, 50)
+        serving(log, 50, rate=4.0)
         # a realistic amount of unrelated chatter between windows
         for _ in range(5):
             log.log(API, "INFO", "serving_chat.py:210", "Received request chatcmpl-1234: prompt: 'hello', params: ...")

@@ -134,8 +134,9 @@ def startup(log: Log, *, compile_s: float) -> None:
     log.raw(API, "INFO:     Application startup complete.")
 
 
-def serving(log: Log, windows: int, *, kv_peak_at: int | None = None) -> None:
-    """``windows`` stats intervals of 10 s: requests, stats, spec decode and offload lines."""
+def serving(log: Log, windows: int, *, kv_peak_at: int | None = None, rate: float = 0.35) -> None:
+    """``windows`` stats intervals of 10 s: requests (``rate`` a second while busy), stats, spec
+    decode and offload lines."""
     rng = log.rng
     kv = 0.01
     for w in range(windows):
@@ -146,7 +147,13 @@ def serving(log: Log, windows: int, *, kv_peak_at: int | None = None) -> None:
                 log.access("GET", "/metrics", 200)
             if step == 7:
                 log.access("GET", "/health", 200)
-            if busy and rng.random() < 0.35:
+            if not busy:
+                continue
+            if rate <= 1:
+                n = 1 if rng.random() < rate else 0
+            else:
+                n = int(rate) + (1 if rng.random() < rate - int(rate) else 0)
+            for _ in range(n):
                 roll = rng.random()
                 status = 200 if roll < 0.93 else 400 if roll < 0.96 else 429 if roll < 0.985 else 404
                 path = "/v1/chat/completions" if status != 404 else "/v1/chat/complete"

@@ -71,6 +71,7 @@ class RunStats:
         self.accept_len = Series()
         self.accept_ratio = Series()
         self.accepted_tps = array("d")
+        self.tokens = {"accepted": 0, "drafted": 0}
         self.per_position: list[array] = []
         self.depths: set[int] = set()
         self.transfers: dict[str, list[Transfer]] = {"store": [], "load": []}
@@ -184,6 +185,8 @@ class RunStats:
             self.accept_ratio.add(ev.ts, ratio)
         if f.get("accepted_tokens_per_second") is not None:
             self.accepted_tps.append(f["accepted_tokens_per_second"])
+        self.tokens["accepted"] += f.get("accepted_tokens") or 0
+        self.tokens["drafted"] += f.get("drafted_tokens") or 0
         for i, v in enumerate(f.get("per_position_acceptance_rate") or []):
             while len(self.per_position) <= i:
                 self.per_position.append(array("d"))
@@ -279,6 +282,8 @@ class RunStats:
         return {
             "windows": max(len(lens), len(ratios)),
             "depths": sorted(self.depths),
+            "accepted_tokens": self.tokens["accepted"],
+            "drafted_tokens": self.tokens["drafted"],
             "acceptance_length": {"median": median(lens), "mean": mean(lens), "best": max(lens) if lens else None},
             "draft_acceptance": {
                 "median": median(ratios), "mean": mean(ratios), "best": max(ratios) if ratios else None,

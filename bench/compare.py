@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""vllm-log-exporter against mtail on the same log, side by side (issue 6).
+
+    python bench/compare.py [N_LINES=1000000] [ROUNDS=3]
+
+Runs, alternating, ROUNDS times each:
+  mtail    `mtail --one_shot` with bench/mtail/vllm.mtail over the file (its fastest mode)
+  offline  `vllm-log-exporter report FILE --format json`
+  live     `vllm-log-exporter serve --from-start` until vllm_log_exporter_lines_total reaches N
+and prints lines/s, CPU seconds per million lines and peak RSS (medians), the ratio ours/mtail from
+the same run, and whether all three found the same totals (HTTP responses by status, accepted and
+drafted spec-decode tokens, KV offload store/load bytes), so the race is fair.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXE = [sys.executable, "-m", "exporter"]
+
+
+def wait4(proc: subprocess.Popen) -> tuple[float, float]:
+    """(CPU seconds, peak RSS bytes) of a finished child, from the kernel's rusage."""
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024
+
+
+def run_mtail(path: Path) -> dict:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(["mtail", "--progs", str(ROOT / "bench" / "mtail"), "--logs", str(path), "--one_shot",
+                             "--one_shot_format=prometheus", "--logtostderr"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out = proc.stdout.read()
+    cpu, rss = wait4(proc)
+    wall = time.perf_counter() - t0
+    totals = {"http": {}, "accepted": 0, "drafted": 0, "store": 0, "load": 0}
+    for line in out.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, value = line.rsplit(" ", 1)
+        v = float(value)
+        if name.startswith("vllm_http_requests_total"):
+            status = name.split('status="')[1].split('"')[0]
+            totals["http"][status] = int(v)
+        elif name.startswith("vllm_spec_accepted_tokens_total"):
+            totals["accepted"] = int(v)
+        elif name.startswith("vllm_spec_drafted_tokens_total"):
+            totals["drafted"] = int(v)
+        elif name.startswith("vllm_kv_offload_store_bytes_total"):
+            totals["store"] = int(v)
+        elif name.startswith("vllm_kv_offload_load_bytes_total"):
+            totals["load"] = int(v)
+    return {"wall": wall, "cpu": cpu, "rss": rss, "totals": totals}
+
+
+def run_offline(path: Path) -> dict:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([*EXE, "report", str(path), "--format", "json", "--year", "2026"], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read()
+    cpu, rss = wait4(proc)
+    wall = time.perf_counter() - t0
+    r = json.loads(out)
+    kv = r["kv_offload"]
+    totals = {"http": {str(k): v for k, v in r["http"]["by_status"].items()},
+              "accepted": r["spec_decode"]["accepted_tokens"], "drafted": r["spec_decode"]["drafted_tokens"],
+              "store": int(kv["store"]["bytes"]) if kv["store"] else 0, "load": int(kv["load"]["bytes"]) if kv["load"] else 0}
+    return {"wall": wall, "cpu": cpu, "rss": rss, "totals": totals}
+
+
+def _metrics(port: int) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+
+
+def run_live(path: Path, n: int) -> dict:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([*EXE, "--source", f"bench={path}", "--from-start", "--year", "2026", "--log.level", "error",
+                             "--web.listen-address", f"127.0.0.1:{port}"], cwd=ROOT)
+    deadline = time.monotonic() + 3600
+    body = ""
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:
+            body = _metrics(port)
+        except OSError:
+            continue
+        seen = sum(float(l.rsplit(" ", 1)[1]) for l in body.splitlines() if l.startswith("vllm_log_exporter_lines_total{"))
+        if seen >= n:
+            break
+    wall = time.perf_counter() - t0
+    time.sleep(0.5)
+    body = _metrics(port)
+    proc.terminate()
+    cpu, rss = wait4(proc)
+    totals = {"http": {}, "accepted": 0, "drafted": 0, "store": 0, "load": 0}
+    for fam in text_string_to_metric_families(body):
+        for s in fam.samples:
+            if s.name == "vllm_log_http_requests_total":
+                totals["http"][s.labels["status"]] = totals["http"].get(s.labels["status"], 0) + int(s.value)
+            elif s.name == "vllm_log_spec_decode_accepted_tokens_total":
+                totals["accepted"] += int(s.value)
+            elif s.name == "vllm_log_spec_decode_drafted_tokens_total":
+                totals["drafted"] += int(s.value)
+            elif s.name == "vllm_log_kv_offload_bytes_total":
+                totals[s.labels["direction"]] += int(s.value)
+    return {"wall": wall, "cpu": cpu, "rss": rss, "totals": totals}
+
+
+def main() -> int:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    if not shutil.which("mtail"):
+        print("mtail is not installed (Debian package mtail)", file=sys.stderr)
+        return 2
+    path = ROOT / "bench" / "out" / f"mixed-{n}.log"
+    if not path.exists():
+        subprocess.run([sys.executable, str(ROOT / "bench" / "gen_log.py"), str(n), str(path)], check=True)
+    results: dict[str, list[dict]] = {"mtail": [], "offline": [], "live": []}
+    for r in range(rounds):
+        for name, fn in (("mtail", lambda: run_mtail(path)), ("offline", lambda: run_offline(path)),
+                         ("live", lambda: run_live(path, n))):
+            res = fn()
+            results[name].append(res)
+            print(f"round {r + 1} {name:8s} {n / res['wall']:>10,.0f} lines/s  cpu {res['cpu']:6.2f} s  "
+                  f"rss {res['rss'] / 1e6:6.0f} MB", file=sys.stderr)
+    ref = results["mtail"][0]["totals"]
+    fair = all(res["totals"] == ref for runs in results.values() for res in runs)
+    print(f"\n{n:,} lines, {rounds} rounds each, alternating; medians:\n")
+    print("| tool | lines/s | CPU s per 1M lines | peak RSS | lines/s vs mtail |")
+    print("|---|---|---|---|---|")
+    m_rate = statistics.median(n / r["wall"] for r in results["mtail"])
+    for name, runs in results.items():
+        rate = statistics.median(n / r["wall"] for r in runs)
+        cpu = statistics.median(r["cpu"] for r in runs) / n * 1e6
+        rss = statistics.median(r["rss"] for r in runs)
+        print(f"| {name} | {rate:,.0f} | {cpu:.2f} | {rss / 1e6:.0f} MB | {rate / m_rate:.2f}x |")
+    print(f"\nsame totals everywhere: {'yes' if fair else 'NO'} (HTTP by status {ref['http']}, accepted {ref['accepted']:,}, "
+          f"drafted {ref['drafted']:,}, KV store {ref['store']:,} B, load {ref['load']:,} B)")
+    if not fair:
+        for name, runs in results.items():
+            print(f"  {name}: {runs[0]['totals']}")
+    return 0 if fair else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
