@@ -11,7 +11,7 @@ from aiohttp import web
 from exporter.config import Config, SourceConfig
 from exporter.framing import Clock
 from exporter.metrics import Metrics
-from exporter.pipeline import IGNORED, PARSED, TRACEBACK_IDLE_SECONDS, UNPARSED, Pipeline
+from exporter.pipeline import TRACEBACK_IDLE_SECONDS, Pipeline
 from exporter.server import make_app
 from exporter.sources.base import Backoff, Source
 
@@ -62,22 +62,20 @@ class SourceRunner:
         self.metrics.source_restarted(self.name)
 
     def feed(self, batch: list[str]) -> None:
-        counts = {PARSED: 0, IGNORED: 0, UNPARSED: 0}
-        observe = self.metrics.observe
         name = self.name
-        for line in batch:
-            try:
-                result, events = self.pipeline.feed(line)
-            except Exception:  # a parser bug must cost one line, never the exporter
-                counts[UNPARSED] += 1
-                if self._bad_lines_logged < 10:
-                    self._bad_lines_logged += 1
-                    log.exception("line could not be parsed", source=name, line=line[:300])
-                continue
-            counts[result] += 1
-            for ev in events:
-                observe(name, ev)
+        observe = self.metrics.observe
+        counts, events, access, _ = self.pipeline.feed_batch(batch, on_error=self._bad_line)
+        for ev in events:
+            observe(name, ev)
+        if access:
+            self.metrics.observe_access(name, access)
         self.metrics.count_lines(name, counts)
+
+    def _bad_line(self, line: str) -> None:
+        # a parser bug must cost one line, never the exporter
+        if self._bad_lines_logged < 10:
+            self._bad_lines_logged += 1
+            log.exception("line could not be parsed", source=self.name, line=line[:300])
 
     def flush(self, idle: float | None = TRACEBACK_IDLE_SECONDS) -> None:
         for ev in self.pipeline.flush(idle):

@@ -336,3 +336,64 @@ def test_other_warnings_and_errors_become_log_events():
     assert one("ERROR 01-01 00:00:00 [serving.py:1] Error in chat completion stream generator.").fields["level"] == "error"
     results, events = run_lines(["INFO 01-01 00:00:00 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000"])
     assert results == ["ignored"] and events == []
+
+
+# The access-log matcher finds the separator first; it must agree with the plain regex search that
+# describes the format (`(?:^|\s)\S+ - "METHOD path HTTP/v" NNN`).
+import re as _re
+
+from hypothesis import given, settings, strategies as _st
+
+from exporter.parsers import access_log as _access_log
+
+_REFERENCE = _re.compile(r'(?:^|\s)\S+ - "([A-Za-z]+) (.*) HTTP/(\d(?:\.\d)?)" (\d{3})\b')
+
+
+def _reference(text):
+    m = _REFERENCE.search(text)
+    if not m:
+        return None
+    path = m.group(2).split("?", 1)[0]
+    return m.group(1), path, int(m.group(4)), m.group(3)
+
+
+_pieces = _st.sampled_from([' - "', "GET ", "POST ", " HTTP/1.1", '" ', "200", "404 ", " ", "x", "?q=1", "-", "\t",
+                            '"', "1.2.3.4:5", "HTTP/2", " OK"])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(_st.lists(_pieces, max_size=14).map("".join))
+def test_access_matcher_agrees_with_the_reference_regex(text):
+    assert _access_log.match(text) == _reference(text)
+
+
+def test_access_matcher_agrees_on_real_lines():
+    from tests.conftest import SAMPLE
+
+    for line in SAMPLE.read_text(encoding="utf-8").splitlines():
+        assert _access_log.match(line) == _reference(line), line
+
+
+from exporter.parsers import _values as _vals
+
+_NUM_REFERENCE = _re.compile(r"[-+]?(?:\d[\d,]*)?\.?\d+(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", _re.I)
+
+
+def _number_reference(text):
+    import math
+
+    m = _NUM_REFERENCE.search(text)
+    if not m:
+        return None
+    try:
+        v = float(m.group(0).replace(",", ""))
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_st.lists(_st.sampled_from(list("0123456789.,-+eE%x _") + ["nan", "inf", " tokens/s", "GiB", "a"]),
+                 max_size=10).map("".join))
+def test_number_fast_path_agrees_with_the_regex(text):
+    assert _vals.number(text) == _number_reference(text)

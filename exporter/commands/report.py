@@ -35,8 +35,14 @@ def run(args, clock: Clock) -> int:
     until = parse_when(args.until, clock.tz, "--until")
     stats = RunStats(since, until)
     scan = Pass(args.log, clock)
-    for ev in scan:
-        stats.add(ev)
+    if since is None and until is None:
+        for events, access, span in scan.batches():
+            for ev in events:
+                stats.add(ev)
+            stats.add_access(access, span)
+    else:  # a time range needs every access line's own timestamp
+        for ev in scan:
+            stats.add(ev)
     summary = stats.summary()
     summary["lines"] = scan.results
     title = f"vLLM run report: {args.log}"

@@ -18,6 +18,16 @@ UNITS = {
 
 def number(text: str) -> float | None:
     """First number in ``text`` (thousands separators allowed); None for nan/inf or no number."""
+    # Most values are a plain number and a unit ("359.0 tokens/s", "98.1%", "1.09x"): try that first.
+    parts = text.split(None, 1)
+    head = parts[0].rstrip("%x") if parts else ""
+    if head and "_" not in head and "," not in head:
+        try:
+            v = float(head)
+        except ValueError:
+            pass
+        else:
+            return v if math.isfinite(v) else None
     m = _NUM.search(text)
     if not m:
         return None

@@ -203,12 +203,27 @@ class RunStats:
             self.cpu_cache_usage.append(f["cpu_cache_usage"])
 
     def _on_access_log(self, ev, f):
-        self.http_status[f["status"]] = self.http_status.get(f["status"], 0) + 1
-        key = (f["method"], f["path"])
+        self._count_access(f["method"], f["path"], f["status"], 1)
+
+    def add_access(self, counts: dict[tuple, int], span: tuple = (None, None)) -> None:
+        """Access-log responses counted by (method, path, status), from the pipeline's batch path;
+        ``span`` is the time of the first and last of them."""
+        if self.since is not None or self.until is not None:
+            raise ValueError("access counts carry no time: with --since/--until feed events line by line")
+        for ts in span:
+            if ts is not None:
+                self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
+                self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
+        for (method, path, status), n in counts.items():
+            self._count_access(method, path, status, n)
+
+    def _count_access(self, method: str, path: str, status: int, n: int) -> None:
+        self.http_status[status] = self.http_status.get(status, 0) + n
+        key = (method, path)
         if key in self.http_endpoint or len(self.http_endpoint) < 200:
-            self.http_endpoint[key] = self.http_endpoint.get(key, 0) + 1
+            self.http_endpoint[key] = self.http_endpoint.get(key, 0) + n
         else:
-            self.http_endpoint[("*", "(others)")] = self.http_endpoint.get(("*", "(others)"), 0) + 1
+            self.http_endpoint[("*", "(others)")] = self.http_endpoint.get(("*", "(others)"), 0) + n
 
     def _error(self, ev, kind):
         e = self.errors[kind]
@@ -342,5 +357,5 @@ class RunStats:
             "by_status": dict(sorted(self.http_status.items())),
             "share_200": self.http_status.get(200, 0) / total if total else None,
             "by_endpoint": [{"method": m, "path": p, "count": n}
-                            for (m, p), n in sorted(self.http_endpoint.items(), key=lambda kv: -kv[1])],
+                            for (m, p), n in sorted(self.http_endpoint.items(), key=lambda kv: (-kv[1], kv[0]))],
         }
