@@ -148,7 +148,10 @@ class FileSource:
                         yield lines
                     self._commit(f, ident, split)
                     if len(data) == CHUNK:
-                        continue  # more is waiting: read it before looking at the path again
+                        # More is waiting: read it before looking at the path again, but let the
+                        # event loop answer scrapes in between, or catching up starves /metrics.
+                        await asyncio.sleep(0)
+                        continue
                 await asyncio.sleep(self.poll_interval)
                 idle += self.poll_interval
                 if idle >= self.partial_timeout and split.buf:

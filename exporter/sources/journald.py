@@ -84,6 +84,7 @@ class JournaldSource:
                 status.restarted()
             started = True
             status.up(True)
+            taken = 0
             try:
                 assert proc.stdout is not None
                 while True:
@@ -107,6 +108,9 @@ class JournaldSource:
                     lines = entry_to_lines(entry)
                     if lines:
                         yield lines
+                    taken += 1
+                    if taken % 256 == 0:
+                        await asyncio.sleep(0)  # a journal backlog must not starve /metrics
             finally:
                 if proc.returncode is None:
                     proc.kill()
