@@ -167,7 +167,8 @@ class Clock:
 def strip_ansi(line: str) -> str:
     if "\x1b" in line or "^[" in line or "#033[" in line:
         line = _ANSI_ESC.sub("", line)
-    if "[" in line and any(h in line for h in _BARE_RESET_HINTS):
+    # "0m"/"9m" first: every reset hint holds one, and most lines hold neither (a cheap scan).
+    if ("0m" in line or "9m" in line) and "[" in line and any(h in line for h in _BARE_RESET_HINTS):
         line = _ANSI_BARE.sub("", line)
     return line
 

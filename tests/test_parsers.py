@@ -397,3 +397,23 @@ def _number_reference(text):
                  max_size=10).map("".join))
 def test_number_fast_path_agrees_with_the_regex(text):
     assert _vals.number(text) == _number_reference(text)
+
+
+_KEY_START_REFERENCE = _re.compile(r"(?:^|, )([A-Za-z][A-Za-z0-9 ()/#_.+-]*?): ")
+
+
+def _segments_reference(text):
+    out = []
+    matches = list(_KEY_START_REFERENCE.finditer(text))
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+        out.append((m.group(1), text[m.end():end].strip().rstrip(".,").strip()))
+    return out
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_st.lists(_st.sampled_from([", ", ": ", "Key", "Other key", "1.000", "0.5", "x", " ", ".", ",", "%",
+                                   "Per-position acceptance rate", "(ms)", "-", "9", "a:b", "é"]),
+                 max_size=16).map("".join))
+def test_segments_agree_with_the_regex_scan(text):
+    assert _vals.segments(text) == _segments_reference(text)

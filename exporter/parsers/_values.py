@@ -6,7 +6,7 @@ import math
 import re
 
 _NUM = re.compile(r"[-+]?(?:\d[\d,]*)?\.?\d+(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.I)
-_KEY_START = re.compile(r"(?:^|, )([A-Za-z][A-Za-z0-9 ()/#_.+-]*?): ")
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9 ()/#_.+-]*")
 _SNAKE = re.compile(r"[^a-z0-9]+")
 
 UNITS = {
@@ -21,7 +21,8 @@ def number(text: str) -> float | None:
     # Most values are a plain number and a unit ("359.0 tokens/s", "98.1%", "1.09x"): try that first.
     parts = text.split(None, 1)
     head = parts[0].rstrip("%x") if parts else ""
-    if head and "_" not in head and "," not in head:
+    e = head.lower().find("e")
+    if head and "_" not in head and "," not in head and (e < 0 or (e > 0 and head[e - 1].isdigit())):
         try:
             v = float(head)
         except ValueError:
@@ -66,14 +67,17 @@ def segments(text: str) -> list[tuple[str, str]]:
     """Split ``Key: value, Other key: value`` by key, never by position.
 
     A value runs until the next ``, Key: `` whose key starts with a letter, so lists of numbers
-    (``Per-position acceptance rate: 1.000, 0.998``) stay in one value.
+    (``Per-position acceptance rate: 1.000, 0.998``) stay in one value. (Split and partition, not a
+    regex scan: these lines come every few seconds per engine and the scan was their largest cost.)
     """
-    out: list[tuple[str, str]] = []
-    matches = list(_KEY_START.finditer(text))
-    for i, m in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        out.append((m.group(1), text[m.end():end].strip().rstrip(".,").strip()))
-    return out
+    out: list[list[str]] = []
+    for part in text.split(", "):
+        key, sep, value = part.partition(": ")
+        if sep and _KEY.fullmatch(key):
+            out.append([key, value])
+        elif out:
+            out[-1][1] += ", " + part
+    return [(k, v.strip().rstrip(".,").strip()) for k, v in out]
 
 
 def number_list(text: str) -> list[float]:
