@@ -387,11 +387,11 @@ class Metrics:
         self._set(self.model_info, (server, str(f["model"])[:300]), 1)
 
     def observe_access(self, server: str, counts: dict[tuple, int]) -> None:
-        """Access-log responses counted by (method, path, status), as the pipeline's batch path gives them."""
+        """Access-log responses counted by (method, path, status, version), as the pipeline's batch path gives them."""
         if not counts:
             return
         total = 0
-        for (method, path, status), n in counts.items():
+        for (method, path, status, _version), n in counts.items():
             self._child(self.http, (server, method_label(method), endpoint_label(path), status_label(status))).inc(n)
             total += n
         self._child(self.events, (server, "access_log")).inc(total)

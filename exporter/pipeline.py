@@ -146,8 +146,8 @@ class Pipeline:
     def feed_batch(self, lines: list[str], on_error=None) -> tuple[dict[str, int], list[Event], dict[tuple, int],
                                                                 tuple[float | None, float | None]]:
         """Account many lines; return counts by result, the events, access-log responses counted by
-        (method, path, status) instead of one event each, and the timestamps of the first and last
-        access line so counted (for a run's time range).
+        (method, path, status, http version) instead of one event each, and the timestamps of the
+        first and last access line so counted (for a run's time range).
 
         Access-log lines are most of a busy server's log and carry nothing but those three values,
         so when no traceback is open and the batch holds nothing that framing would change, they are
@@ -163,25 +163,35 @@ class Pipeline:
         access: dict[tuple, int] = {}
         joined = "\n".join(lines)
         careful = bool(self._tracebacks) or any(u in joined for u in _BATCH_UNSAFE)
-        match = access_log.match
-        needle = access_log.NEEDLE
+        match_tail = access_log.match_tail
+        sep = access_log.SEP
         feed = self.feed
-        parsed = 0
+        tails: dict[str, int] = {}
+        parsed = pending = 0
         first_access = last_access = None
         for line in lines:
             try:
-                # " [" marks a vLLM record (its [file:line]): such a line, or two glued ones, takes feed().
-                if not careful and needle in line and " [" not in line:
-                    r = match(line)
-                    if r is not None:
-                        self.lineno += 1
-                        key = (r[0], r[1], r[2])
-                        access[key] = access.get(key, 0) + 1
-                        parsed += 1
-                        if first_access is None:
-                            first_access = line
-                        last_access = line
-                        continue
+                if not careful:
+                    # The common access line: count it by the text after the client address; what
+                    # that text means is looked up once per distinct text below. A " [" after the
+                    # request means another record was glued on: that line takes feed().
+                    i = line.find(sep)
+                    if i > 0 and not line[i - 1].isspace():
+                        tail = line[i + 4:]
+                        n = tails.get(tail)
+                        if n is None and " [" not in tail and match_tail(tail) is not None:
+                            n = 0
+                        if n is not None:
+                            tails[tail] = n + 1
+                            pending += 1
+                            if first_access is None:
+                                first_access = line
+                            last_access = line
+                            continue
+                if pending:
+                    self.lineno += pending  # keep line numbers right for the events feed() makes
+                    parsed += pending
+                    pending = 0
                 res, ev = feed(line)
             except Exception:
                 if on_error is None:
@@ -192,6 +202,11 @@ class Pipeline:
             counts[res] += 1
             if ev:
                 events.extend(ev)
+        for tail, n in tails.items():
+            r = match_tail(tail)
+            access[r] = access.get(r, 0) + n
+        self.lineno += pending
+        parsed += pending
         counts[PARSED] += parsed
         span = (None, None)
         if first_access is not None:

@@ -31,6 +31,10 @@ TRICKY = [
     "(APIServer pid=1) ValueError: boom",
     ANSI,
     "HTTP/1.1 is mentioned here but this is no access line",
+    '(APIServer pid=1) WARNING 01-01 00:00:00 [x.py:1] 1.2.3.4:5 - "GET /y HTTP/1.1" 404 Not Found',
+    'INFO:      - "GET /z HTTP/1.1" 200 OK',
+    'a - "GET /q HTTP/1.1" 200 OK - "POST /r HTTP/1.1" 500',
+    '...hit rate: 0.0%INFO:     1.2.3.4:5 - "GET /glued HTTP/1.1" 200 OK',
 ]
 
 
@@ -114,7 +118,7 @@ def test_generated_busy_log_with_tricky_lines_mixed_in():
 def test_the_batch_path_really_counts_access_lines_in_bulk():
     p = Pipeline(Clock(year=2026))
     counts, events, access, _ = p.feed_batch(['INFO:     1.2.3.4:5 - "GET /health?a=1 HTTP/1.1" 200 OK'] * 3)
-    assert counts["parsed"] == 3 and events == [] and access == {("GET", "/health", 200): 3}
+    assert counts["parsed"] == 3 and events == [] and access == {("GET", "/health", 200, "1.1"): 3}
     counts, events, access, _ = p.feed_batch([ANSI])  # colour: framing changes the text, so line by line
     assert access == {} and [e.kind for e in events] == ["access_log"]
 

@@ -417,3 +417,58 @@ def _segments_reference(text):
                  max_size=16).map("".join))
 def test_segments_agree_with_the_regex_scan(text):
     assert _vals.segments(text) == _segments_reference(text)
+
+
+from exporter.parsers import spec_decode as _spec
+
+_SPEC_REAL = [l.split("SpecDecoding metrics: ", 1)[1] for l in
+              __import__("tests.conftest", fromlist=["SAMPLE"]).SAMPLE.read_text(encoding="utf-8").splitlines()
+              if "SpecDecoding metrics: " in l]
+
+
+def test_spec_fast_path_matches_every_sample_line_and_agrees():
+    for body in _SPEC_REAL:
+        fast = _spec._parse_current(body)
+        assert fast is not None, body
+        assert fast == _spec.parse_generic(body) and list(fast) == list(_spec.parse_generic(body))
+
+
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_st.sampled_from(_SPEC_REAL), _st.lists(_st.tuples(_st.integers(0, 400), _st.sampled_from(
+    ["", "0", "9", ".", ", ", "nan", "%", " ", "1.5", "x", "Current speculative depth: 3, "])), max_size=3))
+def test_spec_fast_path_agrees_with_the_generic_splitter(body, edits):
+    for pos, text in edits:
+        body = body[:pos] + text + body[pos + 1:]
+    fast = _spec._parse_current(body)
+    if fast is not None:
+        assert fast == _spec.parse_generic(body)
+
+
+from exporter.parsers import engine_stats as _stats
+
+_STATS_REAL = [l.split("] ", 2)[-1] for l in
+               __import__("tests.conftest", fromlist=["SAMPLE"]).SAMPLE.read_text(encoding="utf-8").splitlines()
+               if "Avg prompt throughput" in l]
+
+
+def test_stats_fast_path_agrees_on_the_sample_lines():
+    hits = 0
+    for msg in _STATS_REAL:
+        fast = _stats._parse_current(msg)
+        if fast is not None:
+            hits += 1
+            assert fast == _stats.parse_generic(msg) and list(fast) == list(_stats.parse_generic(msg))
+    assert hits >= len(_STATS_REAL) - 5  # lines with Preemptions take the generic path
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_st.sampled_from(_STATS_REAL), _st.lists(_st.tuples(_st.integers(0, 300), _st.sampled_from(
+    ["", "0", "9", ".", ", ", "-", "%", " ", "1.5", "x"])), max_size=3))
+def test_stats_fast_path_agrees_with_the_generic_splitter(msg, edits):
+    for pos, text in edits:
+        msg = msg[:pos] + text + msg[pos + 1:]
+    fast = _stats._parse_current(msg)
+    if fast is not None:
+        assert fast == _stats.parse_generic(msg)

@@ -15,10 +15,29 @@ from exporter.parsers.base import Parser
 
 # `<client> - "<METHOD> <path> HTTP/<v>" <status>`; the client is any token, never kept.
 _REQUEST = re.compile(r'([A-Za-z]+) (.*) HTTP/(\d(?:\.\d)?)" (\d{3})\b')
-_SEP = ' - "'
-_SEEN: dict[str, tuple[str, str, int, str]] = {}
-_SEEN_MAX = 4096
+SEP = ' - "'
+SEEN: dict[str, tuple[str, str, int, str]] = {}
+SEEN_MAX = 4096
 NEEDLE = " HTTP/"
+
+
+def match_tail(tail: str) -> tuple[str, str, int, str] | None:
+    """``match`` for the text after the first `` - "`` of a line whose client token is not empty."""
+    r = SEEN.get(tail)
+    if r is not None:
+        return r
+    m = _REQUEST.match(tail)
+    if m is None:
+        return None
+    method, path, version, status = m.group(1, 2, 3, 4)
+    q = path.find("?")
+    if q >= 0:
+        path = path[:q]
+    r = (method, path, int(status), version)
+    if len(SEEN) >= SEEN_MAX:
+        SEEN.clear()
+    SEEN[tail] = r
+    return r
 
 
 def match(text: str) -> tuple[str, str, int, str] | None:
@@ -28,26 +47,14 @@ def match(text: str) -> tuple[str, str, int, str] | None:
     plain find of the ` - "` separator, then an anchored match, costs a fraction of a regex search
     over the whole (wrapped) line.
     """
-    i = text.find(_SEP)
+    i = text.find(SEP)
     if i > 0 and not text[i - 1].isspace():
         # The part after the client address repeats endlessly ("POST /v1/chat/completions HTTP/1.1"
         # 200 OK): remember what it said. Bounded, so random paths cannot grow it.
-        tail = text[i + 4:]
-        r = _SEEN.get(tail)
+        r = match_tail(text[i + 4:])
         if r is not None:
             return r
-        m = _REQUEST.match(tail)
-        if m:
-            method, path, version, status = m.group(1, 2, 3, 4)
-            q = path.find("?")
-            if q >= 0:
-                path = path[:q]
-            r = (method, path, int(status), version)
-            if len(_SEEN) >= _SEEN_MAX:
-                _SEEN.clear()
-            _SEEN[tail] = r
-            return r
-        i = text.find(_SEP, i + 1)
+        i = text.find(SEP, i + 1)
     while i > 0:
         if not text[i - 1].isspace():
             m = _REQUEST.match(text, i + 4)
@@ -57,7 +64,7 @@ def match(text: str) -> tuple[str, str, int, str] | None:
                 if q >= 0:
                     path = path[:q]
                 return method, path, int(status), version
-        i = text.find(_SEP, i + 1)
+        i = text.find(SEP, i + 1)
     return None
 
 

@@ -38,8 +38,42 @@ _KNOWN = {
 }
 
 
+# The most common V1 line exactly: one anchored match instead of the generic splitter; any other
+# wording goes the generic way (tests check both give the same fields).
+_CURRENT = re.compile(
+    r"Engine (\d+): Avg prompt throughput: (-?\d+\.\d) tokens/s, Avg generation throughput: (-?\d+\.\d) tokens/s, "
+    r"Running: (\d+) reqs, Waiting: (\d+) reqs, GPU KV cache usage: (\d+\.\d)%, Prefix cache hit rate: (\d+\.\d)%"
+    r"(?:, External prefix cache hit rate: (\d+\.\d)%)?"
+)
+
+
+def _pct(text: str) -> float:
+    return round(float(text) / 100.0, 10)
+
+
+def _parse_current(msg: str) -> dict | None:
+    m = _CURRENT.fullmatch(msg)
+    if m is None:
+        return None
+    engine, prompt, gen, running, waiting, kv, prefix, external = m.groups()
+    fields = {"engine": int(engine), "prompt_tokens_per_second": float(prompt),
+              "generation_tokens_per_second": float(gen), "running": int(running), "waiting": int(waiting),
+              "device": "GPU", "gpu_kv_cache_usage": _pct(kv), "prefix_cache_hit_rate": _pct(prefix)}
+    if external is not None:
+        fields["external_prefix_cache_hit_rate"] = _pct(external)
+    return fields
+
+
 def _parse(frame: Frame) -> list[Event] | None:
     msg = frame.message
+    fields = _parse_current(msg)
+    if fields is None:
+        fields = parse_generic(msg)
+    return [Event("engine_stats", fields)] if fields is not None else None
+
+
+def parse_generic(msg: str) -> dict | None:
+    """Any stats wording, segment by segment (V0, V1, optional and unknown segments)."""
     fields: dict = {"engine": 0}
     start = msg.find("Avg prompt throughput: ")
     if start < 0:
@@ -79,7 +113,7 @@ def _parse(frame: Frame) -> list[Event] | None:
             fields[snake(key)] = v if v is not None else value
     if "prompt_tokens_per_second" not in fields or "generation_tokens_per_second" not in fields:
         return None
-    return [Event("engine_stats", fields)]
+    return fields
 
 
 def _parse_v0_prefix(frame: Frame) -> list[Event] | None:

@@ -71,7 +71,16 @@ def split_pairs(body: str) -> list[tuple[str, str]]:
 
 
 def _value(text: str):
-    if text[:1] == "{" and len(text) < 20000:
+    c = text[:1]
+    if c.isdigit() and "_" not in text:
+        try:  # the usual case: a plain int or float repr
+            v = float(text)
+        except ValueError:
+            pass
+        else:
+            if v == v and v not in (float("inf"), float("-inf")):
+                return v
+    if c == "{" and len(text) < 20000:
         try:
             v = ast.literal_eval(text)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -120,8 +129,8 @@ def _parse(frame: Frame) -> list[Event] | None:
     failures = metrics.get("vllm:kv_offload_allocation_failure")
     if isinstance(failures, (int, float)):
         fields["allocation_failures"] = failures
-    # NIXL / Mooncake (possibly flattened under a MultiConnector name).
-    for key, v in metrics.items():
+    # NIXL / Mooncake (possibly flattened under a MultiConnector name); offload lines have none of these.
+    for key, v in (metrics.items() if "vllm:kv_offload" not in msg or "Num " in msg or "(ms)" in msg else ()):
         if not isinstance(v, (int, float)):
             continue
         short = key.rsplit(".", 1)[-1]

@@ -8,6 +8,8 @@ first. Custom builds add segments (``Current speculative depth: 5``). V0 rates a
 
 from __future__ import annotations
 
+import re
+
 from exporter.events import Event
 from exporter.framing import Frame
 from exporter.parsers._values import integer, number, number_list, ratio, segments, snake
@@ -32,6 +34,33 @@ _KNOWN = {
 
 _MARKERS = ("SpecDecoding metrics: ", "Speculative metrics: ")
 
+# The 0.10.2+ line exactly (with the custom depth segment optional): one anchored match instead of
+# the generic splitter. Anything else, or any value this does not read like the splitter would,
+# goes the generic way; tests check both give the same fields.
+_CURRENT = re.compile(
+    r"Mean acceptance length: (\d+\.\d+), (?:Current speculative depth: (\d+), )?"
+    r"Accepted throughput: (\d+\.\d+) tokens/s, Drafted throughput: (\d+\.\d+) tokens/s, "
+    r"Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
+    r"Per-position acceptance rate: ((?:\d\.\d+, )*\d\.\d+), Avg Draft acceptance rate: (\d+\.\d+)%"
+)
+
+
+def _parse_current(body: str) -> dict | None:
+    m = _CURRENT.fullmatch(body)
+    if m is None:
+        return None
+    mean_len, depth, acc_tps, dra_tps, acc, dra, per_pos, rate = m.groups()
+    fields: dict = {"mean_acceptance_length": float(mean_len)}
+    if depth is not None:
+        fields["speculative_depth"] = int(depth)
+    fields["accepted_tokens_per_second"] = float(acc_tps)
+    fields["drafted_tokens_per_second"] = float(dra_tps)
+    fields["accepted_tokens"] = int(acc)
+    fields["drafted_tokens"] = int(dra)
+    fields["per_position_acceptance_rate"] = [float(x) for x in per_pos.split(", ")]
+    fields["draft_acceptance_rate"] = round(float(rate) / 100.0, 10)
+    return fields
+
 
 def _parse(frame: Frame) -> list[Event] | None:
     msg = frame.message
@@ -42,6 +71,16 @@ def _parse(frame: Frame) -> list[Event] | None:
             break
     else:
         return None
+    fields = _parse_current(body)
+    if fields is None:
+        fields = parse_generic(body)
+    if not fields:
+        return None
+    return [Event("spec_decode", fields)]
+
+
+def parse_generic(body: str) -> dict:
+    """Any spec-decode wording, segment by segment (every release, custom builds)."""
     fields: dict = {}
     for key, value in segments(body):
         k = key.lower()
@@ -59,9 +98,7 @@ def _parse(frame: Frame) -> list[Event] | None:
         else:
             v = ratio(value) if value.endswith("%") else number(value)
             fields[snake(key)] = v if v is not None else value
-    if not fields:
-        return None
-    return [Event("spec_decode", fields)]
+    return fields
 
 
 PARSER = Parser("spec_decode", _MARKERS, _parse)

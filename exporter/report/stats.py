@@ -206,7 +206,7 @@ class RunStats:
         self._count_access(f["method"], f["path"], f["status"], 1)
 
     def add_access(self, counts: dict[tuple, int], span: tuple = (None, None)) -> None:
-        """Access-log responses counted by (method, path, status), from the pipeline's batch path;
+        """Access-log responses counted by (method, path, status, version), from the pipeline's batch path;
         ``span`` is the time of the first and last of them."""
         if self.since is not None or self.until is not None:
             raise ValueError("access counts carry no time: with --since/--until feed events line by line")
@@ -214,7 +214,7 @@ class RunStats:
             if ts is not None:
                 self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
                 self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
-        for (method, path, status), n in counts.items():
+        for (method, path, status, _version), n in counts.items():
             self._count_access(method, path, status, n)
 
     def _count_access(self, method: str, path: str, status: int, n: int) -> None:
