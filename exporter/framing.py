@@ -26,9 +26,8 @@ _RFC3339 = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)? "
 )
 # journald "short" output: month name in the host's locale, day padded with a space.
-_JOURNALD = re.compile(
-    r"([^\W\d_]{3,5})\.? {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) (\S+) ([^\s\[:]+)(?:\[(\d+)\])?: "
-)
+_JOURNALD_P = r"([^\W\d_]{3,5})\.? {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) (\S+) ([^\s\[:]+)(?:\[(\d+)\])?: "
+_JOURNALD = re.compile(_JOURNALD_P)
 # compose: "service  | " (name padded to the longest service name).
 _COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]*) *\| ")
 # kubectl logs --prefix: "[pod/name/container] ".
@@ -40,14 +39,17 @@ _GCP = re.compile(r"(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL) (?=\d{4
 _GCP_LABEL = re.compile(r"\[resource\.labels\.containerName: ([^\]]+)\] ")
 
 # "(APIServer pid=53) ", "(VllmWorker rank=0 pid=12) ", "(RayWorkerWrapper pid=1, ip=10.0.0.2) ".
-_PROCESS = re.compile(r"\(([A-Za-z_][\w]*(?: rank=\d+)?) pid=(\d+)(?:, ip=[^)]*)?\) ?")
+_PROCESS_P = r"\(([A-Za-z_][\w]*(?: rank=\d+)?) pid=(\d+)(?:, ip=[^)]*)?\) ?"
+_PROCESS = re.compile(_PROCESS_P)
 
 _LEVELS = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
 # vLLM's logger: "LEVEL MM-DD HH:MM:SS [file.py:123] msg" (0.8+) or "... file.py:123] msg" (older).
 # Pastes sometimes drop the date ("INFO [quant_config.py:75] ..."), so the date is optional.
-_VLLM_HEADER = re.compile(
-    rf"({_LEVELS}) (?:(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)? )?\[?([^\s\]]+):(\d+)\] ?"
-)
+_HEADER_P = rf"({_LEVELS}) (?:(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)? )?\[?([^\s\]]+):(\d+)\] ?"
+_VLLM_HEADER = re.compile(_HEADER_P)
+# The most common whole shape, journald + optional process tag + vLLM header, in one match; built
+# from the same three patterns. Anything else (other wrappers, nesting, colour) takes the loop.
+_JOURNALD_RECORD = re.compile(_JOURNALD_P + f"((?:{_PROCESS_P})?{_HEADER_P})")
 # A user-supplied logging config seen in the wild: "2024-12-19 21:40:35 ERROR 56542 [file.py:64] ".
 _ALT_HEADER = re.compile(
     rf"(\d{{4}})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[,.]\d+)? ({_LEVELS}) (\d+ )?\[([^\s\]]+):(\d+)\] ?"
@@ -196,6 +198,42 @@ def _clean(line: str) -> str:
 
 def frame_line(line: str, clock: Clock) -> Frame:
     """Peel wrappers, colour, process tag and vLLM header off one line."""
+    if line[:1].isalpha() and "\r" not in line and "\x1b" not in line and "^[" not in line and "#033[" not in line:
+        f = _frame_journald_record(line, clock)
+        if f is not None:
+            return f
+    return frame_general(line, clock)
+
+
+def _frame_journald_record(line: str, clock: Clock) -> Frame | None:
+    text = line.rstrip()
+    if ("0m" in text or "9m" in text) and "[" in text:
+        return None  # possibly colour codes that lost their ESC: the general path strips them
+    m = _JOURNALD_RECORD.match(text)
+    if m is None:
+        return None
+    (mon, day, hh, mm, ss, host, unit, _pid, _rest, proc, pid,
+     level, mo, vday, vhh, vmm, vss, fname, lineno) = m.groups()
+    low = mon.lower()
+    month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
+    if not month:
+        return None
+    f = Frame(raw=line, message=text[m.end():], host=host, unit=unit, level=level, logger=f"{fname}:{lineno}",
+              header=text[m.start(12):m.end()], inner=text[m.start(9):])
+    if proc is not None:  # (nested tags never match: the header must follow the first tag)
+        f.process, f.pid = proc, int(pid)
+    ts = clock.local(month, int(day), int(hh), int(mm), int(ss))
+    if ts is not None:
+        f.ts, f.ts_source = ts, "journald"
+    elif mo is not None:
+        ts = clock.local(int(mo), int(vday), int(vhh), int(vmm), int(vss))
+        if ts is not None:
+            f.ts, f.ts_source = ts, "vllm"
+    return f
+
+
+def frame_general(line: str, clock: Clock) -> Frame:
+    """Every wrapper, in any order and nesting: the reference that the fast shape must agree with."""
     text = strip_ansi(_clean(line))
     f = Frame(raw=line, message=text)
 

@@ -43,6 +43,7 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import PlatformCollector, ProcessCollector, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
 
 from exporter import __version__
 from exporter.events import ERROR_KINDS, Event
@@ -90,6 +91,38 @@ def status_label(status: int) -> str:
     return str(status) if 100 <= status <= 599 else "other"
 
 
+class GaugeFamily:
+    __slots__ = ("name", "doc", "labelnames", "values")
+
+    def __init__(self, name: str, doc: str, labelnames: list[str]):
+        self.name, self.doc, self.labelnames = name, doc, list(labelnames)
+        self.values: dict[tuple[str, ...], float] = {}
+
+
+class GaugeTable:
+    """A collector of gauge families whose samples are plain dict entries (first label: server)."""
+
+    def __init__(self):
+        self.families: list[GaugeFamily] = []
+
+    def family(self, name: str, doc: str, labelnames: list[str]) -> GaugeFamily:
+        fam = GaugeFamily(name, doc, labelnames)
+        self.families.append(fam)
+        return fam
+
+    def drop(self, server: str) -> None:
+        for fam in self.families:
+            for labels in [k for k in fam.values if k[0] == server]:
+                del fam.values[labels]
+
+    def collect(self):
+        for fam in self.families:
+            g = GaugeMetricFamily(fam.name, fam.doc, labels=fam.labelnames)
+            for labels, value in fam.values.items():
+                g.add_metric(labels, value)
+            yield g
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None, stats_interval: float = 10.0,
                  process_metrics: bool = True):
@@ -109,16 +142,24 @@ class Metrics:
         def c(name, doc, labels=S):
             return Counter(name, doc, labels, registry=r)
 
+        # The per-window and start-up gauges change on every stats line: kept as plain dicts and
+        # rendered at scrape time (prometheus-client's per-set locking cost more than the parsing).
+        self._table = GaugeTable()
+        r.register(self._table)
+
+        def w(name, doc, labels=S):
+            return self._table.family(name, doc, labels)
+
         # Window gauges: dropped for a server when it starts again, so nothing stale survives a restart.
-        self.prompt_tps = g("vllm_log_prompt_throughput_tokens_per_second", "Average prompt throughput of the last stats window.", SE)
-        self.gen_tps = g("vllm_log_generation_throughput_tokens_per_second", "Average generation throughput of the last stats window.", SE)
-        self.running = g("vllm_log_requests_running", "Requests running at the last stats window.", SE)
-        self.waiting = g("vllm_log_requests_waiting", "Requests waiting at the last stats window.", SE)
-        self.swapped = g("vllm_log_requests_swapped", "Requests swapped to CPU at the last stats window (V0).", SE)
-        self.gpu_kv = g("vllm_log_gpu_kv_cache_usage_ratio", "GPU KV cache usage at the last stats window (0-1).", SE)
-        self.cpu_kv = g("vllm_log_cpu_kv_cache_usage_ratio", "CPU KV cache usage at the last stats window (V0, 0-1).", SE)
-        self.prefix_hit = g("vllm_log_prefix_cache_hit_ratio", "Prefix cache hit rate as logged (over recent requests, 0-1).", SE)
-        self.ext_prefix_hit = g("vllm_log_external_prefix_cache_hit_ratio", "External (KV connector) prefix cache hit rate (0-1).", SE)
+        self.prompt_tps = w("vllm_log_prompt_throughput_tokens_per_second", "Average prompt throughput of the last stats window.", SE)
+        self.gen_tps = w("vllm_log_generation_throughput_tokens_per_second", "Average generation throughput of the last stats window.", SE)
+        self.running = w("vllm_log_requests_running", "Requests running at the last stats window.", SE)
+        self.waiting = w("vllm_log_requests_waiting", "Requests waiting at the last stats window.", SE)
+        self.swapped = w("vllm_log_requests_swapped", "Requests swapped to CPU at the last stats window (V0).", SE)
+        self.gpu_kv = w("vllm_log_gpu_kv_cache_usage_ratio", "GPU KV cache usage at the last stats window (0-1).", SE)
+        self.cpu_kv = w("vllm_log_cpu_kv_cache_usage_ratio", "CPU KV cache usage at the last stats window (V0, 0-1).", SE)
+        self.prefix_hit = w("vllm_log_prefix_cache_hit_ratio", "Prefix cache hit rate as logged (over recent requests, 0-1).", SE)
+        self.ext_prefix_hit = w("vllm_log_external_prefix_cache_hit_ratio", "External (KV connector) prefix cache hit rate (0-1).", SE)
         self.prompt_tokens = c("vllm_log_prompt_tokens", "Prompt tokens, estimated as window average x window length.", SE)
         self.gen_tokens = c("vllm_log_generation_tokens", "Generated tokens, estimated as window average x window length.", SE)
         self.preemptions = c("vllm_log_preemptions", "Preemptions reported by stats windows.", SE)
@@ -126,10 +167,10 @@ class Metrics:
 
         self.spec_accepted = c("vllm_log_spec_decode_accepted_tokens", "Draft tokens accepted.", SE)
         self.spec_drafted = c("vllm_log_spec_decode_drafted_tokens", "Draft tokens proposed.", SE)
-        self.spec_mean_len = g("vllm_log_spec_decode_mean_acceptance_length", "Mean acceptance length of the last window (includes the bonus token).", SE)
-        self.spec_ratio = g("vllm_log_spec_decode_draft_acceptance_ratio", "Draft acceptance rate of the last window (0-1).", SE)
-        self.spec_depth = g("vllm_log_spec_decode_depth", "Speculative depth: draft tokens per step.", SE)
-        self.spec_pos = g("vllm_log_spec_decode_position_acceptance_ratio", "Acceptance rate per draft position in the last window (0-1).", SE + ["position"])
+        self.spec_mean_len = w("vllm_log_spec_decode_mean_acceptance_length", "Mean acceptance length of the last window (includes the bonus token).", SE)
+        self.spec_ratio = w("vllm_log_spec_decode_draft_acceptance_ratio", "Draft acceptance rate of the last window (0-1).", SE)
+        self.spec_depth = w("vllm_log_spec_decode_depth", "Speculative depth: draft tokens per step.", SE)
+        self.spec_pos = w("vllm_log_spec_decode_position_acceptance_ratio", "Acceptance rate per draft position in the last window (0-1).", SE + ["position"])
         self.spec_len_hist = Histogram("vllm_log_spec_decode_window_mean_acceptance_length", "Per-window mean acceptance length.", SE,
                                        buckets=ACCEPTANCE_LENGTH_BUCKETS, registry=r)
         self.spec_ratio_hist = Histogram("vllm_log_spec_decode_window_draft_acceptance_ratio", "Per-window draft acceptance rate (0-1).", SE,
@@ -140,25 +181,25 @@ class Metrics:
         self.kv_seconds = c("vllm_log_kv_offload_seconds", "KV offload transfer time as recorded by vLLM.", D)
         self.kv_tput = Histogram("vllm_log_kv_offload_throughput_bytes_per_second", "Per-interval KV offload rate (bytes / recorded time).", D,
                                  buckets=THROUGHPUT_BUCKETS, registry=r)
-        self.kv_cpu_usage = g("vllm_log_kv_offload_cpu_cache_usage_ratio", "CPU offload cache usage (0-1).")
-        self.kv_pool = g("vllm_log_kv_offload_pool_bytes", "Size of the CPU KV offload pool created at start-up.")
+        self.kv_cpu_usage = w("vllm_log_kv_offload_cpu_cache_usage_ratio", "CPU offload cache usage (0-1).")
+        self.kv_pool = w("vllm_log_kv_offload_pool_bytes", "Size of the CPU KV offload pool created at start-up.")
         self.kv_connector = c("vllm_log_kv_connector_transfers", "KV connector (NIXL, Mooncake) transfers.", S + ["result"])
 
         W = S + ["worker"]
-        self.kv_tokens = g("vllm_log_gpu_kv_cache_tokens", "GPU KV cache capacity in tokens, from start-up.")
-        self.kv_blocks = g("vllm_log_gpu_kv_cache_blocks", "GPU KV cache blocks, from start-up (V0 and early V1).")
-        self.max_conc = g("vllm_log_max_concurrency", "Maximum concurrency for max-length requests, from start-up.")
-        self.max_len = g("vllm_log_max_model_len_tokens", "Tokens per request the max-concurrency figure assumes.")
-        self.kv_mem = g("vllm_log_kv_cache_memory_bytes", "KV cache memory available per worker, from start-up.", W)
-        self.weights = g("vllm_log_model_weights_bytes", "Model weight memory per worker, from start-up.", W)
-        self.load_secs = g("vllm_log_model_load_seconds", "Model loading time per worker.", W)
-        self.startup_mem = g("vllm_log_startup_memory_bytes", "GPU memory split found by the start-up profile.", W + ["component"])
-        self.init_secs = g("vllm_log_engine_init_seconds", "Engine init time (profile, KV cache, warm-up).")
-        self.compile_secs = g("vllm_log_engine_compile_seconds", "Compilation part of the engine init time.")
-        self.max_seqs = g("vllm_log_max_num_seqs", "max_num_seqs the server was started with, where logged.")
+        self.kv_tokens = w("vllm_log_gpu_kv_cache_tokens", "GPU KV cache capacity in tokens, from start-up.")
+        self.kv_blocks = w("vllm_log_gpu_kv_cache_blocks", "GPU KV cache blocks, from start-up (V0 and early V1).")
+        self.max_conc = w("vllm_log_max_concurrency", "Maximum concurrency for max-length requests, from start-up.")
+        self.max_len = w("vllm_log_max_model_len_tokens", "Tokens per request the max-concurrency figure assumes.")
+        self.kv_mem = w("vllm_log_kv_cache_memory_bytes", "KV cache memory available per worker, from start-up.", W)
+        self.weights = w("vllm_log_model_weights_bytes", "Model weight memory per worker, from start-up.", W)
+        self.load_secs = w("vllm_log_model_load_seconds", "Model loading time per worker.", W)
+        self.startup_mem = w("vllm_log_startup_memory_bytes", "GPU memory split found by the start-up profile.", W + ["component"])
+        self.init_secs = w("vllm_log_engine_init_seconds", "Engine init time (profile, KV cache, warm-up).")
+        self.compile_secs = w("vllm_log_engine_compile_seconds", "Compilation part of the engine init time.")
+        self.max_seqs = w("vllm_log_max_num_seqs", "max_num_seqs the server was started with, where logged.")
         self.starts = c("vllm_log_server_starts", "Server starts seen (version banner lines).")
-        self.build_info = g("vllm_log_build_info", "vLLM version of the running server.", S + ["version"])
-        self.model_info = g("vllm_log_model_info", "Model the server loaded.", S + ["model"])
+        self.build_info = w("vllm_log_build_info", "vLLM version of the running server.", S + ["version"])
+        self.model_info = w("vllm_log_model_info", "Model the server loaded.", S + ["model"])
 
         self.http = c("vllm_log_http_requests", "HTTP responses in vLLM's access log.", S + ["method", "endpoint", "status"])
         self.errors = c("vllm_log_errors", "Errors seen: oom, cuda_error, nccl_error, engine_dead, traceback.", S + ["kind"])
@@ -172,14 +213,6 @@ class Metrics:
         self.source_restarts = c("vllm_log_exporter_source_restarts", "Times the log source reconnected or reopened.")
         Gauge("vllm_log_exporter_build_info", "Exporter version.", ["version"], registry=r).labels(__version__).set(1)
 
-        self._window_gauges = (
-            self.prompt_tps, self.gen_tps, self.running, self.waiting, self.swapped, self.gpu_kv, self.cpu_kv,
-            self.prefix_hit, self.ext_prefix_hit, self.spec_mean_len, self.spec_ratio, self.spec_depth, self.spec_pos,
-            self.kv_cpu_usage, self.kv_tokens, self.kv_blocks, self.max_conc, self.max_len, self.kv_mem,
-            self.weights, self.load_secs, self.startup_mem, self.init_secs, self.compile_secs, self.max_seqs,
-            self.build_info, self.model_info,
-        )
-        self._children: dict[str, set[tuple[Gauge, tuple[str, ...]]]] = {}
         self._kids: dict[tuple, object] = {}
         self._last_window: dict[tuple[str, str], float] = {}
         self._servers: set[str] = set()
@@ -212,21 +245,11 @@ class Metrics:
             child = self._kids[(metric, labels)] = metric.labels(*labels)
             return child
 
-    def _set(self, gauge: Gauge, labels: tuple[str, ...], value: float) -> None:
-        try:
-            child = self._kids[(gauge, labels)]
-        except KeyError:
-            child = self._kids[(gauge, labels)] = gauge.labels(*labels)
-            self._children.setdefault(labels[0], set()).add((gauge, labels))
-        child.set(value)
+    def _set(self, fam: "GaugeFamily", labels: tuple[str, ...], value: float) -> None:
+        fam.values[labels] = float(value)
 
     def reset_server(self, server: str) -> None:
-        for gauge, labels in self._children.pop(server, ()):
-            self._kids.pop((gauge, labels), None)
-            try:
-                gauge.remove(*labels)
-            except KeyError:
-                pass
+        self._table.drop(server)
         for key in [k for k in self._last_window if k[0] == server]:
             del self._last_window[key]
 

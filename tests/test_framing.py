@@ -119,3 +119,29 @@ def test_user_logging_config_header(uclock):
 def test_line_with_nothing_recognisable_is_left_alone(uclock):
     f = frame_line("just some text", uclock)
     assert f.message == "just some text" and f.level is None and f.ts is None
+
+
+# The one-match journald shape must frame every line exactly as the general loop does.
+from hypothesis import given, settings, strategies as st
+
+from exporter.framing import frame_general
+from tests.conftest import FIXTURES, SAMPLE, SAMPLE_V0
+
+_REAL = (SAMPLE.read_text(encoding="utf-8").splitlines() + SAMPLE_V0.read_text(encoding="utf-8").splitlines()
+         + (FIXTURES / "seed_article.log").read_text(encoding="utf-8").splitlines())
+
+
+def test_fast_shape_agrees_on_real_lines(uclock):
+    for line in _REAL:
+        assert frame_line(line, uclock) == frame_general(line, uclock), line
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.sampled_from(_REAL), st.lists(st.tuples(st.integers(0, 120), st.sampled_from(
+    ["", "(", ")", "(X pid=1) ", "[", "]", " ", "0m", "[0;0m", "авг", "Zzz", "INFO ", "32", ":", "|", "\r", "\t"])),
+    max_size=3))
+def test_fast_shape_agrees_with_the_general_loop(line, edits):
+    clock = Clock(year=2026, tz=UTC)
+    for pos, text in edits:
+        line = line[:pos] + text + line[pos + 1:]
+    assert frame_line(line, clock) == frame_general(line, clock)
