@@ -63,10 +63,9 @@ class SourceRunner:
 
     def feed(self, batch: list[str]) -> None:
         name = self.name
-        observe = self.metrics.observe
         counts, events, access, _ = self.pipeline.feed_batch(batch, on_error=self._bad_line)
-        for ev in events:
-            observe(name, ev)
+        if events:
+            self.metrics.observe_many(name, events)
         if access:
             self.metrics.observe_access(name, access)
         self.metrics.count_lines(name, counts)

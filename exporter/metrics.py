@@ -46,7 +46,7 @@ from prometheus_client import PlatformCollector, ProcessCollector, disable_creat
 from prometheus_client.core import GaugeMetricFamily
 
 from exporter import __version__
-from exporter.events import ERROR_KINDS, Event
+from exporter.events import ERROR_KINDS, KINDS, Event
 from exporter.pipeline import RESULTS
 
 # The routes vLLM's OpenAI server (and its health/metrics endpoints) answer; anything else is
@@ -61,6 +61,7 @@ KNOWN_ENDPOINTS = frozenset(
     /is_scaling_elastic_ep /generate /docs /openapi.json /redoc /pause /resume /is_paused
     """.split()
 )
+_POSITIONS = tuple(str(i) for i in range(32))
 KNOWN_METHODS = frozenset("GET POST PUT DELETE PATCH HEAD OPTIONS".split())
 LOG_LEVELS = ("warning", "error", "critical")
 
@@ -216,6 +217,7 @@ class Metrics:
         self._kids: dict[tuple, object] = {}
         self._last_window: dict[tuple[str, str], float] = {}
         self._servers: set[str] = set()
+        self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
 
     # -- bookkeeping ----------------------------------------------------------------------------
 
@@ -273,9 +275,22 @@ class Metrics:
 
     def observe(self, server: str, ev: Event) -> None:
         self._child(self.events, (server, ev.kind)).inc()
-        handler = getattr(self, "_on_" + ev.kind, None)
+        handler = self._handlers.get(ev.kind)
         if handler is not None:
             handler(server, ev, ev.fields)
+
+    def observe_many(self, server: str, events: list[Event]) -> None:
+        """``observe`` for a batch: the same result, with the events counter bumped once per kind."""
+        kinds: dict[str, int] = {}
+        handlers = self._handlers
+        for ev in events:
+            kind = ev.kind
+            kinds[kind] = kinds.get(kind, 0) + 1
+            handler = handlers.get(kind)
+            if handler is not None:
+                handler(server, ev, ev.fields)
+        for kind, n in kinds.items():
+            self._child(self.events, (server, kind)).inc(n)
 
     def _engine(self, f: dict) -> str:
         return "aggregated" if "aggregated_engines" in f else str(f.get("engine", 0))
@@ -335,8 +350,9 @@ class Metrics:
         if depth is not None:
             self._set(self.spec_depth, key, depth)
         # Positions are bounded by the depth vLLM was configured with (a handful, at most ~16).
+        values = self.spec_pos.values
         for i, v in enumerate(per_pos[:32]):
-            self._set(self.spec_pos, (server, eng, str(i)), v)
+            values[(server, eng, _POSITIONS[i])] = float(v)
 
     def _on_kv_transfer(self, server: str, ev: Event, f: dict) -> None:
         for direction in ("store", "load"):

@@ -128,3 +128,14 @@ def test_promtool_check_metrics_is_clean():
     m = fed(SAMPLE.read_text(encoding="utf-8").splitlines() + SAMPLE_V0.read_text(encoding="utf-8").splitlines())
     r = subprocess.run(["promtool", "check", "metrics"], input=render(m), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "" and r.stderr.strip() == "", r.stdout + r.stderr
+
+
+def test_observe_many_equals_observe_one_by_one():
+    _, events = run_lines(SAMPLE.read_text(encoding="utf-8").splitlines())
+    a, b = Metrics(process_metrics=False), Metrics(process_metrics=False)
+    for m in (a, b):
+        m.add_server("s")
+    for ev in events:
+        a.observe("s", ev)
+    b.observe_many("s", events)
+    assert sorted(render(a).splitlines()) == sorted(render(b).splitlines())

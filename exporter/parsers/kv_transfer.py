@@ -13,6 +13,7 @@ reprs (MultiConnector) or carry a space before ``=`` (tpu-inference): split at d
 from __future__ import annotations
 
 import ast
+from math import isfinite
 
 from exporter.events import Event
 from exporter.framing import Frame
@@ -78,7 +79,7 @@ def _value(text: str):
         except ValueError:
             pass
         else:
-            if v == v and v not in (float("inf"), float("-inf")):
+            if isfinite(v):
                 return v
     if c == "{" and len(text) < 20000:
         try:
