@@ -40,9 +40,19 @@ _NOISE = re.compile(
     r"\[(?:rank\d+\]:)?\[?[WIE]\d{4}|Process \w+:$|warnings\.warn|  warnings\.warn|\s*$)"
 )
 
-# Anything that makes the raw text of a line differ from what framing hands the parsers, or that
-# makes line order matter: a batch holding one of these takes the line-by-line path.
-_BATCH_UNSAFE = ("\x1b", "\r", "^[", "#033[", _TB_START)
+# Anything that makes the raw text of a line differ from what framing hands the parsers (colour,
+# carriage returns), or that makes line order matter (a traceback starting): a batch holding one of
+# these takes the line-by-line path.
+BATCH_UNSAFE = ("\x1b", "\r", "^[", "#033[", _TB_START)
+
+
+def batch_unsafe(text: str) -> bool:
+    """Whether ``text`` holds one of BATCH_UNSAFE. A one-character find is a memchr; the others are
+    searched only when their first character occurs (CPython's search for a two-character needle
+    is slow on a megabyte)."""
+    return ("\x1b" in text or "\r" in text or ("^" in text and "^[" in text)
+            or ("#" in text and "#033[" in text) or _TB_START in text)
+
 
 MAX_TRACEBACK_LINES = 2000
 MAX_EXCEPTION_EXTRA_LINES = 20
@@ -161,8 +171,7 @@ class Pipeline:
         counts = {PARSED: 0, IGNORED: 0, UNPARSED: 0}
         events: list[Event] = []
         access: dict[tuple, int] = {}
-        joined = "\n".join(lines)
-        careful = bool(self._tracebacks) or any(u in joined for u in _BATCH_UNSAFE)
+        careful = bool(self._tracebacks) or batch_unsafe("\n".join(lines))
         match_tail = access_log.match_tail
         sep = access_log.SEP
         feed = self.feed

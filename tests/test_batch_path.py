@@ -130,3 +130,12 @@ REAL = SAMPLE.read_text(encoding="utf-8").splitlines()[::5] + TRICKY
 @given(st.lists(st.one_of(st.sampled_from(REAL), st.text(max_size=80)), min_size=1, max_size=60), st.integers(0, 1000))
 def test_any_mix_gives_the_same_answer(lines, seed):
     same(lines, seed, monotonic=False)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(["\x1b", "\r", "^", "[", "^[", "#", "033", "#033[", "Traceback (most recent call last)",
+                                 "Traceback", "x", " "]), max_size=12).map("".join))
+def test_batch_unsafe_is_exactly_the_listed_substrings(text):
+    from exporter.pipeline import BATCH_UNSAFE, batch_unsafe
+
+    assert batch_unsafe(text) == any(u in text for u in BATCH_UNSAFE)

@@ -49,11 +49,13 @@ class LineSplitter:
     def feed(self, data: bytes) -> list[str]:
         buf = self.buf + data if self.buf else data
         cut = buf.rfind(b"\n")
-        if not self.skipping and 0 <= cut <= self.max_line and len(buf) - cut - 1 <= self.max_line:
-            # No line can be too long: decode the complete lines at once (a newline is never part
-            # of a multi-byte sequence, so this equals decoding line by line).
-            self.buf = buf[cut + 1:]
-            return buf[:cut].decode("utf-8", "replace").split("\n")
+        if not self.skipping and cut >= 0 and len(buf) - cut - 1 <= self.max_line:
+            complete = buf[:cut]
+            if len(complete) <= self.max_line or max(map(len, complete.split(b"\n"))) <= self.max_line:
+                # No line is too long: decode the complete lines at once (a newline is never part
+                # of a multi-byte sequence, so this equals decoding line by line).
+                self.buf = buf[cut + 1:]
+                return complete.decode("utf-8", "replace").split("\n")
         lines: list[str] = []
         start = 0
         while True:
