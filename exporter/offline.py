@@ -28,32 +28,33 @@ class Pass:
         self.results = {"parsed": 0, "ignored": 0, "unparsed": 0}
         self.progress = progress
 
-    def batches(self) -> Iterator[tuple[list[Event], dict[tuple, int], tuple]]:
-        """(events, access-log counts, their time span) per chunk, through the pipeline's batch path."""
+    def _line_lists(self) -> Iterator[list[str]]:
+        """The file's lines a chunk at a time (cut like the daemon cuts them), with progress on a TTY."""
         f = open_binary(self.path)
         split = LineSplitter(self.path)
-        show, size = self._progress(f)
+        size = 0
+        if self.path != "-" and not hasattr(f, "fileobj"):  # a .gz file's size says nothing of progress
+            try:
+                size = os.fstat(f.fileno()).st_size
+            except (OSError, ValueError):
+                size = 0
+        show = self.progress if self.progress is not None else (sys.stderr.isatty() and size > PROGRESS_MIN_BYTES)
+        show = bool(show and size)
         done, last = 0, 0.0
-        feed = self.pipeline.feed_batch
-        results = self.results
         try:
             while True:
                 data = f.read(CHUNK)
                 lines = split.feed(data) if data else split.flush()
                 if lines:
-                    counts, events, access, span = feed(lines)
-                    for k, n in counts.items():
-                        results[k] += n
-                    yield events, access, span
+                    yield lines
                 if not data:
-                    break
+                    return
                 if show:
                     done += len(data)
                     now = time.monotonic()
                     if now - last > 0.5:
                         last = now
                         print(f"\r{self.path}: {100 * done / size:5.1f}%", end="", file=sys.stderr, flush=True)
-            yield self.pipeline.flush(), {}, (None, None)
         except (OSError, EOFError) as e:
             raise LogOpenError(f"{self.path}: read failed: {e}") from None
         finally:
@@ -62,42 +63,27 @@ class Pass:
             if f is not sys.stdin.buffer:
                 f.close()
 
-    def _progress(self, f) -> tuple[bool, int]:
-        size = 0
-        if self.path != "-":
-            try:
-                size = os.fstat(f.fileno()).st_size if not hasattr(f, "fileobj") else 0
-            except (OSError, ValueError):
-                size = 0
-        show = self.progress if self.progress is not None else (sys.stderr.isatty() and size > PROGRESS_MIN_BYTES)
-        return bool(show and size), size
+    def batches(self) -> Iterator[tuple[list[Event], dict[tuple, int], tuple]]:
+        """(events, access-log counts, their time span) per chunk, through the pipeline's batch path."""
+        feed = self.pipeline.feed_batch
+        results = self.results
+        for lines in self._line_lists():
+            counts, events, access, span = feed(lines)
+            for k, n in counts.items():
+                results[k] += n
+            yield events, access, span
+        yield self.pipeline.flush(), {}, (None, None)
 
     def __iter__(self) -> Iterator[Event]:
-        f = open_binary(self.path)
-        show, size = self._progress(f)
-        done = 0
-        last = 0.0
+        """Every event, line by line (each access line an event of its own, with its timestamp)."""
         feed = self.pipeline.feed
         results = self.results
         on_result = self.on_result
-        try:
-            for raw in f:
-                r, events = feed(raw.decode("utf-8", "replace").rstrip("\n"))
+        for lines in self._line_lists():
+            for line in lines:
+                r, events = feed(line)
                 results[r] += 1
                 yield from events
                 if on_result is not None:
                     on_result(r)
-                if show:
-                    done += len(raw)
-                    now = time.monotonic()
-                    if now - last > 0.5:
-                        last = now
-                        print(f"\r{self.path}: {100 * done / size:5.1f}%", end="", file=sys.stderr, flush=True)
-            yield from self.pipeline.flush()
-        except (OSError, EOFError) as e:
-            raise LogOpenError(f"{self.path}: read failed: {e}") from None
-        finally:
-            if show:
-                print(f"\r{self.path}: done.     ", file=sys.stderr)
-            if f is not sys.stdin.buffer:
-                f.close()
+        yield from self.pipeline.flush()
