@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone, tzinfo
+from datetime import datetime, timedelta, timezone, tzinfo
 
 # ESC-form colours always go; caret-notation (``^[[0;36m``) always goes too. The ESC-less form
 # (``[0;36m`` left after a paste lost the ESC byte) is only stripped when a reset code shows the
@@ -157,8 +157,6 @@ class Clock:
             else:
                 sign = 1 if zone[0] == "+" else -1
                 z = zone[1:].replace(":", "")
-                from datetime import timedelta
-
                 tzi = timezone(sign * timedelta(hours=int(z[:2]), minutes=int(z[2:])))
             dt = datetime(int(y), int(mo), int(d), int(h), int(mi), min(int(s), 59), tzinfo=tzi)
         except ValueError:
