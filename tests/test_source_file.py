@@ -213,3 +213,33 @@ async def test_resume_after_truncation_while_down_reads_from_zero(tmp_path):
     assert isinstance(pos, Position)
     async with Follow(src(p, resume=pos)) as fw:
         assert await fw.wait_for(1) == ["x"]
+
+
+async def test_catching_up_a_backlog_lets_other_tasks_run(tmp_path):
+    """A big file read from the start must not starve the event loop (where /metrics is answered)."""
+    p = tmp_path / "big.log"
+    with open(p, "w") as f:
+        for i in range(40000):
+            f.write(f"line {i} " + "x" * 100 + "\n")  # ~4.5 MB: many full chunks
+    ticks = 0
+    seen_at_ticks = []
+
+    async def other():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    t = asyncio.create_task(other())
+    try:
+        n = 0
+        async for batch in src(p, from_start=True).batches(Rec()):
+            n += len(batch)
+            seen_at_ticks.append(ticks)
+            if n >= 40000:
+                break
+    finally:
+        t.cancel()
+    assert n == 40000
+    # the other task ran while the backlog was still being read, not only after it
+    assert len(seen_at_ticks) > 5 and seen_at_ticks[len(seen_at_ticks) // 2] > 0
