@@ -128,3 +128,28 @@ async def test_tty_container_and_missing_socket(tmp_path):
         finally:
             engine.close()
             await runner.cleanup()
+
+
+def test_stamp_key_compares_as_numbers():
+    from exporter.sources.container import stamp_key
+
+    assert stamp_key("2026-08-04T02:44:01Z") == (1785811441, 0)
+    assert stamp_key("2026-08-04T02:44:01.5Z") == (1785811441, 500000000)
+    assert stamp_key("2026-08-04T02:44:01.123456789Z") == (1785811441, 123456789)
+    assert stamp_key("2026-08-04T04:44:01.1+02:00") == (1785811441, 100000000)
+    assert stamp_key("2026-08-04T02:44:01.5Z") > stamp_key("2026-08-04T02:44:01.123456789Z")
+    assert stamp_key("not a stamp") is None and stamp_key("2026-13-04T02:44:01Z") is None
+
+
+def test_lines_sharing_a_stamp_are_all_kept_and_replays_dropped_exactly():
+    src = ContainerSource("gp", "grandpa", socket="/nonexistent")
+    same = "2026-08-04T02:44:01.5Z"
+    first = [f"{same} a", f"{same} b", "2026-08-04T02:44:01.6Z c"]
+    assert [src._keep(l) for l in first] == [True, True, True]
+    more = [f"2026-08-04T02:44:01.6Z d", "2026-08-04T02:44:01.6Z e"]
+    assert [src._keep(l) for l in more] == [True, True]  # one write: three lines at .6
+    src._reconnecting()
+    # the engine replays from 02:44:01 (a whole second): everything we had comes again first
+    replay = first + more + ["2026-08-04T02:44:01.6Z f", "2026-08-04T02:44:02Z g"]
+    kept = [l for l in replay if src._keep(l)]
+    assert kept == ["2026-08-04T02:44:01.6Z f", "2026-08-04T02:44:02Z g"]

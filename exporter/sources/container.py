@@ -27,6 +27,38 @@ log = structlog.get_logger("vllm_log_exporter.source.container")
 DEFAULT_SOCKETS = ("/run/podman/podman.sock", "/var/run/docker.sock")
 
 
+def stamp_key(stamp: str) -> tuple[int, int] | None:
+    """(unix seconds, nanoseconds) of an RFC 3339 stamp as the Docker API prints it, else None.
+
+    Compared as numbers, not text: RFC3339Nano drops trailing zeros, so stamps vary in length.
+    """
+    if len(stamp) < 20 or stamp[4] != "-" or stamp[10] != "T":
+        return None
+    try:
+        base = datetime.fromisoformat(stamp[:19])
+    except ValueError:
+        return None
+    rest = stamp[19:]
+    nanos = 0
+    if rest.startswith("."):
+        digits = ""
+        for ch in rest[1:]:
+            if not ch.isdigit():
+                break
+            digits += ch
+        rest = rest[1 + len(digits):]
+        nanos = int((digits + "000000000")[:9]) if digits else 0
+    offset = 0
+    if rest not in ("Z", ""):
+        try:
+            sign = 1 if rest[0] == "+" else -1
+            hh, mm = rest[1:].split(":")
+            offset = sign * (int(hh) * 3600 + int(mm) * 60)
+        except (ValueError, IndexError):
+            return None
+    return int(base.replace(tzinfo=timezone.utc).timestamp()) - offset, nanos
+
+
 def default_socket() -> str:
     for path in DEFAULT_SOCKETS:
         if os.path.exists(path):
@@ -63,30 +95,43 @@ class ContainerSource:
         self.container = container
         self.socket = socket or default_socket()
         self.from_start = from_start
-        self.last_ts: str | None = None  # RFC 3339 stamp of the last line passed on
+        # Where we are in the container's log: the stamp of the last line passed on, and how many
+        # lines carried exactly that stamp (one write of several lines shares one stamp).
+        self.last_ts: str | None = None
+        self._last_key: tuple[int, int] | None = None
+        self._same = 0
+        # After a reconnect the engine replays from a whole second: skip what we already passed on.
+        self._skip_key: tuple[int, int] | None = None
+        self._skip_same = 0
 
     def _logs_url(self) -> str:
         q = "follow=1&stdout=1&stderr=1&timestamps=1"
-        if self.last_ts is not None:
-            q += f"&since={self._since()}"
+        if self._last_key is not None:
+            q += f"&since={self._last_key[0]}"
         elif not self.from_start:
             q += "&tail=0"
         return f"http://localhost/containers/{quote(self.container, safe='')}/logs?{q}"
 
-    def _since(self) -> int:
-        # Whole seconds only (what every API version accepts); the duplicates of that second are
-        # dropped by _keep.
-        try:
-            return int(datetime.fromisoformat(self.last_ts[:19]).replace(tzinfo=timezone.utc).timestamp())
-        except (TypeError, ValueError):
-            return 0
+    def _reconnecting(self) -> None:
+        self._skip_key, self._skip_same = self._last_key, self._same
 
     def _keep(self, line: str) -> bool:
         stamp = line.split(" ", 1)[0]
-        if self.last_ts is not None and len(stamp) == len(self.last_ts) and stamp <= self.last_ts:
-            return False  # already passed on before the reconnect
-        if stamp[:4].isdigit():
-            self.last_ts = stamp
+        key = stamp_key(stamp)
+        if key is None:
+            return True
+        if self._skip_key is not None:
+            if key < self._skip_key:
+                return False
+            if key == self._skip_key and self._skip_same > 0:
+                self._skip_same -= 1
+                return False
+            self._skip_key = None  # past what we had: everything from here is new
+        if key == self._last_key:
+            self._same += 1
+        else:
+            self._last_key, self._same = key, 1
+        self.last_ts = stamp
         return True
 
     async def batches(self, status: Status) -> AsyncIterator[list[str]]:
@@ -103,6 +148,7 @@ class ContainerSource:
                             raise ConnectionError(f"inspect {self.container}: HTTP {r.status}")
                         info = await r.json(content_type=None)
                         tty = bool((info.get("Config") or {}).get("Tty"))
+                    self._reconnecting()
                     async with session.get(self._logs_url()) as r:
                         if r.status != 200:
                             raise ConnectionError(f"logs {self.container}: HTTP {r.status}")
