@@ -56,8 +56,6 @@ _ALT_HEADER = re.compile(
 )
 # uvicorn's "INFO:     " level prefix (levelname + ':' padded to 9, then a space).
 _UVICORN = re.compile(rf"({_LEVELS}):\s+")
-# A second vLLM record glued to the end of a line whose newline was lost.
-_GLUED = re.compile(rf"(?<=\S)(?=(?:{_LEVELS}) \d\d-\d\d \d\d:\d\d:\d\d \[)")
 
 # Month abbreviations as journald prints them in common locales (C/en, de, fr, es, it, pt, nl, ru, pl).
 _MONTHS: dict[str, int] = {}
@@ -171,14 +169,6 @@ def strip_ansi(line: str) -> str:
     if ("0m" in line or "9m" in line) and "[" in line and any(h in line for h in _BARE_RESET_HINTS):
         line = _ANSI_BARE.sub("", line)
     return line
-
-
-def split_glued(line: str) -> list[str]:
-    """Split a physical line that holds two vLLM records because a newline was lost."""
-    if " [" not in line:
-        return [line]
-    parts = _GLUED.split(line)
-    return [p for p in parts if p] or [line]
 
 
 def _clean(line: str) -> str:

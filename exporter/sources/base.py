@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import AsyncIterator, Callable, Protocol
+from typing import AsyncIterator, Protocol
 
 import structlog
 
@@ -16,15 +15,6 @@ MAX_LINE_BYTES = 1 << 20
 class Status(Protocol):
     def up(self, up: bool) -> None: ...
     def restarted(self) -> None: ...
-
-
-@dataclass
-class NullStatus:
-    def up(self, up: bool) -> None:
-        pass
-
-    def restarted(self) -> None:
-        pass
 
 
 class Source(Protocol):
@@ -103,5 +93,3 @@ class Backoff:
         await asyncio.sleep(self.delay)
         self.delay = min(self.cap, self.delay * 2)
 
-
-Factory = Callable[[], Source]
