@@ -11,7 +11,6 @@ family present for 3 servers x 4 engines.
 
 from __future__ import annotations
 
-import os
 import resource
 import statistics
 import subprocess

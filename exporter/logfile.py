@@ -1,14 +1,14 @@
 """Reading a saved log for the offline commands: a path, ``-`` for stdin, or a ``.gz`` file.
 
-Lines are split on ``\\n`` only (a bare ``\\r`` is a tqdm redraw inside a line, not a line end) and
-decoded as UTF-8 with invalid bytes replaced, so no input can stop a pass.
+Lines are split (on ``\\n`` only: a bare ``\\r`` is a tqdm redraw inside a line) and decoded by
+exporter.offline, with invalid bytes replaced, so no input can stop a pass.
 """
 
 from __future__ import annotations
 
 import gzip
 import sys
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 
 class LogOpenError(Exception):
@@ -27,15 +27,3 @@ def open_binary(path: str) -> BinaryIO:
     if head == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=f)  # type: ignore[return-value]
     return f
-
-
-def read_lines(path: str) -> Iterator[str]:
-    f = open_binary(path)
-    try:
-        for raw in f:
-            yield raw.decode("utf-8", "replace").rstrip("\n")
-    except (OSError, EOFError) as e:
-        raise LogOpenError(f"{path}: read failed: {e}") from None
-    finally:
-        if f is not sys.stdin.buffer:
-            f.close()

@@ -28,8 +28,10 @@ class Pass:
         self.results = {"parsed": 0, "ignored": 0, "unparsed": 0}
         self.progress = progress
 
-    def _line_lists(self) -> Iterator[list[str]]:
-        """The file's lines a chunk at a time (cut like the daemon cuts them), with progress on a TTY."""
+    def line_lists(self) -> Iterator[list[str]]:
+        """The file's lines a chunk at a time (cut like the daemon cuts them), with progress on a TTY.
+
+        Reads only: the pipeline is fed by ``batches`` or iteration, or by the caller."""
         f = open_binary(self.path)
         split = LineSplitter(self.path)
         size = 0
@@ -67,7 +69,7 @@ class Pass:
         """(events, access-log counts, their time span) per chunk, through the pipeline's batch path."""
         feed = self.pipeline.feed_batch
         results = self.results
-        for lines in self._line_lists():
+        for lines in self.line_lists():
             counts, events, access, span = feed(lines)
             for k, n in counts.items():
                 results[k] += n
@@ -79,7 +81,7 @@ class Pass:
         feed = self.pipeline.feed
         results = self.results
         on_result = self.on_result
-        for lines in self._line_lists():
+        for lines in self.line_lists():
             for line in lines:
                 r, events = feed(line)
                 results[r] += 1

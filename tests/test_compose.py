@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ROOT, Prometheus, http_get, wait_until  # noqa: F401
+from tests.helpers import ROOT, http_get, wait_until
 
 COMPOSE = ROOT / "compose.yaml"
 CACHE = Path(os.environ.get("VLLM_LOG_EXPORTER_IMAGE_CACHE", "/var/tmp/vllm-log-exporter-test-images"))

@@ -27,7 +27,6 @@ def test_follow_file_through_rotation_and_truncation(tmp_path):
         append(log, STATS.format(s=9, g=359.0), ACCESS.format(code=200), "garbage that is no vLLM line")
         wait_until(lambda: ex.value("vllm_log_generation_throughput_tokens_per_second", server="grandpa") == 359.0,
                    what="throughput gauge")
-        m = ex.metrics()
         assert ex.value("vllm_log_http_requests_total", server="grandpa", status="200",
                         endpoint="/v1/chat/completions", method="POST") == 1
         assert ex.value("vllm_log_exporter_lines_total", server="grandpa", result="unparsed") == 1

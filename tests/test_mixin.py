@@ -4,7 +4,6 @@ import copy
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import jsonschema
 import pytest

@@ -146,7 +146,7 @@ def test_lines_sharing_a_stamp_are_all_kept_and_replays_dropped_exactly():
     same = "2026-08-04T02:44:01.5Z"
     first = [f"{same} a", f"{same} b", "2026-08-04T02:44:01.6Z c"]
     assert [src._keep(l) for l in first] == [True, True, True]
-    more = [f"2026-08-04T02:44:01.6Z d", "2026-08-04T02:44:01.6Z e"]
+    more = ["2026-08-04T02:44:01.6Z d", "2026-08-04T02:44:01.6Z e"]
     assert [src._keep(l) for l in more] == [True, True]  # one write: three lines at .6
     src._reconnecting()
     # the engine replays from 02:44:01 (a whole second): everything we had comes again first

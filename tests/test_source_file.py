@@ -1,7 +1,6 @@
 import asyncio
 import os
 
-import pytest
 
 from exporter.sources.file import FileSource
 

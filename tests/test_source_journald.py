@@ -1,7 +1,6 @@
 """The journald source against a stand-in journalctl (no journald runs here) that speaks its JSON."""
 
 import json
-import os
 import stat
 import sys
 

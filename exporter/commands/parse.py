@@ -9,8 +9,8 @@ import sys
 from typing import TextIO
 
 from exporter.framing import Clock, frame_line
-from exporter.logfile import read_lines
-from exporter.pipeline import IGNORED, PARSED, UNPARSED, Pipeline
+from exporter.offline import Pass
+from exporter.pipeline import IGNORED, PARSED, UNPARSED
 
 _DIGITS = re.compile(r"\d+")
 
@@ -22,7 +22,8 @@ def shape(line: str, clock: Clock) -> str:
 
 
 def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout) -> int:
-    pipe = Pipeline(clock)
+    scan = Pass(path, clock)
+    pipe = scan.pipeline
     results = collections.Counter()
     kinds = collections.Counter()
     shapes = collections.Counter()
@@ -33,12 +34,13 @@ def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout) -> int:
             if not stats:
                 out.write(json.dumps(ev.to_dict(), ensure_ascii=False, separators=(", ", ": ")) + "\n")
 
-    for line in read_lines(path):
-        result, events = pipe.feed(line)
-        results[result] += 1
-        if result == UNPARSED and stats:
-            shapes[shape(line, clock)] += 1
-        emit(events)
+    for lines in scan.line_lists():
+        for line in lines:
+            result, events = pipe.feed(line)
+            results[result] += 1
+            if result == UNPARSED and stats:
+                shapes[shape(line, clock)] += 1
+            emit(events)
     emit(pipe.flush())
 
     if stats:
