@@ -112,6 +112,7 @@ class Clock:
         self.tz = tz
         self._now = now
         self._cache: dict[tuple[int, int, int], float | None] = {}
+        self.stamps: dict[str, object] = {}  # framing's cache: journald stamp text -> time
 
     def _now_ts(self) -> float:
         return self._now if self._now is not None else time.time()
@@ -184,33 +185,53 @@ def _clean(line: str) -> str:
     return line.rstrip("\n").rstrip()
 
 
-def frame_line(line: str, clock: Clock) -> Frame:
-    """Peel wrappers, colour, process tag and vLLM header off one line."""
-    if line[:1].isalpha() and "\r" not in line and "\x1b" not in line and "^[" not in line and "#033[" not in line:
+def frame_line(line: str, clock: Clock, clean: bool = False) -> Frame:
+    """Peel wrappers, colour, process tag and vLLM header off one line.
+
+    ``clean`` says the caller already knows the line holds no ESC, caret or ``#033`` colour and no
+    carriage return (the pipeline checks a whole batch at once), so those checks are skipped."""
+    if line[:1].isalpha() and (clean or ("\r" not in line and "\x1b" not in line and "^[" not in line
+                                         and "#033[" not in line)):
         f = _frame_journald_record(line, clock)
         if f is not None:
             return f
     return frame_general(line, clock)
 
 
+# A colour reset that lost its ESC: only then does the general path strip bare colour codes.
+_BARE_RESET = re.compile(r"\[(?:0|39|0;0)m")
+_MISS = object()
+_NO_MONTH = object()
+
+
 def _frame_journald_record(line: str, clock: Clock) -> Frame | None:
     text = line.rstrip()
-    if ("0m" in text or "9m" in text) and "[" in text:
-        return None  # possibly colour codes that lost their ESC: the general path strips them
+    if _BARE_RESET.search(text) is not None:
+        return None  # colour codes that lost their ESC: the general path strips them
     m = _JOURNALD_RECORD.match(text)
     if m is None:
         return None
     (mon, day, hh, mm, ss, host, unit, _pid, _rest, proc, pid,
      level, mo, vday, vhh, vmm, vss, fname, lineno) = m.groups()
-    low = mon.lower()
-    month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
-    if not month:
+    # Lines of one second share their stamp: convert it once (a month name we do not know sends
+    # the line to the general path, as before).
+    stamps = clock.stamps
+    stamp = text[:m.end(5)]
+    ts = stamps.get(stamp, _MISS)
+    if ts is _MISS:
+        low = mon.lower()
+        month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
+        ts = clock.local(month, int(day), int(hh), int(mm), int(ss)) if month else _NO_MONTH
+        if len(stamps) > 4096:
+            stamps.clear()
+        stamps[stamp] = ts
+    if ts is _NO_MONTH:
         return None
-    f = Frame(raw=line, message=text[m.end():], host=host, unit=unit, level=level, logger=f"{fname}:{lineno}",
-              header=text[m.start(12):m.end()], inner=text[m.start(9):])
+    end = m.end()
+    f = Frame(line, text[end:], None, None, host, unit, None, None, level, f"{fname}:{lineno}",
+              text[m.start(12):end], False, text[m.start(9):])
     if proc is not None:  # (nested tags never match: the header must follow the first tag)
         f.process, f.pid = proc, int(pid)
-    ts = clock.local(month, int(day), int(hh), int(mm), int(ss))
     if ts is not None:
         f.ts, f.ts_source = ts, "journald"
     elif mo is not None:

@@ -171,7 +171,8 @@ class Pipeline:
         counts = {PARSED: 0, IGNORED: 0, UNPARSED: 0}
         events: list[Event] = []
         access: dict[tuple, int] = {}
-        careful = bool(self._tracebacks) or batch_unsafe("\n".join(lines))
+        clean = not batch_unsafe("\n".join(lines))
+        careful = not clean or bool(self._tracebacks)
         match_tail = access_log.match_tail
         sep = access_log.SEP
         feed = self.feed
@@ -201,7 +202,7 @@ class Pipeline:
                     self.lineno += pending  # keep line numbers right for the events feed() makes
                     parsed += pending
                     pending = 0
-                res, ev = feed(line)
+                res, ev = feed(line, clean)
             except Exception:
                 if on_error is None:
                     raise
@@ -222,12 +223,15 @@ class Pipeline:
             span = (frame_line(first_access, self.clock).ts, frame_line(last_access, self.clock).ts)
         return counts, events, access, span
 
-    def feed(self, line: str) -> tuple[str, list[Event]]:
-        """Account one physical line; return its result and the events it completed."""
+    def feed(self, line: str, clean: bool = False) -> tuple[str, list[Event]]:
+        """Account one physical line; return its result and the events it completed.
+
+        ``clean``: the caller checked that the line holds nothing of BATCH_UNSAFE."""
         self.lineno += 1
-        f = frame_line(line, self.clock)
+        f = frame_line(line, self.clock, clean)
         msg = f.message
-        if any(w in msg for w in _LEVEL_WORDS) and _GLUED.search(msg):
+        # A glued record's header holds " [" (one cheap scan rules out most lines).
+        if " [" in msg and any(w in msg for w in _LEVEL_WORDS) and _GLUED.search(msg):
             return self._feed_glued(f)
         return self._feed_frame(f)
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 from math import isfinite
 
+import re
+
 from exporter.events import Event
 from exporter.framing import Frame
 from exporter.parsers._values import number
@@ -28,6 +30,28 @@ _STORE_TIME = ("vllm:kv_offload_store_time", "GPU_to_CPU_total_time")
 _LOAD_BYTES = ("vllm:kv_offload_load_bytes", "CPU_to_GPU_total_bytes")
 _LOAD_TIME = ("vllm:kv_offload_load_time", "CPU_to_GPU_total_time")
 _MIB = 2**20
+
+
+# The offload connector's usual line: plain ``key=number`` pairs, nothing nested, no spaces. Such a
+# body is read in bulk (one match to check the shape, then splits done in C); anything else goes
+# through split_pairs and _value, which give the same result on it (tests compare both).
+_VALUE = r"\d[\d.eE+-]*"
+_PLAIN_PAIRS = re.compile(rf"[^=,\s]+={_VALUE}(?:, [^=,\s]+={_VALUE})*")
+
+
+def plain_metrics(body: str) -> dict | None:
+    """``a=1, b=2.5`` -> {"a": 1.0, "b": 2.5} when the body is only such pairs, else None."""
+    if ("(" in body or "[" in body or "{" in body or "'" in body or '"' in body
+            or _PLAIN_PAIRS.fullmatch(body) is None):
+        return None
+    flat = body.replace(", ", "=").split("=")
+    try:
+        values = list(map(float, flat[1::2]))
+    except ValueError:  # "1.2.3" has the shape but is no float: the general way reads it
+        return None
+    if not isfinite(sum(values)):
+        return None
+    return dict(zip(flat[0::2], values))
 
 
 def split_pairs(body: str) -> list[tuple[str, str]]:
@@ -91,6 +115,20 @@ def _value(text: str):
     return v if v is not None else text
 
 
+def general_metrics(body: str) -> dict:
+    """Every pair of any body: nested keys, dict values (MultiConnector), text values."""
+    metrics: dict = {}
+    for key, raw in split_pairs(body):
+        v = _value(raw)
+        if isinstance(v, dict):
+            # MultiConnector: one dict per connector; flatten as "Connector.key".
+            for k2, v2 in v.items():
+                metrics[f"{key}.{k2}"] = v2 if isinstance(v2, (int, float)) else str(v2)
+        else:
+            metrics[key] = v
+    return metrics
+
+
 def _first(metrics: dict, names: tuple[str, ...]):
     for n in names:
         v = metrics.get(n)
@@ -104,15 +142,10 @@ def _parse(frame: Frame) -> list[Event] | None:
     i = msg.find(MARKER)
     if i < 0:
         return None
-    metrics: dict = {}
-    for key, raw in split_pairs(msg[i + len(MARKER):]):
-        v = _value(raw)
-        if isinstance(v, dict):
-            # MultiConnector: one dict per connector; flatten as "Connector.key".
-            for k2, v2 in v.items():
-                metrics[f"{key}.{k2}"] = v2 if isinstance(v2, (int, float)) else str(v2)
-        else:
-            metrics[key] = v
+    body = msg[i + len(MARKER):]
+    metrics = plain_metrics(body)
+    if metrics is None:
+        metrics = general_metrics(body)
     fields: dict = {"metrics": metrics}
     for name, keys in (
         ("store_bytes", _STORE_BYTES),

@@ -57,7 +57,7 @@ def _parse_current(body: str) -> dict | None:
     fields["drafted_tokens_per_second"] = float(dra_tps)
     fields["accepted_tokens"] = int(acc)
     fields["drafted_tokens"] = int(dra)
-    fields["per_position_acceptance_rate"] = [float(x) for x in per_pos.split(", ")]
+    fields["per_position_acceptance_rate"] = list(map(float, per_pos.split(", ")))
     fields["draft_acceptance_rate"] = round(float(rate) / 100.0, 10)
     return fields
 
