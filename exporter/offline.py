@@ -11,7 +11,7 @@ from exporter.events import Event
 from exporter.framing import Clock
 from exporter.logfile import LogOpenError, open_binary
 from exporter.pipeline import Pipeline
-from exporter.sources.base import LineSplitter
+from exporter.lines import LineSplitter
 
 PROGRESS_MIN_BYTES = 8 << 20
 CHUNK = 1 << 20

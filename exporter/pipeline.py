@@ -260,6 +260,8 @@ class Pipeline:
 
     def _feed_frame(self, f: Frame) -> tuple[str, list[Event]]:
         key = (f.process, f.pid)
+        if not self._tracebacks:
+            return self._classify(f, key)
         tb = self._tracebacks.get(key)
         if tb is not None:
             if tb.offer(f):
@@ -270,7 +272,7 @@ class Pipeline:
             done = self._tracebacks.pop(key).events()
             r, ev = self._classify(f, key)
             return r, done + ev
-        if self._tracebacks and f.ts is not None:
+        if f.ts is not None:
             # Another process's line, later in log time: a traceback silent since then is over. This
             # keeps offline passes (no wall clock) in step with the daemon's idle flush.
             done = self._finish_quiet(f.ts)

@@ -8,7 +8,6 @@ from datetime import datetime
 
 from exporter.framing import Clock
 from exporter.offline import Pass
-from exporter.report import html as html_report
 from exporter.report import markdown
 from exporter.report.stats import RunStats
 
@@ -48,6 +47,8 @@ def run(args, clock: Clock) -> int:
     title = f"vLLM run report: {args.log}"
     md = markdown.render(summary, title, clock.tz)
     if args.html:
+        from exporter.report import html as html_report
+
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(html_report.render(stats, md))
     if args.format == "json":

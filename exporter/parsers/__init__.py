@@ -40,16 +40,34 @@ PARSERS: tuple[Parser, ...] = (
 )
 
 
+def _needle_table(parsers: tuple[Parser, ...]) -> tuple[tuple[str, Parser], ...]:
+    """(needle, parser) in trying order, flat: one loop per line."""
+    return tuple((needle, p) for p in parsers for needle in p.needles)
+
+
+_TABLE = _needle_table(PARSERS)
+_ERROR_TABLE = _needle_table(errors.ERROR_PARSERS)
+
+
 def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Event] | None:
-    """Events of one framed line, or None when no family recognises it."""
+    """Events of one framed line, or None when no family recognises it.
+
+    Families are tried in order. A family is tried once, when one of its needles is in the message;
+    one that finds nothing passes the line on to the next family."""
+    if parsers is PARSERS:
+        table = _TABLE
+    elif parsers is errors.ERROR_PARSERS:
+        table = _ERROR_TABLE
+    else:
+        table = _needle_table(parsers)
     msg = frame.message
-    for p in parsers:
-        for needle in p.needles:
-            if needle in msg:
-                events = p.parse(frame)
-                if events:
-                    return events
-                break
+    tried = None
+    for needle, p in table:
+        if p is not tried and needle in msg:
+            tried = p
+            events = p.parse(frame)
+            if events:
+                return events
     return None
 
 

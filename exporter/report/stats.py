@@ -12,7 +12,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.events import ERROR_KINDS, Event
+from exporter.events import ERROR_KINDS, KINDS, Event
 
 GB = 1e9  # rates are reported in GB/s (10^9), as PCIe is specified
 
@@ -84,6 +84,7 @@ class RunStats:
         self.first_ts: float | None = None
         self.last_ts: float | None = None
         self.events = 0
+        self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
 
     # -- feeding --------------------------------------------------------------------------------
 
@@ -101,7 +102,7 @@ class RunStats:
         elif self.since is not None or self.until is not None:
             return
         self.events += 1
-        handler = getattr(self, "_on_" + ev.kind, None)
+        handler = self._handlers.get(ev.kind)
         if handler is not None:
             handler(ev, ev.fields)
 
