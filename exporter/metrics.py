@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client import PlatformCollector, ProcessCollector, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily
 
 from exporter import __version__
 from exporter.events import ERROR_KINDS, KINDS, Event
 from exporter.pipeline import RESULTS
+from exporter.tables import CounterFamily, GaugeFamily, Table
 
 # The routes vLLM's OpenAI server (and its health/metrics endpoints) answer; anything else is
 # "other", so a scanner requesting random paths cannot create series.
@@ -69,6 +69,8 @@ ACCEPTANCE_LENGTH_BUCKETS = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6
 RATIO_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.0)
 # Per-interval offload rates: PCIe 3 x16 (~16 GB/s) to PCIe 5 x16 (~64 GB/s) and NVLink-C2C beyond.
 THROUGHPUT_BUCKETS = (1e8, 5e8, 1e9, 2.5e9, 5e9, 1e10, 1.5e10, 2e10, 3e10, 4e10, 5e10, 5.5e10, 6e10, 8e10, 1.2e11, 2e11)
+
+_DIRECTIONS = (("store", "store_bytes", "store_seconds"), ("load", "load_bytes", "load_seconds"))
 
 _MEMORY_COMPONENTS = {
     "weights_bytes": "weights",
@@ -92,38 +94,6 @@ def status_label(status: int) -> str:
     return str(status) if 100 <= status <= 599 else "other"
 
 
-class GaugeFamily:
-    __slots__ = ("name", "doc", "labelnames", "values")
-
-    def __init__(self, name: str, doc: str, labelnames: list[str]):
-        self.name, self.doc, self.labelnames = name, doc, list(labelnames)
-        self.values: dict[tuple[str, ...], float] = {}
-
-
-class GaugeTable:
-    """A collector of gauge families whose samples are plain dict entries (first label: server)."""
-
-    def __init__(self):
-        self.families: list[GaugeFamily] = []
-
-    def family(self, name: str, doc: str, labelnames: list[str]) -> GaugeFamily:
-        fam = GaugeFamily(name, doc, labelnames)
-        self.families.append(fam)
-        return fam
-
-    def drop(self, server: str) -> None:
-        for fam in self.families:
-            for labels in [k for k in fam.values if k[0] == server]:
-                del fam.values[labels]
-
-    def collect(self):
-        for fam in self.families:
-            g = GaugeMetricFamily(fam.name, fam.doc, labels=fam.labelnames)
-            for labels, value in fam.values.items():
-                g.add_metric(labels, value)
-            yield g
-
-
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None, stats_interval: float = 10.0,
                  process_metrics: bool = True):
@@ -140,16 +110,16 @@ class Metrics:
         def g(name, doc, labels=S):
             return Gauge(name, doc, labels, registry=r)
 
-        def c(name, doc, labels=S):
-            return Counter(name, doc, labels, registry=r)
-
-        # The per-window and start-up gauges change on every stats line: kept as plain dicts and
-        # rendered at scrape time (prometheus-client's per-set locking cost more than the parsing).
-        self._table = GaugeTable()
+        # What changes with the lines is kept as plain dicts and rendered at scrape time
+        # (exporter.tables): prometheus-client's per-update locking cost more than the parsing.
+        self._table = Table()
         r.register(self._table)
 
-        def w(name, doc, labels=S):
-            return self._table.family(name, doc, labels)
+        def c(name, doc, labels=S) -> CounterFamily:
+            return self._table.counter(name, doc, labels)
+
+        def w(name, doc, labels=S) -> GaugeFamily:
+            return self._table.gauge(name, doc, labels)
 
         # Window gauges: dropped for a server when it starts again, so nothing stale survives a restart.
         self.prompt_tps = w("vllm_log_prompt_throughput_tokens_per_second", "Average prompt throughput of the last stats window.", SE)
@@ -172,16 +142,17 @@ class Metrics:
         self.spec_ratio = w("vllm_log_spec_decode_draft_acceptance_ratio", "Draft acceptance rate of the last window (0-1).", SE)
         self.spec_depth = w("vllm_log_spec_decode_depth", "Speculative depth: draft tokens per step.", SE)
         self.spec_pos = w("vllm_log_spec_decode_position_acceptance_ratio", "Acceptance rate per draft position in the last window (0-1).", SE + ["position"])
-        self.spec_len_hist = Histogram("vllm_log_spec_decode_window_mean_acceptance_length", "Per-window mean acceptance length.", SE,
-                                       buckets=ACCEPTANCE_LENGTH_BUCKETS, registry=r)
-        self.spec_ratio_hist = Histogram("vllm_log_spec_decode_window_draft_acceptance_ratio", "Per-window draft acceptance rate (0-1).", SE,
-                                         buckets=RATIO_BUCKETS, registry=r)
+        h = self._table.histogram
+        self.spec_len_hist = h("vllm_log_spec_decode_window_mean_acceptance_length", "Per-window mean acceptance length.", SE,
+                               ACCEPTANCE_LENGTH_BUCKETS)
+        self.spec_ratio_hist = h("vllm_log_spec_decode_window_draft_acceptance_ratio", "Per-window draft acceptance rate (0-1).", SE,
+                                 RATIO_BUCKETS)
 
         D = S + ["direction"]
         self.kv_bytes = c("vllm_log_kv_offload_bytes", "KV offload bytes moved (store: GPU to CPU, load: CPU to GPU).", D)
         self.kv_seconds = c("vllm_log_kv_offload_seconds", "KV offload transfer time as recorded by vLLM.", D)
-        self.kv_tput = Histogram("vllm_log_kv_offload_throughput_bytes_per_second", "Per-interval KV offload rate (bytes / recorded time).", D,
-                                 buckets=THROUGHPUT_BUCKETS, registry=r)
+        self.kv_tput = h("vllm_log_kv_offload_throughput_bytes_per_second", "Per-interval KV offload rate (bytes / recorded time).", D,
+                         THROUGHPUT_BUCKETS)
         self.kv_cpu_usage = w("vllm_log_kv_offload_cpu_cache_usage_ratio", "CPU offload cache usage (0-1).")
         self.kv_pool = w("vllm_log_kv_offload_pool_bytes", "Size of the CPU KV offload pool created at start-up.")
         self.kv_connector = c("vllm_log_kv_connector_transfers", "KV connector (NIXL, Mooncake) transfers.", S + ["result"])
@@ -218,6 +189,12 @@ class Metrics:
         self._last_window: dict[tuple[str, str], float] = {}
         self._servers: set[str] = set()
         self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
+        self._window_gauges = tuple((fam.values, name) for fam, name in (
+            (self.prompt_tps, "prompt_tokens_per_second"), (self.gen_tps, "generation_tokens_per_second"),
+            (self.running, "running"), (self.waiting, "waiting"), (self.swapped, "swapped"),
+            (self.gpu_kv, "gpu_kv_cache_usage"), (self.cpu_kv, "cpu_kv_cache_usage"),
+            (self.prefix_hit, "prefix_cache_hit_rate"), (self.ext_prefix_hit, "external_prefix_cache_hit_rate"),
+        ))
 
     # -- bookkeeping ----------------------------------------------------------------------------
 
@@ -227,16 +204,16 @@ class Metrics:
             return
         self._servers.add(server)
         for kind in ERROR_KINDS:
-            self._child(self.errors, (server, kind))
+            self.errors.touch((server, kind))
         for result in RESULTS:
-            self._child(self.lines, (server, result))
+            self.lines.touch((server, result))
         for level in LOG_LEVELS:
-            self._child(self.log_messages, (server, level))
+            self.log_messages.touch((server, level))
         for direction in ("store", "load"):
-            self._child(self.kv_bytes, (server, direction))
-            self._child(self.kv_seconds, (server, direction))
-        self._child(self.starts, (server,))
-        self._child(self.source_restarts, (server,))
+            self.kv_bytes.touch((server, direction))
+            self.kv_seconds.touch((server, direction))
+        self.starts.touch((server,))
+        self.source_restarts.touch((server,))
         self._child(self.source_up, (server,)).set(0)
 
     def _child(self, metric, labels: tuple[str, ...]):
@@ -251,30 +228,30 @@ class Metrics:
         fam.values[labels] = float(value)
 
     def reset_server(self, server: str) -> None:
-        self._table.drop(server)
+        self._table.drop_gauges(server)
         for key in [k for k in self._last_window if k[0] == server]:
             del self._last_window[key]
 
     def count_line(self, server: str, result: str, now: float | None = None) -> None:
-        self._child(self.lines, (server, result)).inc()
+        self.lines.inc((server, result))
         self._child(self.last_line, (server,)).set(time.time() if now is None else now)
 
     def count_lines(self, server: str, counts: dict[str, int], now: float | None = None) -> None:
         for result, n in counts.items():
             if n:
-                self._child(self.lines, (server, result)).inc(n)
+                self.lines.inc((server, result), n)
         self._child(self.last_line, (server,)).set(time.time() if now is None else now)
 
     def set_source_up(self, server: str, up: bool) -> None:
         self._child(self.source_up, (server,)).set(1 if up else 0)
 
     def source_restarted(self, server: str) -> None:
-        self._child(self.source_restarts, (server,)).inc()
+        self.source_restarts.inc((server,))
 
     # -- events ---------------------------------------------------------------------------------
 
     def observe(self, server: str, ev: Event) -> None:
-        self._child(self.events, (server, ev.kind)).inc()
+        self.events.inc((server, ev.kind))
         handler = self._handlers.get(ev.kind)
         if handler is not None:
             handler(server, ev, ev.fields)
@@ -290,7 +267,7 @@ class Metrics:
             if handler is not None:
                 handler(server, ev, ev.fields)
         for kind, n in kinds.items():
-            self._child(self.events, (server, kind)).inc(n)
+            self.events.inc((server, kind), n)
 
     def _engine(self, f: dict) -> str:
         return "aggregated" if "aggregated_engines" in f else str(f.get("engine", 0))
@@ -298,15 +275,10 @@ class Metrics:
     def _on_engine_stats(self, server: str, ev: Event, f: dict) -> None:
         eng = self._engine(f)
         key = (server, eng)
-        for gauge, name in (
-            (self.prompt_tps, "prompt_tokens_per_second"), (self.gen_tps, "generation_tokens_per_second"),
-            (self.running, "running"), (self.waiting, "waiting"), (self.swapped, "swapped"),
-            (self.gpu_kv, "gpu_kv_cache_usage"), (self.cpu_kv, "cpu_kv_cache_usage"),
-            (self.prefix_hit, "prefix_cache_hit_rate"), (self.ext_prefix_hit, "external_prefix_cache_hit_rate"),
-        ):
+        for values, name in self._window_gauges:
             v = f.get(name)
             if v is not None:
-                self._set(gauge, key, v)
+                values[key] = float(v)
         # A window's length is the logging interval; a longer gap means vLLM hid idle windows at
         # DEBUG, and the window that ends now is still one interval long.
         last = self._last_window.get(key)
@@ -315,14 +287,14 @@ class Metrics:
             if last is not None and 0 < ev.ts - last < dt:
                 dt = ev.ts - last
             self._last_window[key] = ev.ts
-        self._child(self.prompt_tokens, (server, eng)).inc(max(0.0, f.get("prompt_tokens_per_second", 0.0)) * dt)
-        self._child(self.gen_tokens, (server, eng)).inc(max(0.0, f.get("generation_tokens_per_second", 0.0)) * dt)
-        self._child(self.windows, (server, eng)).inc()
+        self.prompt_tokens.inc((server, eng), max(0.0, f.get("prompt_tokens_per_second", 0.0)) * dt)
+        self.gen_tokens.inc((server, eng), max(0.0, f.get("generation_tokens_per_second", 0.0)) * dt)
+        self.windows.inc((server, eng))
         pre = f.get("preemptions")
         if pre:
-            self._child(self.preemptions, (server, eng)).inc(pre)
+            self.preemptions.inc((server, eng), pre)
         else:
-            self._child(self.preemptions, (server, eng))
+            self.preemptions.touch((server, eng))
 
     def _on_prefix_cache(self, server: str, ev: Event, f: dict) -> None:
         v = f.get("gpu_prefix_cache_hit_rate")
@@ -333,18 +305,18 @@ class Metrics:
         eng = str(f.get("engine", 0))
         key = (server, eng)
         acc, dra = f.get("accepted_tokens"), f.get("drafted_tokens")
-        self._child(self.spec_accepted, key).inc(max(0, acc or 0))
-        self._child(self.spec_drafted, key).inc(max(0, dra or 0))
+        self.spec_accepted.inc(key, max(0, acc or 0))
+        self.spec_drafted.inc(key, max(0, dra or 0))
         mean_len = f.get("mean_acceptance_length")
         if mean_len is not None:
             self._set(self.spec_mean_len, key, mean_len)
-            self._child(self.spec_len_hist, key).observe(mean_len)
+            self.spec_len_hist.observe(key, mean_len)
         ratio = f.get("draft_acceptance_rate")
         if ratio is None and acc is not None and dra:
             ratio = acc / dra
         if ratio is not None:
             self._set(self.spec_ratio, key, ratio)
-            self._child(self.spec_ratio_hist, key).observe(ratio)
+            self.spec_ratio_hist.observe(key, ratio)
         per_pos = f.get("per_position_acceptance_rate") or []
         depth = f.get("speculative_depth") or (len(per_pos) or None)
         if depth is not None:
@@ -355,21 +327,21 @@ class Metrics:
             values[(server, eng, _POSITIONS[i])] = float(v)
 
     def _on_kv_transfer(self, server: str, ev: Event, f: dict) -> None:
-        for direction in ("store", "load"):
-            b, s = f.get(f"{direction}_bytes"), f.get(f"{direction}_seconds")
+        for direction, bytes_key, seconds_key in _DIRECTIONS:
+            b, s = f.get(bytes_key), f.get(seconds_key)
             if b is not None and b > 0:
-                self._child(self.kv_bytes, (server, direction)).inc(b)
+                self.kv_bytes.inc((server, direction), b)
             if s is not None and s > 0:
-                self._child(self.kv_seconds, (server, direction)).inc(s)
+                self.kv_seconds.inc((server, direction), s)
             if b and s and b > 0 and s > 0:
-                self._child(self.kv_tput, (server, direction)).observe(b / s)
+                self.kv_tput.observe((server, direction), b / s)
         usage = f.get("cpu_cache_usage")
         if usage is not None:
             self._set(self.kv_cpu_usage, (server,), usage)
         if f.get("transfers"):
-            self._child(self.kv_connector, (server, "ok")).inc(f["transfers"])
+            self.kv_connector.inc((server, "ok"), f["transfers"])
         if f.get("failed_transfers"):
-            self._child(self.kv_connector, (server, "failed")).inc(f["failed_transfers"])
+            self.kv_connector.inc((server, "failed"), f["failed_transfers"])
 
     def _worker(self, ev: Event) -> str:
         return ev.process or "main"
@@ -417,7 +389,7 @@ class Metrics:
     def _on_version(self, server, ev, f):
         # A version line opens a new start-up: everything learnt about the previous run goes.
         self.reset_server(server)
-        self._child(self.starts, (server,)).inc()
+        self.starts.inc((server,))
         self._set(self.build_info, (server, str(f["version"])[:200]), 1)
         if f.get("model"):
             self._set(self.model_info, (server, str(f["model"])[:300]), 1)
@@ -431,15 +403,15 @@ class Metrics:
             return
         total = 0
         for (method, path, status, _version), n in counts.items():
-            self._child(self.http, (server, method_label(method), endpoint_label(path), status_label(status))).inc(n)
+            self.http.inc((server, method_label(method), endpoint_label(path), status_label(status)), n)
             total += n
-        self._child(self.events, (server, "access_log")).inc(total)
+        self.events.inc((server, "access_log"), total)
 
     def _on_access_log(self, server, ev, f):
-        self._child(self.http, (server, method_label(f["method"]), endpoint_label(f["path"]), status_label(f["status"]))).inc()
+        self.http.inc((server, method_label(f["method"]), endpoint_label(f["path"]), status_label(f["status"])))
 
     def _error(self, server, ev, kind):
-        self._child(self.errors, (server, kind)).inc()
+        self.errors.inc((server, kind))
         self._child(self.last_error, (server, kind)).set(ev.ts if ev.ts is not None else time.time())
 
     def _on_oom(self, server, ev, f):
@@ -460,4 +432,4 @@ class Metrics:
     def _on_log(self, server, ev, f):
         level = f.get("level")
         if level in LOG_LEVELS:
-            self._child(self.log_messages, (server, level)).inc()
+            self.log_messages.inc((server, level))

@@ -1,11 +1,10 @@
-"""What every source shares: a name, a status sink, batching of bytes into lines, and backoff."""
+"""What every source shares: a name, a status sink and backoff (lines are cut by exporter.lines)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import AsyncIterator, Protocol
 
-from exporter.lines import MAX_LINE_BYTES, LineSplitter  # noqa: F401  (the sources' splitter)
 
 
 class Status(Protocol):

@@ -20,7 +20,8 @@ from urllib.parse import quote
 import aiohttp
 import structlog
 
-from exporter.sources.base import Backoff, LineSplitter, Status
+from exporter.lines import LineSplitter
+from exporter.sources.base import Backoff, Status
 
 log = structlog.get_logger("vllm_log_exporter.source.container")
 

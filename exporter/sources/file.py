@@ -20,7 +20,8 @@ from typing import AsyncIterator
 
 import structlog
 
-from exporter.sources.base import MAX_LINE_BYTES, LineSplitter, Status
+from exporter.lines import MAX_LINE_BYTES, LineSplitter
+from exporter.sources.base import Status
 
 log = structlog.get_logger("vllm_log_exporter.source.file")
 

@@ -11,7 +11,8 @@ import os
 import sys
 from typing import AsyncIterator
 
-from exporter.sources.base import LineSplitter, Status
+from exporter.lines import LineSplitter
+from exporter.sources.base import Status
 
 
 class StdinSource:
