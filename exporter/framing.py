@@ -96,7 +96,13 @@ class Frame:
     logger: str | None = None  # "file.py:123"
     header: str | None = None  # the exact vLLM header text, to tie continuation lines together
     uvicorn: bool = False
-    inner: str = ""  # the line without outer wrappers (what vLLM itself wrote)
+    clean: str = ""  # the whole line, colour and carriage returns gone
+    inner_at: int = 0  # where in ``clean`` the outer wrappers end
+
+    @property
+    def inner(self) -> str:
+        """The line without outer wrappers (what vLLM itself wrote); cut only when asked for."""
+        return self.clean[self.inner_at:]
 
 
 class Clock:
@@ -211,14 +217,13 @@ def _frame_journald_record(line: str, clock: Clock) -> Frame | None:
     m = _JOURNALD_RECORD.match(text)
     if m is None:
         return None
-    (mon, day, hh, mm, ss, host, unit, _pid, _rest, proc, pid,
-     level, mo, vday, vhh, vmm, vss, fname, lineno) = m.groups()
-    # Lines of one second share their stamp: convert it once (a month name we do not know sends
-    # the line to the general path, as before).
+    # Only the groups used are taken out (each is a new string): the stamp's parts only when the
+    # stamp is new, "file.py:123" as one slice.
     stamps = clock.stamps
     stamp = text[:m.end(5)]
     ts = stamps.get(stamp, _MISS)
     if ts is _MISS:
+        mon, day, hh, mm, ss = m.group(1, 2, 3, 4, 5)
         low = mon.lower()
         month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
         ts = clock.local(month, int(day), int(hh), int(mm), int(ss)) if month else _NO_MONTH
@@ -227,14 +232,16 @@ def _frame_journald_record(line: str, clock: Clock) -> Frame | None:
         stamps[stamp] = ts
     if ts is _NO_MONTH:
         return None
+    host, unit, proc, pid, level = m.group(6, 7, 10, 11, 12)
     end = m.end()
-    f = Frame(line, text[end:], None, None, host, unit, None, None, level, f"{fname}:{lineno}",
-              text[m.start(12):end], False, text[m.start(9):])
+    f = Frame(line, text[end:], None, None, host, unit, None, None, level, text[m.start(18):m.end(19)],
+              text[m.start(12):end], False, text, m.start(9))
     if proc is not None:  # (nested tags never match: the header must follow the first tag)
         f.process, f.pid = proc, int(pid)
     if ts is not None:
         f.ts, f.ts_source = ts, "journald"
-    elif mo is not None:
+    elif m.group(13) is not None:
+        mo, vday, vhh, vmm, vss = m.group(13, 14, 15, 16, 17)
         ts = clock.local(int(mo), int(vday), int(vhh), int(vmm), int(vss))
         if ts is not None:
             f.ts, f.ts_source = ts, "vllm"
@@ -244,7 +251,7 @@ def _frame_journald_record(line: str, clock: Clock) -> Frame | None:
 def frame_general(line: str, clock: Clock) -> Frame:
     """Every wrapper, in any order and nesting: the reference that the fast shape must agree with."""
     text = strip_ansi(_clean(line))
-    f = Frame(raw=line, message=text)
+    f = Frame(raw=line, message=text, clean=text)
 
     # Outer wrappers, any order, each at most a few times (journald of a container that was started
     # with `podman logs -t` piped in, and so on).
@@ -294,7 +301,7 @@ def frame_general(line: str, clock: Clock) -> Frame:
                     text = text[m.end():]
                     continue
         break
-    f.inner = text
+    f.inner_at = len(f.clean) - len(text)
 
     # Process tag(s); when nested, the innermost one is the process that wrote the line.
     if text[:1] == "(":
