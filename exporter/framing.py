@@ -49,7 +49,8 @@ _HEADER_P = rf"({_LEVELS}) (?:(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)? )?\[?
 _VLLM_HEADER = re.compile(_HEADER_P)
 # The most common whole shape, journald + optional process tag + vLLM header, in one match; built
 # from the same three patterns. Anything else (other wrappers, nesting, colour) takes the loop.
-_JOURNALD_RECORD = re.compile(_JOURNALD_P + f"((?:{_PROCESS_P})?{_HEADER_P})")
+JOURNALD_RECORD_P = _JOURNALD_P + f"((?:{_PROCESS_P})?{_HEADER_P})"
+_JOURNALD_RECORD = re.compile(JOURNALD_RECORD_P)
 # A user-supplied logging config seen in the wild: "2024-12-19 21:40:35 ERROR 56542 [file.py:64] ".
 _ALT_HEADER = re.compile(
     rf"(\d{{4}})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[,.]\d+)? ({_LEVELS}) (\d+ )?\[([^\s\]]+):(\d+)\] ?"
@@ -205,32 +206,20 @@ def frame_line(line: str, clock: Clock, clean: bool = False) -> Frame:
 
 
 # A colour reset that lost its ESC: only then does the general path strip bare colour codes.
-_BARE_RESET = re.compile(r"\[(?:0|39|0;0)m")
+BARE_RESET = re.compile(r"\[(?:0|39|0;0)m")
 _MISS = object()
-_NO_MONTH = object()
+NO_MONTH = object()
 
 
 def _frame_journald_record(line: str, clock: Clock) -> Frame | None:
     text = line.rstrip()
-    if _BARE_RESET.search(text) is not None:
+    if BARE_RESET.search(text) is not None:
         return None  # colour codes that lost their ESC: the general path strips them
     m = _JOURNALD_RECORD.match(text)
     if m is None:
         return None
-    # Only the groups used are taken out (each is a new string): the stamp's parts only when the
-    # stamp is new, "file.py:123" as one slice.
-    stamps = clock.stamps
-    stamp = text[:m.end(5)]
-    ts = stamps.get(stamp, _MISS)
-    if ts is _MISS:
-        mon, day, hh, mm, ss = m.group(1, 2, 3, 4, 5)
-        low = mon.lower()
-        month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
-        ts = clock.local(month, int(day), int(hh), int(mm), int(ss)) if month else _NO_MONTH
-        if len(stamps) > 4096:
-            stamps.clear()
-        stamps[stamp] = ts
-    if ts is _NO_MONTH:
+    ts = record_time(m, text, clock)
+    if ts is NO_MONTH:
         return None
     host, unit, proc, pid, level = m.group(6, 7, 10, 11, 12)
     end = m.end()
@@ -240,12 +229,37 @@ def _frame_journald_record(line: str, clock: Clock) -> Frame | None:
         f.process, f.pid = proc, int(pid)
     if ts is not None:
         f.ts, f.ts_source = ts, "journald"
-    elif m.group(13) is not None:
-        mo, vday, vhh, vmm, vss = m.group(13, 14, 15, 16, 17)
-        ts = clock.local(int(mo), int(vday), int(vhh), int(vmm), int(vss))
+    else:
+        ts = header_time(m, clock)
         if ts is not None:
             f.ts, f.ts_source = ts, "vllm"
     return f
+
+
+def record_time(m: re.Match, text: str, clock: Clock):
+    """The journald stamp's time of a JOURNALD_RECORD_P match (None if it is no date, NO_MONTH if
+    the month name is unknown: the general path decides then). Lines of one second share their stamp:
+    it is converted once."""
+    stamps = clock.stamps
+    stamp = text[:m.end(5)]
+    ts = stamps.get(stamp, _MISS)
+    if ts is _MISS:
+        mon, day, hh, mm, ss = m.group(1, 2, 3, 4, 5)
+        low = mon.lower()
+        month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
+        ts = clock.local(month, int(day), int(hh), int(mm), int(ss)) if month else NO_MONTH
+        if len(stamps) > 4096:
+            stamps.clear()
+        stamps[stamp] = ts
+    return ts
+
+
+def header_time(m: re.Match, clock: Clock) -> float | None:
+    """The vLLM header's time of a JOURNALD_RECORD_P match, for when the journald stamp gave none."""
+    if m.group(13) is None:
+        return None
+    mo, vday, vhh, vmm, vss = m.group(13, 14, 15, 16, 17)
+    return clock.local(int(mo), int(vday), int(vhh), int(vmm), int(vss))
 
 
 def frame_general(line: str, clock: Clock) -> Frame:

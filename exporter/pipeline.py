@@ -14,6 +14,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from exporter import fastpath
 from exporter.events import Event
 from exporter.framing import Clock, Frame, frame_line
 from exporter.parsers import access_log, parse_errors, parse_frame
@@ -227,6 +228,17 @@ class Pipeline:
         """Account one physical line; return its result and the events it completed.
 
         ``clean``: the caller checked that the line holds nothing of BATCH_UNSAFE."""
+        if clean and not self._tracebacks:
+            fast = fastpath.match(line, self.clock)
+            if fast is not None:
+                self.lineno += 1
+                kind, fields, ts, process, pid = fast
+                key = (process, pid)
+                if kind == "engine_stats":
+                    self._engine_of[key] = fields.get("engine", 0)
+                else:
+                    fields.setdefault("engine", self._engine_of.get(key, 0))
+                return PARSED, [Event(kind, fields, ts, process, pid, self.lineno)]
         self.lineno += 1
         f = frame_line(line, self.clock, clean)
         msg = f.message

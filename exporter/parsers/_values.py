@@ -44,6 +44,20 @@ def integer(text: str) -> int | None:
     return None if v is None else int(v)
 
 
+_PERCENT: dict[str, float] = {}
+
+
+def percent(text: str) -> float:
+    """``"98.1"`` (a number logged before ``%``) -> 0.981, as ``ratio`` gives it. Memoised: a log
+    repeats the same few hundred percentages, and this rounding is one of a line's dearer steps."""
+    v = _PERCENT.get(text)
+    if v is None:
+        if len(_PERCENT) >= 4096:
+            _PERCENT.clear()
+        v = _PERCENT[text] = round(float(text) / 100.0, 10)
+    return v
+
+
 def ratio(text: str) -> float | None:
     """``98.1%`` -> 0.981, ``0.642`` -> 0.642 (V0 and per-position rates are already fractions)."""
     v = number(text)

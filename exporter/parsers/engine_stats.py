@@ -13,7 +13,7 @@ import re
 
 from exporter.events import Event
 from exporter.framing import Frame
-from exporter.parsers._values import integer, number, ratio, segments, snake
+from exporter.parsers._values import integer, number, percent, ratio, segments, snake
 from exporter.parsers.base import Parser
 
 _ENGINE = re.compile(r"Engine (\d+): ")
@@ -39,29 +39,29 @@ _KNOWN = {
 
 
 # The most common V1 line exactly: one anchored match instead of the generic splitter; any other
-# wording goes the generic way (tests check both give the same fields).
-_CURRENT = re.compile(
+# wording goes the generic way (tests check both give the same fields). exporter.fastpath matches it
+# together with the line's wrapper.
+CURRENT_PATTERN = (
     r"Engine (\d+): Avg prompt throughput: (-?\d+\.\d) tokens/s, Avg generation throughput: (-?\d+\.\d) tokens/s, "
     r"Running: (\d+) reqs, Waiting: (\d+) reqs, GPU KV cache usage: (\d+\.\d)%, Prefix cache hit rate: (\d+\.\d)%"
     r"(?:, External prefix cache hit rate: (\d+\.\d)%)?"
 )
+_CURRENT = re.compile(CURRENT_PATTERN)
 
 
-def _pct(text: str) -> float:
-    return round(float(text) / 100.0, 10)
+def current_fields(engine, prompt, gen, running, waiting, kv, prefix, external) -> dict:
+    """The fields of a CURRENT_PATTERN match, from its groups."""
+    fields = {"engine": int(engine), "prompt_tokens_per_second": float(prompt),
+              "generation_tokens_per_second": float(gen), "running": int(running), "waiting": int(waiting),
+              "device": "GPU", "gpu_kv_cache_usage": percent(kv), "prefix_cache_hit_rate": percent(prefix)}
+    if external is not None:
+        fields["external_prefix_cache_hit_rate"] = percent(external)
+    return fields
 
 
 def _parse_current(msg: str) -> dict | None:
     m = _CURRENT.fullmatch(msg)
-    if m is None:
-        return None
-    engine, prompt, gen, running, waiting, kv, prefix, external = m.groups()
-    fields = {"engine": int(engine), "prompt_tokens_per_second": float(prompt),
-              "generation_tokens_per_second": float(gen), "running": int(running), "waiting": int(waiting),
-              "device": "GPU", "gpu_kv_cache_usage": _pct(kv), "prefix_cache_hit_rate": _pct(prefix)}
-    if external is not None:
-        fields["external_prefix_cache_hit_rate"] = _pct(external)
-    return fields
+    return None if m is None else current_fields(*m.groups())
 
 
 def _parse(frame: Frame) -> list[Event] | None:

@@ -12,7 +12,7 @@ import re
 
 from exporter.events import Event
 from exporter.framing import Frame
-from exporter.parsers._values import integer, number, number_list, ratio, segments, snake
+from exporter.parsers._values import integer, number, number_list, percent, ratio, segments, snake
 from exporter.parsers.base import Parser
 
 _KNOWN = {
@@ -32,24 +32,24 @@ _KNOWN = {
     "number of emitted tokens": ("emitted_tokens", integer),
 }
 
-_MARKERS = ("SpecDecoding metrics: ", "Speculative metrics: ")
 
 # The 0.10.2+ line exactly (with the custom depth segment optional): one anchored match instead of
 # the generic splitter. Anything else, or any value this does not read like the splitter would,
-# goes the generic way; tests check both give the same fields.
-_CURRENT = re.compile(
+# goes the generic way; tests check both give the same fields. exporter.fastpath matches it
+# together with the line's wrapper (when the message starts with MARKER).
+MARKER = "SpecDecoding metrics: "
+_MARKERS = (MARKER, "Speculative metrics: ")
+CURRENT_PATTERN = (
     r"Mean acceptance length: (\d+\.\d+), (?:Current speculative depth: (\d+), )?"
     r"Accepted throughput: (\d+\.\d+) tokens/s, Drafted throughput: (\d+\.\d+) tokens/s, "
     r"Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
     r"Per-position acceptance rate: ((?:\d\.\d+, )*\d\.\d+), Avg Draft acceptance rate: (\d+\.\d+)%"
 )
+_CURRENT = re.compile(CURRENT_PATTERN)
 
 
-def _parse_current(body: str) -> dict | None:
-    m = _CURRENT.fullmatch(body)
-    if m is None:
-        return None
-    mean_len, depth, acc_tps, dra_tps, acc, dra, per_pos, rate = m.groups()
+def current_fields(mean_len, depth, acc_tps, dra_tps, acc, dra, per_pos, rate) -> dict:
+    """The fields of a CURRENT_PATTERN match, from its groups."""
     fields: dict = {"mean_acceptance_length": float(mean_len)}
     if depth is not None:
         fields["speculative_depth"] = int(depth)
@@ -58,8 +58,13 @@ def _parse_current(body: str) -> dict | None:
     fields["accepted_tokens"] = int(acc)
     fields["drafted_tokens"] = int(dra)
     fields["per_position_acceptance_rate"] = list(map(float, per_pos.split(", ")))
-    fields["draft_acceptance_rate"] = round(float(rate) / 100.0, 10)
+    fields["draft_acceptance_rate"] = percent(rate)
     return fields
+
+
+def _parse_current(body: str) -> dict | None:
+    m = _CURRENT.fullmatch(body)
+    return None if m is None else current_fields(*m.groups())
 
 
 def _parse(frame: Frame) -> list[Event] | None:

@@ -1,0 +1,69 @@
+"""The one-match shape for periodic lines gives exactly what framing + parsing give, or steps aside."""
+
+from hypothesis import given, settings, strategies as st
+
+from exporter import fastpath
+from exporter.framing import Clock
+from exporter.pipeline import Pipeline
+from tests.conftest import FIXTURES, SAMPLE, SAMPLE_V0
+
+_ALL = (SAMPLE.read_text(encoding="utf-8").splitlines() + SAMPLE_V0.read_text(encoding="utf-8").splitlines()
+        + (FIXTURES / "seed_article.log").read_text(encoding="utf-8").splitlines())
+PERIODIC = [line for line in _ALL if "Avg prompt throughput" in line or "metrics: " in line]
+
+
+def general(line: str, clock: Clock):
+    """What the usual path (framing, then the parsers) makes of one line, as fastpath.match reports it."""
+    pipe = Pipeline(clock)
+    _, events = pipe.feed(line)  # not `clean`: never the fast path
+    if len(events) != 1 or events[0].kind not in ("engine_stats", "spec_decode"):
+        return None
+    ev = events[0]
+    fields = dict(ev.fields)
+    if ev.kind == "spec_decode":
+        fields.pop("engine")  # attributed by the pipeline, not by the line
+    return ev.kind, fields, ev.ts, ev.process, ev.pid
+
+
+def check(line: str) -> bool:
+    clock = Clock(year=2026)
+    fast = fastpath.match(line, clock)
+    if fast is not None:
+        assert fast == general(line, Clock(year=2026)), line
+    return fast is not None
+
+
+def test_the_current_shapes_take_the_fast_path_and_agree():
+    taken = [line for line in PERIODIC if check(line)]
+    kinds = {fastpath.match(line, Clock(year=2026))[0] for line in taken}
+    assert kinds == {"engine_stats", "spec_decode"}
+    assert len(taken) > 50
+
+
+def test_other_wordings_and_wrappers_step_aside():
+    v0 = [line for line in SAMPLE_V0.read_text(encoding="utf-8").splitlines() if "Avg prompt throughput" in line]
+    assert v0 and not any(fastpath.match(line, Clock(year=2026)) for line in v0)
+    line = next(line for line in PERIODIC if check(line))
+    for other in ("2026-08-04T02:45:02Z " + line.split(": ", 1)[1],  # another wrapper
+                  line.replace("INFO", "\x1b[32mINFO\x1b[0m"), line + "[0m", line.replace("Aug", "Xyz")):
+        assert fastpath.match(other, Clock(year=2026)) is None, other
+
+
+def test_the_pipeline_uses_it_and_attributes_the_engine():
+    stats = next(line for line in PERIODIC if "Engine 000: Avg prompt" in line and check(line))
+    spec = next(line for line in PERIODIC if "SpecDecoding metrics: " in line and check(line))
+    pipe = Pipeline(Clock(year=2026))
+    _, a = pipe.feed(stats.replace("Engine 000", "Engine 003"), clean=True)
+    _, b = pipe.feed(spec, clean=True)
+    assert a[0].fields["engine"] == 3 and b[0].fields["engine"] == 3
+    assert (a[0].line, b[0].line) == (1, 2)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.sampled_from(PERIODIC), st.lists(st.tuples(st.integers(0, 400), st.sampled_from(
+    ["", "0", "9", ".", "%", ",", ", ", " ", "(", ")", "[", "]", "Engine 001: ", "nan", "-", "[0m", "x", ":", "5.5",
+     "Current speculative depth: 3, ", "External prefix cache hit rate: 1.0%", "\t", "авг"])), max_size=3))
+def test_mutated_lines_agree_with_the_usual_path(line, edits):
+    for pos, text in edits:
+        line = line[:pos] + text + line[pos + 1:]
+    check(line)
