@@ -14,7 +14,7 @@ from exporter.pipeline import Pipeline
 from exporter.lines import LineSplitter
 
 PROGRESS_MIN_BYTES = 8 << 20
-CHUNK = 1 << 20
+CHUNK = 1 << 17  # smaller chunks stay in the CPU caches (bench/compare.py: ~5-10 % faster than 1 MiB)
 
 
 class Pass:

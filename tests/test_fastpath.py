@@ -16,11 +16,11 @@ def general(line: str, clock: Clock):
     """What the usual path (framing, then the parsers) makes of one line, as fastpath.match reports it."""
     pipe = Pipeline(clock)
     _, events = pipe.feed(line)  # not `clean`: never the fast path
-    if len(events) != 1 or events[0].kind not in ("engine_stats", "spec_decode"):
+    if len(events) != 1 or events[0].kind not in ("engine_stats", "spec_decode", "kv_transfer"):
         return None
     ev = events[0]
     fields = dict(ev.fields)
-    if ev.kind == "spec_decode":
+    if ev.kind != "engine_stats":
         fields.pop("engine")  # attributed by the pipeline, not by the line
     return ev.kind, fields, ev.ts, ev.process, ev.pid
 
@@ -36,7 +36,7 @@ def check(line: str) -> bool:
 def test_the_current_shapes_take_the_fast_path_and_agree():
     taken = [line for line in PERIODIC if check(line)]
     kinds = {fastpath.match(line, Clock(year=2026))[0] for line in taken}
-    assert kinds == {"engine_stats", "spec_decode"}
+    assert kinds == {"engine_stats", "spec_decode", "kv_transfer"}
     assert len(taken) > 50
 
 
@@ -62,7 +62,8 @@ def test_the_pipeline_uses_it_and_attributes_the_engine():
 @settings(max_examples=3000, deadline=None)
 @given(st.sampled_from(PERIODIC), st.lists(st.tuples(st.integers(0, 400), st.sampled_from(
     ["", "0", "9", ".", "%", ",", ", ", " ", "(", ")", "[", "]", "Engine 001: ", "nan", "-", "[0m", "x", ":", "5.5",
-     "Current speculative depth: 3, ", "External prefix cache hit rate: 1.0%", "\t", "авг"])), max_size=3))
+     "Current speculative depth: 3, ", "External prefix cache hit rate: 1.0%", "\t", "авг", "=", "=1", "_", "e5",
+     "nan", "(", "'", "{'a': 1}", ", x=1", " HTTP/", "Num ", "(ms)"])), max_size=3))
 def test_mutated_lines_agree_with_the_usual_path(line, edits):
     for pos, text in edits:
         line = line[:pos] + text + line[pos + 1:]

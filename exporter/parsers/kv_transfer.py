@@ -146,6 +146,18 @@ def _parse(frame: Frame) -> list[Event] | None:
     metrics = plain_metrics(body)
     if metrics is None:
         metrics = general_metrics(body)
+    return [Event("kv_transfer", fields_of(metrics, msg))]
+
+
+def plain_fields(body: str) -> dict | None:
+    """The fields of a message that is MARKER + ``body``, when the body is plain ``key=number`` pairs
+    (exporter.fastpath's shape); None otherwise."""
+    metrics = plain_metrics(body)
+    return None if metrics is None else fields_of(metrics, body)
+
+
+def fields_of(metrics: dict, text: str) -> dict:
+    """The event's fields from the pairs; ``text`` (the message) tells a connector's line from offload's."""
     fields: dict = {"metrics": metrics}
     for name, keys in (
         ("store_bytes", _STORE_BYTES),
@@ -164,7 +176,7 @@ def _parse(frame: Frame) -> list[Event] | None:
     if isinstance(failures, (int, float)):
         fields["allocation_failures"] = failures
     # NIXL / Mooncake (possibly flattened under a MultiConnector name); offload lines have none of these.
-    for key, v in (metrics.items() if "vllm:kv_offload" not in msg or "Num " in msg or "(ms)" in msg else ()):
+    for key, v in (metrics.items() if "vllm:kv_offload" not in text or "Num " in text or "(ms)" in text else ()):
         if not isinstance(v, (int, float)):
             continue
         short = key.rsplit(".", 1)[-1]
@@ -178,7 +190,7 @@ def _parse(frame: Frame) -> list[Event] | None:
             fields["throughput_bytes_per_second"] = v * _MIB
         elif short == "Avg MB per transfer":
             fields["bytes_per_transfer_avg"] = v * _MIB
-    return [Event("kv_transfer", fields)]
+    return fields
 
 
 PARSER = Parser("kv_transfer", (MARKER,), _parse)
