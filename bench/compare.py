@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
 """vllm-log-exporter against mtail on the same log, side by side (issue 6).
 
-    python bench/compare.py [N_LINES=1000000] [ROUNDS=3]
+    python bench/compare.py [N_LINES=1000000] [ROUNDS=3] [--python PY ...]
 
 Runs, alternating, ROUNDS times each:
   mtail    `mtail --one_shot` with bench/mtail/vllm.mtail over the file (its fastest mode)
   offline  `vllm-log-exporter report FILE --format json`
   live     `vllm-log-exporter serve --from-start` until vllm_log_exporter_lines_total reaches N
 and prints lines/s, CPU seconds per million lines and peak RSS (medians), the ratio ours/mtail from
-the same run, and whether all three found the same totals (HTTP responses by status, accepted and
+the same run, and whether all of them found the same totals (HTTP responses by status, accepted and
 drafted spec-decode tokens, KV offload store/load bytes), so the race is fair.
+
+``--python`` (repeatable) runs our side with each given interpreter (each needs the project
+installed, e.g. `/usr/bin/python3.11 -m venv V && V/bin/pip install -e .`), in the same rounds;
+the default is the interpreter running this script. Live time runs from process start, start-up
+included.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -26,7 +32,6 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-EXE = [sys.executable, "-m", "exporter"]
 
 
 def wait4(proc: subprocess.Popen) -> tuple[float, float]:
@@ -64,9 +69,9 @@ def run_mtail(path: Path) -> dict:
     return {"wall": wall, "cpu": cpu, "rss": rss, "totals": totals}
 
 
-def run_offline(path: Path) -> dict:
+def run_offline(python: str, path: Path) -> dict:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([*EXE, "report", str(path), "--format", "json", "--year", "2026"], cwd=ROOT,
+    proc = subprocess.Popen([python, "-m", "exporter", "report", str(path), "--format", "json", "--year", "2026"], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True)
     out = proc.stdout.read()
     cpu, rss = wait4(proc)
@@ -83,14 +88,14 @@ def _metrics(port: int) -> str:
     return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
 
 
-def run_live(path: Path, n: int) -> dict:
+def run_live(python: str, path: Path, n: int) -> dict:
     from prometheus_client.parser import text_string_to_metric_families
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     t0 = time.perf_counter()
-    proc = subprocess.Popen([*EXE, "--source", f"bench={path}", "--from-start", "--year", "2026", "--log.level", "error",
+    proc = subprocess.Popen([python, "-m", "exporter", "--source", f"bench={path}", "--from-start", "--year", "2026", "--log.level", "error",
                              "--web.listen-address", f"127.0.0.1:{port}"], cwd=ROOT)
     deadline = time.monotonic() + 3600
     body = ""
@@ -123,9 +128,21 @@ def run_live(path: Path, n: int) -> dict:
     return {"wall": wall, "cpu": cpu, "rss": rss, "totals": totals}
 
 
+def python_label(python: str) -> str:
+    out = subprocess.run([python, "-c", "import sys, sysconfig; print(sys.version.split()[0]); "
+                          "print(sysconfig.get_config_var('CONFIG_ARGS'))"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    return f"{out[0]} at {python}, configured with: {out[1]}"
+
+
 def main() -> int:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("n", type=int, nargs="?", default=1_000_000)
+    ap.add_argument("rounds", type=int, nargs="?", default=3)
+    ap.add_argument("--python", action="append", help="interpreter for our side (repeatable)")
+    args = ap.parse_args()
+    n, rounds = args.n, args.rounds
+    pythons = args.python or [sys.executable]
     if not shutil.which("mtail"):
         print("mtail is not installed (Debian package mtail)", file=sys.stderr)
         return 2
@@ -134,31 +151,41 @@ def main() -> int:
         subprocess.run([sys.executable, str(ROOT / "bench" / "gen_log.py"), str(n), str(path)], check=True)
     # As a regular install does (pip compiles at install time): this machine sets
     # PYTHONDONTWRITEBYTECODE, which would otherwise make every run compile the package anew.
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "exporter")], check=True)
-    results: dict[str, list[dict]] = {"mtail": [], "offline": [], "live": []}
+    for py in pythons:
+        subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "exporter")], check=True)
+    runs = [("mtail", lambda: run_mtail(path))]
+    for i, py in enumerate(pythons):
+        tag = f" py{i + 1}" if len(pythons) > 1 else ""
+        runs.append((f"offline{tag}", lambda py=py: run_offline(py, path)))
+        runs.append((f"live{tag}", lambda py=py: run_live(py, path, n)))
+    results: dict[str, list[dict]] = {name: [] for name, _ in runs}
     for r in range(rounds):
-        for name, fn in (("mtail", lambda: run_mtail(path)), ("offline", lambda: run_offline(path)),
-                         ("live", lambda: run_live(path, n))):
+        for name, fn in runs:
             res = fn()
             results[name].append(res)
-            print(f"round {r + 1} {name:8s} {n / res['wall']:>10,.0f} lines/s  cpu {res['cpu']:6.2f} s  "
+            print(f"round {r + 1} {name:12s} {n / res['wall']:>10,.0f} lines/s  cpu {res['cpu']:6.2f} s  "
                   f"rss {res['rss'] / 1e6:6.0f} MB", file=sys.stderr)
     ref = results["mtail"][0]["totals"]
-    fair = all(res["totals"] == ref for runs in results.values() for res in runs)
+    fair = all(res["totals"] == ref for runs_ in results.values() for res in runs_)
     print(f"\n{n:,} lines, {rounds} rounds each, alternating; medians:\n")
+    for i, py in enumerate(pythons):
+        print(f"py{i + 1}: Python {python_label(py)}")
+    print(f"mtail: {subprocess.run(['mtail', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}\n")
     print("| tool | lines/s | CPU s per 1M lines | peak RSS | lines/s vs mtail |")
     print("|---|---|---|---|---|")
     m_rate = statistics.median(n / r["wall"] for r in results["mtail"])
-    for name, runs in results.items():
-        rate = statistics.median(n / r["wall"] for r in runs)
-        cpu = statistics.median(r["cpu"] for r in runs) / n * 1e6
-        rss = statistics.median(r["rss"] for r in runs)
+    for name, runs_ in results.items():
+        rate = statistics.median(n / r["wall"] for r in runs_)
+        cpu = statistics.median(r["cpu"] for r in runs_) / n * 1e6
+        rss = statistics.median(r["rss"] for r in runs_)
         print(f"| {name} | {rate:,.0f} | {cpu:.2f} | {rss / 1e6:.0f} MB | {rate / m_rate:.2f}x |")
+    print("\nrounds (lines/s): " + "; ".join(f"{name} " + " / ".join(f"{n / r['wall']:,.0f}" for r in runs_)
+                                            for name, runs_ in results.items()))
     print(f"\nsame totals everywhere: {'yes' if fair else 'NO'} (HTTP by status {ref['http']}, accepted {ref['accepted']:,}, "
           f"drafted {ref['drafted']:,}, KV store {ref['store']:,} B, load {ref['load']:,} B)")
     if not fair:
-        for name, runs in results.items():
-            print(f"  {name}: {runs[0]['totals']}")
+        for name, runs_ in results.items():
+            print(f"  {name}: {runs_[0]['totals']}")
     return 0 if fair else 1
 
 

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
 
 DEFAULT_PORT = 10825
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
@@ -161,6 +160,8 @@ def load_file(path: str) -> dict:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    import yaml  # only a config file needs it (start-up is measured, bench/compare.py)
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:

@@ -62,6 +62,7 @@ KNOWN_ENDPOINTS = frozenset(
     """.split()
 )
 _POSITIONS = tuple(str(i) for i in range(32))
+_ENGINES = tuple(str(i) for i in range(64))
 KNOWN_METHODS = frozenset("GET POST PUT DELETE PATCH HEAD OPTIONS".split())
 LOG_LEVELS = ("warning", "error", "critical")
 
@@ -187,6 +188,7 @@ class Metrics:
 
         self._kids: dict[tuple, object] = {}
         self._last_window: dict[tuple[str, str], float] = {}
+        self._position_keys: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
         self._servers: set[str] = set()
         self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
         self._window_gauges = tuple((fam.values, name) for fam, name in (
@@ -270,7 +272,13 @@ class Metrics:
             self.events.inc((server, kind), n)
 
     def _engine(self, f: dict) -> str:
-        return "aggregated" if "aggregated_engines" in f else str(f.get("engine", 0))
+        if "aggregated_engines" in f:
+            return "aggregated"
+        e = f.get("engine", 0)
+        return _ENGINES[e] if type(e) is int and 0 <= e < 64 else str(e)
+
+    # The handlers below run for every stats window of every engine: counters are bumped as dict
+    # entries directly (CounterFamily.inc's checks are for callers that might pass anything).
 
     def _on_engine_stats(self, server: str, ev: Event, f: dict) -> None:
         eng = self._engine(f)
@@ -287,14 +295,14 @@ class Metrics:
             if last is not None and 0 < ev.ts - last < dt:
                 dt = ev.ts - last
             self._last_window[key] = ev.ts
-        self.prompt_tokens.inc((server, eng), max(0.0, f.get("prompt_tokens_per_second", 0.0)) * dt)
-        self.gen_tokens.inc((server, eng), max(0.0, f.get("generation_tokens_per_second", 0.0)) * dt)
-        self.windows.inc((server, eng))
-        pre = f.get("preemptions")
-        if pre:
-            self.preemptions.inc((server, eng), pre)
-        else:
-            self.preemptions.touch((server, eng))
+        c = self.prompt_tokens.values
+        c[key] = c.get(key, 0.0) + max(0.0, f.get("prompt_tokens_per_second", 0.0)) * dt
+        c = self.gen_tokens.values
+        c[key] = c.get(key, 0.0) + max(0.0, f.get("generation_tokens_per_second", 0.0)) * dt
+        c = self.windows.values
+        c[key] = c.get(key, 0.0) + 1.0
+        c = self.preemptions.values
+        c[key] = c.get(key, 0.0) + max(0, f.get("preemptions") or 0)
 
     def _on_prefix_cache(self, server: str, ev: Event, f: dict) -> None:
         v = f.get("gpu_prefix_cache_hit_rate")
@@ -302,39 +310,49 @@ class Metrics:
             self._set(self.prefix_hit, (server, "0"), v)
 
     def _on_spec_decode(self, server: str, ev: Event, f: dict) -> None:
-        eng = str(f.get("engine", 0))
+        e = f.get("engine", 0)
+        eng = _ENGINES[e] if type(e) is int and 0 <= e < 64 else str(e)
         key = (server, eng)
         acc, dra = f.get("accepted_tokens"), f.get("drafted_tokens")
-        self.spec_accepted.inc(key, max(0, acc or 0))
-        self.spec_drafted.inc(key, max(0, dra or 0))
+        c = self.spec_accepted.values
+        c[key] = c.get(key, 0.0) + max(0, acc or 0)
+        c = self.spec_drafted.values
+        c[key] = c.get(key, 0.0) + max(0, dra or 0)
         mean_len = f.get("mean_acceptance_length")
         if mean_len is not None:
-            self._set(self.spec_mean_len, key, mean_len)
+            self.spec_mean_len.values[key] = float(mean_len)
             self.spec_len_hist.observe(key, mean_len)
         ratio = f.get("draft_acceptance_rate")
         if ratio is None and acc is not None and dra:
             ratio = acc / dra
         if ratio is not None:
-            self._set(self.spec_ratio, key, ratio)
+            self.spec_ratio.values[key] = float(ratio)
             self.spec_ratio_hist.observe(key, ratio)
         per_pos = f.get("per_position_acceptance_rate") or []
         depth = f.get("speculative_depth") or (len(per_pos) or None)
         if depth is not None:
-            self._set(self.spec_depth, key, depth)
+            self.spec_depth.values[key] = float(depth)
         # Positions are bounded by the depth vLLM was configured with (a handful, at most ~16).
         values = self.spec_pos.values
-        for i, v in enumerate(per_pos[:32]):
-            values[(server, eng, _POSITIONS[i])] = float(v)
+        keys = self._position_keys.get(key)
+        if keys is None:
+            keys = self._position_keys[key] = [(server, eng, p) for p in _POSITIONS]
+        for k, v in zip(keys, per_pos):
+            values[k] = float(v)
 
     def _on_kv_transfer(self, server: str, ev: Event, f: dict) -> None:
+        kv_bytes, kv_seconds = self.kv_bytes.values, self.kv_seconds.values
         for direction, bytes_key, seconds_key in _DIRECTIONS:
             b, s = f.get(bytes_key), f.get(seconds_key)
+            if b is None and s is None:
+                continue
+            key = (server, direction)
             if b is not None and b > 0:
-                self.kv_bytes.inc((server, direction), b)
+                kv_bytes[key] = kv_bytes.get(key, 0.0) + b
             if s is not None and s > 0:
-                self.kv_seconds.inc((server, direction), s)
+                kv_seconds[key] = kv_seconds.get(key, 0.0) + s
             if b and s and b > 0 and s > 0:
-                self.kv_tput.observe((server, direction), b / s)
+                self.kv_tput.observe(key, b / s)
         usage = f.get("cpu_cache_usage")
         if usage is not None:
             self._set(self.kv_cpu_usage, (server,), usage)
