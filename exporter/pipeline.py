@@ -55,6 +55,18 @@ def batch_unsafe(text: str) -> bool:
             or ("#" in text and "#033[" in text) or _TB_START in text)
 
 
+# What str.isspace() calls space, as a set: a set lookup beats a method call on every access line
+# (tests check the list against str.isspace over all of Unicode).
+_WHITESPACE = frozenset("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+                        "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+def _counted(line: str, sep: str, tails: dict[str, int]) -> bool:
+    """Whether the batch loop counted ``line`` as an access line (its tail is one it counted)."""
+    i = line.find(sep)
+    return i > 0 and line[i - 1] not in _WHITESPACE and line[i + 4:] in tails
+
+
 MAX_TRACEBACK_LINES = 2000
 MAX_EXCEPTION_EXTRA_LINES = 20
 TRACEBACK_IDLE_SECONDS = 2.0
@@ -178,8 +190,8 @@ class Pipeline:
         sep = access_log.SEP
         feed = self.feed
         tails: dict[str, int] = {}
+        get = tails.get
         parsed = pending = 0
-        first_access = last_access = None
         for line in lines:
             try:
                 if not careful:
@@ -187,17 +199,16 @@ class Pipeline:
                     # that text means is looked up once per distinct text below. A " [" after the
                     # request means another record was glued on: that line takes feed().
                     i = line.find(sep)
-                    if i > 0 and not line[i - 1].isspace():
+                    if i > 0 and line[i - 1] not in _WHITESPACE:
                         tail = line[i + 4:]
-                        n = tails.get(tail)
-                        if n is None and " [" not in tail and match_tail(tail) is not None:
-                            n = 0
+                        n = get(tail)
                         if n is not None:
                             tails[tail] = n + 1
                             pending += 1
-                            if first_access is None:
-                                first_access = line
-                            last_access = line
+                            continue
+                        if " [" not in tail and match_tail(tail) is not None:
+                            tails[tail] = 1
+                            pending += 1
                             continue
                 if pending:
                     self.lineno += pending  # keep line numbers right for the events feed() makes
@@ -220,8 +231,10 @@ class Pipeline:
         parsed += pending
         counts[PARSED] += parsed
         span = (None, None)
-        if first_access is not None:
-            span = (frame_line(first_access, self.clock).ts, frame_line(last_access, self.clock).ts)
+        if tails:
+            first = next(line for line in lines if _counted(line, sep, tails))
+            last = next(line for line in reversed(lines) if _counted(line, sep, tails))
+            span = (frame_line(first, self.clock).ts, frame_line(last, self.clock).ts)
         return counts, events, access, span
 
     def feed(self, line: str, clean: bool = False) -> tuple[str, list[Event]]:

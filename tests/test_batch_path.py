@@ -35,6 +35,8 @@ TRICKY = [
     'INFO:      - "GET /z HTTP/1.1" 200 OK',
     'a - "GET /q HTTP/1.1" 200 OK - "POST /r HTTP/1.1" 500',
     '...hit rate: 0.0%INFO:     1.2.3.4:5 - "GET /glued HTTP/1.1" 200 OK',
+    'INFO:     1.2.3.4:5\xa0 - "GET /nbsp HTTP/1.1" 200 OK',
+    'INFO:     1.2.3.4:5\u3000 - "GET /ideographic-space HTTP/1.1" 200 OK',
 ]
 
 
@@ -139,3 +141,9 @@ def test_batch_unsafe_is_exactly_the_listed_substrings(text):
     from exporter.pipeline import BATCH_UNSAFE, batch_unsafe
 
     assert batch_unsafe(text) == any(u in text for u in BATCH_UNSAFE)
+
+
+def test_whitespace_set_is_what_isspace_says():
+    from exporter.pipeline import _WHITESPACE
+
+    assert _WHITESPACE == {chr(c) for c in range(0x110000) if chr(c).isspace()}
