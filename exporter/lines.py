@@ -12,13 +12,14 @@ def _warn_cut(name: str, limit: int) -> None:
     structlog.get_logger("vllm_log_exporter.source").warning("line too long, cut", source=name, limit_bytes=limit)
 
 
-def _no_line_over(data: bytes, limit: int) -> bool:
-    """True when no line of ``data`` is longer than ``limit`` bytes (False may also mean "not sure").
+def _no_line_over(data: bytes, end: int, limit: int) -> bool:
+    """True when no line of ``data[:end]`` is longer than ``limit`` bytes (False may also mean
+    "not sure").
 
     Every block of limit/2 bytes holding a newline bounds each line below ``limit``: a few finds
     instead of splitting a megabyte just to measure it."""
     half = max(1, limit // 2)
-    return all(data.find(b"\n", a, a + half) >= 0 for a in range(0, len(data) - half + 1, half))
+    return all(data.find(b"\n", a, a + half) >= 0 for a in range(0, end - half + 1, half))
 
 
 class LineSplitter:
@@ -38,12 +39,11 @@ class LineSplitter:
         buf = self.buf + data if self.buf else data
         cut = buf.rfind(b"\n")
         if not self.skipping and cut >= 0 and len(buf) - cut - 1 <= self.max_line:
-            complete = buf[:cut]
-            if len(complete) <= self.max_line or _no_line_over(complete, self.max_line):
-                # No line is too long: decode the complete lines at once (a newline is never part
-                # of a multi-byte sequence, so this equals decoding line by line).
+            if cut <= self.max_line or _no_line_over(buf, cut, self.max_line):
+                # No line is too long: decode the complete lines at once, in place (a newline is
+                # never part of a multi-byte sequence, so this equals decoding line by line).
                 self.buf = buf[cut + 1:]
-                return complete.decode("utf-8", "replace").split("\n")
+                return str(memoryview(buf)[:cut], "utf-8", "replace").split("\n")
         lines: list[str] = []
         start = 0
         while True:

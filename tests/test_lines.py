@@ -1,0 +1,37 @@
+"""exporter.lines: however the bytes arrive, the same lines come out."""
+
+from hypothesis import given, settings, strategies as st
+
+from exporter.lines import LineSplitter, _no_line_over
+
+PIECES = st.sampled_from([b"\n", b"a", b"bc", b"x" * 7, b"\xc3\xa9", b"\xe2\x96\x88", b"\xff", b"\xc3", b" - \"", b"\r"])
+
+
+def reference(data: bytes, limit: int) -> list[str]:
+    segments = data.split(b"\n")
+    last = segments.pop()
+    out = [s[:limit].decode("utf-8", "replace") for s in segments]
+    if last:
+        out.append(last[:limit].decode("utf-8", "replace"))
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(PIECES, max_size=80).map(b"".join), st.lists(st.integers(1, 40), min_size=1, max_size=20),
+       st.integers(3, 24))
+def test_any_chunking_gives_the_lines_of_the_whole(data, cuts, limit):
+    split = LineSplitter("t", max_line=limit)
+    out, pos, i = [], 0, 0
+    while pos < len(data):
+        n = cuts[i % len(cuts)]
+        out += split.feed(data[pos:pos + n])
+        pos += n
+        i += 1
+    out += split.flush()
+    assert out == reference(data, limit)
+
+
+@given(st.lists(PIECES, max_size=120).map(b"".join), st.integers(2, 30))
+def test_the_long_line_check_never_clears_a_long_line(data, limit):
+    if _no_line_over(data, len(data), limit):
+        assert all(len(line) <= limit for line in data.split(b"\n"))
