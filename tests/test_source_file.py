@@ -1,5 +1,6 @@
 import asyncio
 import os
+import time
 
 
 from exporter.sources.file import FileSource
@@ -235,6 +236,7 @@ async def test_catching_up_a_backlog_lets_other_tasks_run(tmp_path):
         async for batch in src(p, from_start=True).batches(Rec()):
             n += len(batch)
             seen_at_ticks.append(ticks)
+            time.sleep(0.003)  # the pipeline's work on the batch: the source gives way every ~10 ms of it
             if n >= 40000:
                 break
     finally:
