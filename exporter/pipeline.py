@@ -191,6 +191,7 @@ class Pipeline:
         feed = self.feed
         tails: dict[str, int] = {}
         get = tails.get
+        ws = _WHITESPACE
         parsed = pending = 0
         for line in lines:
             try:
@@ -199,7 +200,7 @@ class Pipeline:
                     # that text means is looked up once per distinct text below. A " [" after the
                     # request means another record was glued on: that line takes feed().
                     i = line.find(sep)
-                    if i > 0 and line[i - 1] not in _WHITESPACE:
+                    if i > 0 and line[i - 1] not in ws:
                         tail = line[i + 4:]
                         n = get(tail)
                         if n is not None:
