@@ -131,7 +131,7 @@ class Daemon:
                 middlewares.append(webconfig.headers_middleware(wc.headers))
             if wc.users:
                 middlewares.append(webconfig.auth_middleware(wc.users))
-        app = make_app(self.metrics.registry, self.cfg.telemetry_path, self.sources, middlewares)
+        app = make_app(self.metrics.render, self.cfg.telemetry_path, self.sources, middlewares)
         self._web = web.AppRunner(app, access_log=None)
         await self._web.setup()
         ssl_context = wc.ssl_context if wc is not None else None

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client import PlatformCollector, ProcessCollector, disable_created_metrics
 
 from exporter import __version__
@@ -95,26 +95,42 @@ def status_label(status: int) -> str:
     return str(status) if 100 <= status <= 599 else "other"
 
 
+class _Collectors:
+    """A registry's metrics as one collector, so that another registry can hold them too."""
+
+    def __init__(self, registry: CollectorRegistry):
+        self.registry = registry
+
+    def collect(self):
+        return self.registry.collect()
+
+
 class Metrics:
+    """``registry`` holds every metric (backfill and prometheus-client's writers read it);
+    ``render()`` writes the same in the text format, faster (what /metrics serves)."""
+
     def __init__(self, registry: CollectorRegistry | None = None, stats_interval: float = 10.0,
                  process_metrics: bool = True):
         # `_created` series double every counter's output and no dashboard or rule here reads them.
         disable_created_metrics()
         self.registry = registry if registry is not None else CollectorRegistry()
         self.stats_interval = stats_interval
+        # prometheus-client's own metric objects (process, platform, a few rarely-set gauges) ...
+        self._native = CollectorRegistry()
         if process_metrics:
-            ProcessCollector(registry=self.registry)
-            PlatformCollector(registry=self.registry)
-        r = self.registry
+            ProcessCollector(registry=self._native)
+            PlatformCollector(registry=self._native)
+        r = self._native
         S, SE = ["server"], ["server", "engine"]
 
         def g(name, doc, labels=S):
             return Gauge(name, doc, labels, registry=r)
 
-        # What changes with the lines is kept as plain dicts and rendered at scrape time
+        # ... and what changes with the lines, kept as plain dicts and rendered at scrape time
         # (exporter.tables): prometheus-client's per-update locking cost more than the parsing.
         self._table = Table()
-        r.register(self._table)
+        self.registry.register(_Collectors(self._native))
+        self.registry.register(self._table)
 
         def c(name, doc, labels=S) -> CounterFamily:
             return self._table.counter(name, doc, labels)
@@ -197,6 +213,11 @@ class Metrics:
             (self.gpu_kv, "gpu_kv_cache_usage"), (self.cpu_kv, "cpu_kv_cache_usage"),
             (self.prefix_hit, "prefix_cache_hit_rate"), (self.ext_prefix_hit, "external_prefix_cache_hit_rate"),
         ))
+
+    def render(self) -> bytes:
+        """Every metric in the text format (0.0.4), as prometheus-client's generate_latest writes
+        ``registry``, the table's families by its own writer (tests compare the two)."""
+        return generate_latest(self._native) + self._table.text().encode("utf-8")
 
     # -- bookkeeping ----------------------------------------------------------------------------
 

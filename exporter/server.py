@@ -1,4 +1,4 @@
-"""The HTTP side: ``/metrics`` (prometheus-client's own aiohttp handler), ``/healthz``, a landing page."""
+"""The HTTP side: ``/metrics`` (the text format, gzip when asked), ``/healthz``, a landing page."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import html
 from typing import Callable
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry
-from prometheus_client.aiohttp import make_aiohttp_handler
 
 from exporter import __version__
 
@@ -23,9 +21,19 @@ _LANDING = """<!DOCTYPE html>
 """
 
 
-def make_app(registry: CollectorRegistry, telemetry_path: str, sources: Callable[[], dict[str, bool]],
+# What Metrics.render writes: the classic text format, which every Prometheus reads.
+TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def make_app(render: Callable[[], bytes], telemetry_path: str, sources: Callable[[], dict[str, bool]],
              middlewares: list | None = None) -> web.Application:
-    metrics_handler = make_aiohttp_handler(registry)
+    """``render`` writes the metrics (exporter.metrics.Metrics.render): rendered in the event loop,
+    the thread that also updates them."""
+
+    async def metrics_handler(request: web.Request) -> web.Response:
+        response = web.Response(body=render(), headers={"Content-Type": TEXT_FORMAT})
+        response.enable_compression()
+        return response
 
     async def landing(request: web.Request) -> web.Response:
         items = "".join(

@@ -3,9 +3,12 @@
 prometheus-client's metric objects take a lock and go through a child object on every update; for
 the lines of a busy log that cost more than parsing them (bench/lines.py). Here a gauge or counter
 sample is one dict entry, a histogram one list, keyed by the label values. Updates and scrapes run on
-the daemon's one event-loop thread (prometheus-client's aiohttp handler renders in the loop), so no
-lock is needed. The exposition is the same as prometheus-client's own metrics would give: same
-names, types, ``le`` strings and ``_total``/``_bucket``/``_count``/``_sum`` samples.
+the daemon's one event-loop thread, so no lock is needed. The exposition is the same as
+prometheus-client's own metrics would give: same names, types, ``le`` strings and
+``_total``/``_bucket``/``_count``/``_sum`` samples, through ``collect()`` (any prometheus-client
+consumer) or ``text()``, the text format written directly with each series' label text kept
+(prometheus-client's generic writer checks and escapes every label of every sample on every
+scrape; tests compare the two byte for byte).
 """
 
 from __future__ import annotations
@@ -19,14 +22,47 @@ from prometheus_client.utils import floatToGoString
 Labels = tuple[str, ...]
 
 
+def _escape_value(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _escape_help(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+class _LabelText:
+    """``{a="x",b="y"}`` for label values, names sorted as prometheus-client writes them, cached per
+    series (a family has a few dozen series; their label text never changes)."""
+
+    __slots__ = ("order", "names", "cache")
+
+    def __init__(self, labelnames: list[str], extra: str | None = None):
+        names = list(labelnames) + ([extra] if extra else [])
+        self.order = sorted(range(len(names)), key=lambda i: names[i])
+        self.names = names
+        self.cache: dict[Labels, str] = {}
+
+    def __call__(self, values: Labels) -> str:
+        text = self.cache.get(values)
+        if text is None:
+            if not self.names:
+                return ""
+            if len(self.cache) > 10000:
+                self.cache.clear()
+            text = self.cache[values] = "{" + ",".join(
+                f'{self.names[i]}="{_escape_value(values[i])}"' for i in self.order) + "}"
+        return text
+
+
 class GaugeFamily:
     """``values[labels] = v`` sets a sample; a new start-up of a server drops its samples."""
 
-    __slots__ = ("name", "doc", "labelnames", "values")
+    __slots__ = ("name", "doc", "labelnames", "values", "_labels")
 
     def __init__(self, name: str, doc: str, labelnames: list[str]):
         self.name, self.doc, self.labelnames = name, doc, list(labelnames)
         self.values: dict[Labels, float] = {}
+        self._labels = _LabelText(labelnames)
 
     def metric(self):
         g = GaugeMetricFamily(self.name, self.doc, labels=self.labelnames)
@@ -34,16 +70,20 @@ class GaugeFamily:
             g.add_metric(labels, value)
         return g
 
+    def text(self, out: list[str]) -> None:
+        _samples_text(out, self.name, "gauge", self.doc, self._labels, self.values)
+
 
 class CounterFamily:
     """``inc(labels, n)``; ``touch(labels)`` makes a sample at 0 so ``increase()`` sees its first step.
     ``name`` is without ``_total``, as prometheus-client's Counter takes it."""
 
-    __slots__ = ("name", "doc", "labelnames", "values")
+    __slots__ = ("name", "doc", "labelnames", "values", "_labels")
 
     def __init__(self, name: str, doc: str, labelnames: list[str]):
         self.name, self.doc, self.labelnames = name, doc, list(labelnames)
         self.values: dict[Labels, float] = {}
+        self._labels = _LabelText(labelnames)
 
     def inc(self, labels: Labels, amount: float = 1.0) -> None:
         if amount < 0:
@@ -60,12 +100,15 @@ class CounterFamily:
             c.add_metric(labels, value)
         return c
 
+    def text(self, out: list[str]) -> None:
+        _samples_text(out, self.name + "_total", "counter", self.doc, self._labels, self.values)
+
 
 class HistogramFamily:
     """``observe(labels, v)``: one list per series, the count of each bucket (not cumulative; the last
     is +Inf) followed by the sum."""
 
-    __slots__ = ("name", "doc", "labelnames", "bounds", "values", "_le")
+    __slots__ = ("name", "doc", "labelnames", "bounds", "values", "_le", "_labels", "_bucket_labels")
 
     def __init__(self, name: str, doc: str, labelnames: list[str], buckets: tuple[float, ...]):
         bounds = sorted(float(b) for b in buckets)
@@ -75,6 +118,8 @@ class HistogramFamily:
         self.bounds = tuple(bounds)
         self._le = [floatToGoString(b) for b in bounds] + ["+Inf"]
         self.values: dict[Labels, list[float]] = {}
+        self._labels = _LabelText(labelnames)
+        self._bucket_labels = _LabelText(labelnames, "le")
 
     def observe(self, labels: Labels, value: float) -> None:
         series = self.values.get(labels)
@@ -94,6 +139,24 @@ class HistogramFamily:
                 buckets.append((le, total))
             h.add_metric(labels, buckets, series[-1])
         return h
+
+    def text(self, out: list[str]) -> None:
+        name = self.name
+        out.append(f"# HELP {name} {_escape_help(self.doc)}\n# TYPE {name} histogram\n")
+        bucket_labels, labels_of = self._bucket_labels, self._labels
+        for labels, series in self.values.items():
+            total = 0
+            for le, n in zip(self._le, series):
+                total += n
+                out.append(f"{name}_bucket{bucket_labels(labels + (le,))} {floatToGoString(total)}\n")
+            lt = labels_of(labels)
+            out.append(f"{name}_count{lt} {floatToGoString(total)}\n{name}_sum{lt} {floatToGoString(series[-1])}\n")
+
+
+def _samples_text(out: list[str], name: str, typ: str, doc: str, labels_of: "_LabelText", values: dict) -> None:
+    out.append(f"# HELP {name} {_escape_help(doc)}\n# TYPE {name} {typ}\n")
+    for labels, value in values.items():
+        out.append(f"{name}{labels_of(labels)} {floatToGoString(value)}\n")
 
 
 class Table:
@@ -125,3 +188,10 @@ class Table:
     def collect(self) -> Iterator:
         for fam in self.families:
             yield fam.metric()
+
+    def text(self) -> str:
+        """Every family in the text format (0.0.4), as generate_latest would write it."""
+        out: list[str] = []
+        for fam in self.families:
+            fam.text(out)
+        return "".join(out)

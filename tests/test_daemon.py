@@ -112,3 +112,17 @@ def test_demo_replays_the_sample_with_live_timestamps():
         # timestamps are moved to now: the errors' times are recent, not the sample's August date
         wait_until(lambda: ex.value("vllm_log_errors_total", server="demo", kind="oom") == 1, 60, 0.2, what="demo OOM")
         assert abs(ex.value("vllm_log_last_error_timestamp_seconds", server="demo", kind="oom") - time.time()) < 120
+
+
+def test_metrics_are_served_in_the_text_format_gzipped_when_asked(tmp_path):
+    import gzip
+    import urllib.request
+
+    with Exporter("--source", f"gp={SAMPLE}", "--from-start", "--year", "2026") as ex:
+        wait_until(lambda: lines_total(ex, "gp") > 0, what="first lines")
+        req = urllib.request.Request(ex.url + "/metrics", headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+            assert resp.headers["Content-Encoding"] == "gzip"
+            body = gzip.decompress(resp.read()).decode()
+        assert "# TYPE vllm_log_http_requests_total counter" in body and "process_resident_memory_bytes" in body

@@ -10,7 +10,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 from exporter.tables import Table
 
 BUCKETS = (0.1, 0.5, 1.0, 2.5, 1e8, 5e10)
-LABELS = st.sampled_from([("a", "x"), ("a", "y"), ("b", "x")])
+LABELS = st.sampled_from([("a", "x"), ("a", "y"), ("b", "x"), ('q"uote', "back\\slash"), ("new\nline", "ünï")])
 VALUES = st.one_of(st.floats(-10, 1e12, allow_nan=False), st.sampled_from([0.1, 0.5, 1.0, 2.5, 1e8, 5e10, 0.0]))
 
 
@@ -26,10 +26,10 @@ def both():
 @given(st.lists(st.tuples(st.sampled_from(["gauge", "counter", "hist"]), LABELS, VALUES), max_size=40))
 def test_same_exposition_as_prometheus_client(updates):
     table, ours, theirs = both()
-    g, c, h = (table.gauge("t_gauge", "A gauge.", ["server", "k"]), table.counter("t_things", "Things.", ["server", "k"]),
+    g, c, h = (table.gauge("t_gauge", "A gauge.", ["server", "k"]), table.counter("t_things", "Things\\ and\nmore.", ["server", "k"]),
                table.histogram("t_rate", "A rate.", ["server", "k"], BUCKETS))
     pg = Gauge("t_gauge", "A gauge.", ["server", "k"], registry=theirs)
-    pc = Counter("t_things", "Things.", ["server", "k"], registry=theirs)
+    pc = Counter("t_things", "Things\\ and\nmore.", ["server", "k"], registry=theirs)
     ph = Histogram("t_rate", "A rate.", ["server", "k"], buckets=BUCKETS, registry=theirs)
     for kind, labels, v in updates:
         if kind == "gauge":
@@ -43,6 +43,8 @@ def test_same_exposition_as_prometheus_client(updates):
             ph.labels(*labels).observe(v)
     for render in (generate_latest, generate_openmetrics):
         assert sorted(render(ours).decode().splitlines()) == sorted(render(theirs).decode().splitlines())
+    # the direct writer: exactly what prometheus-client writes from the same table
+    assert table.text() == generate_latest(ours).decode()
 
 
 def test_touched_counter_is_exported_at_zero_and_counters_refuse_to_go_down():
@@ -70,3 +72,19 @@ def test_dropping_a_server_forgets_its_gauges_only():
     c.inc(("s",), 3)
     table.drop_gauges("s")
     assert g.values == {("t",): 2.0} and c.values == {("s",): 3.0}
+
+
+def test_the_text_of_the_exporters_own_metrics_is_what_prometheus_client_writes():
+    from exporter.metrics import Metrics
+    from tests.conftest import SAMPLE, SAMPLE_V0, run_lines
+
+    m = Metrics(process_metrics=False)
+    for server, path in (("a", SAMPLE), ("b", SAMPLE_V0)):
+        m.add_server(server)
+        _, events = run_lines(path.read_text(encoding="utf-8").splitlines())
+        m.observe_many(server, events)
+    only_table = CollectorRegistry()
+    only_table.register(m._table)
+    assert m._table.text() == generate_latest(only_table).decode()
+    body = m.render().decode()
+    assert sorted(body.splitlines()) == sorted(generate_latest(m.registry).decode().splitlines())
