@@ -472,3 +472,29 @@ def test_stats_fast_path_agrees_with_the_generic_splitter(msg, edits):
     fast = _stats._parse_current(msg)
     if fast is not None:
         assert fast == _stats.parse_generic(msg)
+
+
+# KV bodies read in bulk give what the general pair splitter gives, or step aside.
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from exporter.parsers import kv_transfer  # noqa: E402
+
+_KV_TOKENS = st.sampled_from(["vllm:kv_offload_load_bytes", "a", "b_c", "=", ", ", ",", " ", "1", "0.5", "1e5", "1.e5",
+                              "-1", "+2", ".5", "1_000", "nan", "inf", "1e999", "1.2.3", "٣", "²", "\t", "x y", "(", "'",
+                              "{'k': 1}", "=1", ""])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(_KV_TOKENS, max_size=12).map("".join))
+def test_plain_kv_bodies_agree_with_the_general_splitter(body):
+    fast = kv_transfer.plain_metrics(body)
+    if fast is not None:
+        assert fast == kv_transfer.general_metrics(body), body
+
+
+def test_the_usual_offload_body_is_plain():
+    body = ("vllm:kv_offload_cpu_cache_usage_perc=0.0082, vllm:kv_offload_load_bytes=152043520, "
+            "vllm:kv_offload_load_time=0.003019350341933038")
+    assert kv_transfer.plain_metrics(body) == {"vllm:kv_offload_cpu_cache_usage_perc": 0.0082,
+                                               "vllm:kv_offload_load_bytes": 152043520.0,
+                                               "vllm:kv_offload_load_time": 0.003019350341933038}

@@ -13,9 +13,9 @@ reprs (MultiConnector) or carry a space before ``=`` (tpu-inference): split at d
 from __future__ import annotations
 
 import ast
+from itertools import repeat
 from math import isfinite
-
-import re
+from operator import itemgetter
 
 from exporter.events import Event
 from exporter.framing import Frame
@@ -32,26 +32,35 @@ _LOAD_TIME = ("vllm:kv_offload_load_time", "CPU_to_GPU_total_time")
 _MIB = 2**20
 
 
-# The offload connector's usual line: plain ``key=number`` pairs, nothing nested, no spaces. Such a
-# body is read in bulk (one match to check the shape, then splits done in C); anything else goes
-# through split_pairs and _value, which give the same result on it (tests compare both).
-_VALUE = r"\d[\d.eE+-]*"
-_PLAIN_PAIRS = re.compile(rf"[^=,\s]+={_VALUE}(?:, [^=,\s]+={_VALUE})*")
+# The offload connector's usual line: plain ``key=number`` pairs, nothing nested, no spaces in keys.
+# Such a body is read in bulk with string methods (each a loop in C); anything else goes through
+# split_pairs and _value, which give the same result on it (tests compare the two).
+_ONE = {1}
+_HEAD = itemgetter(slice(0, 1))
 
 
 def plain_metrics(body: str) -> dict | None:
     """``a=1, b=2.5`` -> {"a": 1.0, "b": 2.5} when the body is only such pairs, else None."""
-    if ("(" in body or "[" in body or "{" in body or "'" in body or '"' in body
-            or _PLAIN_PAIRS.fullmatch(body) is None):
-        return None
+    if "(" in body or "[" in body or "{" in body or "'" in body or '"' in body:
+        return None  # split_pairs' nesting-aware way
+    parts = body.split(", ")
+    if set(map(str.count, parts, repeat("="))) != _ONE:
+        return None  # a part without "=" or with two: split_pairs decides
     flat = body.replace(", ", "=").split("=")
+    keys, raw = flat[0::2], flat[1::2]
+    joined = "".join(keys)
+    if "" in keys or joined.split() != [joined]:
+        return None  # an empty key, or white space in one (split_pairs strips keys)
+    # _value reads a value that starts with a digit and has no "_" with float() itself
+    if "_" in "".join(raw) or not all(map(str.isdigit, map(_HEAD, raw))):
+        return None
     try:
-        values = list(map(float, flat[1::2]))
-    except ValueError:  # "1.2.3" has the shape but is no float: the general way reads it
+        values = list(map(float, raw))
+    except ValueError:  # "1.2.3" starts with a digit but is no float: the general way reads it
         return None
     if not isfinite(sum(values)):
         return None
-    return dict(zip(flat[0::2], values))
+    return dict(zip(keys, values))
 
 
 def split_pairs(body: str) -> list[tuple[str, str]]:
