@@ -484,8 +484,15 @@ _KV_TOKENS = st.sampled_from(["vllm:kv_offload_load_bytes", "a", "b_c", "=", ", 
                               "{'k': 1}", "=1", ""])
 
 
+_KV_KEYS = st.sampled_from(["vllm:kv_offload_load_bytes", "a", "b_c", "", " a", "a ", "x y", "a,b", "(k)", "٣"])
+_KV_VALUES = st.sampled_from(["1", "0.5", "1e5", "1.e5", "-1", "+2", ".5", "1_000", "nan", "inf", "1e999", "1.2.3", "٣",
+                              "²", " 1", "1 ", "", "1=2", "{'k': 1}", "0x10"])
+_KV_PAIRS = st.lists(st.tuples(_KV_KEYS, st.sampled_from(["=", "=", "", "=="]), _KV_VALUES), min_size=1, max_size=6)
+
+
 @settings(max_examples=2000, deadline=None)
-@given(st.lists(_KV_TOKENS, max_size=12).map("".join))
+@given(st.one_of(st.lists(_KV_TOKENS, max_size=12).map("".join),
+                 _KV_PAIRS.map(lambda ps: ", ".join(k + eq + v for k, eq, v in ps))))
 def test_plain_kv_bodies_agree_with_the_general_splitter(body):
     fast = kv_transfer.plain_metrics(body)
     if fast is not None:
