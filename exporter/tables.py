@@ -54,10 +54,13 @@ class _LabelText:
         return text
 
 
-class GaugeFamily:
-    """``values[labels] = v`` sets a sample; a new start-up of a server drops its samples."""
+class _ValueFamily:
+    """A family whose series are one number each: ``values[labels]``."""
 
     __slots__ = ("name", "doc", "labelnames", "values", "_labels")
+    _type = ""
+    _suffix = ""
+    _metric_class: type = GaugeMetricFamily
 
     def __init__(self, name: str, doc: str, labelnames: list[str]):
         self.name, self.doc, self.labelnames = name, doc, list(labelnames)
@@ -65,25 +68,30 @@ class GaugeFamily:
         self._labels = _LabelText(labelnames)
 
     def metric(self):
-        g = GaugeMetricFamily(self.name, self.doc, labels=self.labelnames)
+        m = self._metric_class(self.name, self.doc, labels=self.labelnames)
         for labels, value in self.values.items():
-            g.add_metric(labels, value)
-        return g
+            m.add_metric(labels, value)
+        return m
 
     def text(self, out: list[str]) -> None:
-        _samples_text(out, self.name, "gauge", self.doc, self._labels, self.values)
+        _samples_text(out, self.name + self._suffix, self._type, self.doc, self._labels, self.values)
 
 
-class CounterFamily:
+class GaugeFamily(_ValueFamily):
+    """``values[labels] = v`` sets a sample; a new start-up of a server drops its samples."""
+
+    __slots__ = ()
+    _type = "gauge"
+
+
+class CounterFamily(_ValueFamily):
     """``inc(labels, n)``; ``touch(labels)`` makes a sample at 0 so ``increase()`` sees its first step.
     ``name`` is without ``_total``, as prometheus-client's Counter takes it."""
 
-    __slots__ = ("name", "doc", "labelnames", "values", "_labels")
-
-    def __init__(self, name: str, doc: str, labelnames: list[str]):
-        self.name, self.doc, self.labelnames = name, doc, list(labelnames)
-        self.values: dict[Labels, float] = {}
-        self._labels = _LabelText(labelnames)
+    __slots__ = ()
+    _type = "counter"
+    _suffix = "_total"
+    _metric_class = CounterMetricFamily
 
     def inc(self, labels: Labels, amount: float = 1.0) -> None:
         if amount < 0:
@@ -93,15 +101,6 @@ class CounterFamily:
 
     def touch(self, labels: Labels) -> None:
         self.values.setdefault(labels, 0.0)
-
-    def metric(self):
-        c = CounterMetricFamily(self.name, self.doc, labels=self.labelnames)
-        for labels, value in self.values.items():
-            c.add_metric(labels, value)
-        return c
-
-    def text(self, out: list[str]) -> None:
-        _samples_text(out, self.name + "_total", "counter", self.doc, self._labels, self.values)
 
 
 class HistogramFamily:
