@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.framing import BARE_RESET, JOURNALD_RECORD_P, NO_MONTH, Clock, header_time, record_time
+from exporter.framing import BARE_RESET, JOURNALD_RECORD_P, NO_MONTH, Clock, record_time
 from exporter.parsers import engine_stats, kv_transfer, spec_decode
 
 _WRAPPER = re.compile(JOURNALD_RECORD_P)
@@ -48,13 +48,11 @@ def match(line: str, clock: Clock) -> tuple[str, dict, float | None, str | None,
     # holding one is not plain, so it goes the usual way).
     if b is None or BARE_RESET.search(text, 0, end) is not None:
         return None
-    ts = record_time(m, text, clock)
-    if ts is NO_MONTH:
+    when = record_time(m, text, clock)
+    if when is NO_MONTH:
         return None
-    if ts is None:
-        ts = header_time(m, clock)
     out = fields(*b.groups())
     if out is None:
         return None
     proc, pid = m.group(10, 11)
-    return kind, out, ts, proc, int(pid) if pid is not None else None
+    return kind, out, when[0], proc, int(pid) if pid is not None else None

@@ -218,8 +218,8 @@ def _frame_journald_record(line: str, clock: Clock) -> Frame | None:
     m = _JOURNALD_RECORD.match(text)
     if m is None:
         return None
-    ts = record_time(m, text, clock)
-    if ts is NO_MONTH:
+    when = record_time(m, text, clock)
+    if when is NO_MONTH:
         return None
     host, unit, proc, pid, level = m.group(6, 7, 10, 11, 12)
     end = m.end()
@@ -227,19 +227,24 @@ def _frame_journald_record(line: str, clock: Clock) -> Frame | None:
               text[m.start(12):end], False, text, m.start(9))
     if proc is not None:  # (nested tags never match: the header must follow the first tag)
         f.process, f.pid = proc, int(pid)
-    if ts is not None:
-        f.ts, f.ts_source = ts, "journald"
-    else:
-        ts = header_time(m, clock)
-        if ts is not None:
-            f.ts, f.ts_source = ts, "vllm"
+    f.ts, f.ts_source = when
     return f
 
 
 def record_time(m: re.Match, text: str, clock: Clock):
-    """The journald stamp's time of a JOURNALD_RECORD_P match (None if it is no date, NO_MONTH if
-    the month name is unknown: the general path decides then). Lines of one second share their stamp:
-    it is converted once."""
+    """(time, "journald" | "vllm" | None) of a JOURNALD_RECORD_P match: the journald stamp's, else
+    the vLLM header's; NO_MONTH if the month name is unknown (the general path decides then)."""
+    ts = _journald_time(m, text, clock)
+    if ts is NO_MONTH:
+        return NO_MONTH
+    if ts is not None:
+        return ts, "journald"
+    ts = _header_time(m, clock)
+    return (ts, "vllm") if ts is not None else (None, None)
+
+
+def _journald_time(m: re.Match, text: str, clock: Clock):
+    # Lines of one second share their stamp: it is converted once.
     stamps = clock.stamps
     stamp = text[:m.end(5)]
     ts = stamps.get(stamp, _MISS)
@@ -254,8 +259,7 @@ def record_time(m: re.Match, text: str, clock: Clock):
     return ts
 
 
-def header_time(m: re.Match, clock: Clock) -> float | None:
-    """The vLLM header's time of a JOURNALD_RECORD_P match, for when the journald stamp gave none."""
+def _header_time(m: re.Match, clock: Clock) -> float | None:
     if m.group(13) is None:
         return None
     mo, vday, vhh, vmm, vss = m.group(13, 14, 15, 16, 17)

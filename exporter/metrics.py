@@ -63,6 +63,11 @@ KNOWN_ENDPOINTS = frozenset(
 )
 _POSITIONS = tuple(str(i) for i in range(32))
 _ENGINES = tuple(str(i) for i in range(64))
+
+
+def _engine_label(engine) -> str:
+    # the label strings of the usual engine numbers are made once
+    return _ENGINES[engine] if type(engine) is int and 0 <= engine < 64 else str(engine)
 KNOWN_METHODS = frozenset("GET POST PUT DELETE PATCH HEAD OPTIONS".split())
 LOG_LEVELS = ("warning", "error", "critical")
 
@@ -295,8 +300,7 @@ class Metrics:
     def _engine(self, f: dict) -> str:
         if "aggregated_engines" in f:
             return "aggregated"
-        e = f.get("engine", 0)
-        return _ENGINES[e] if type(e) is int and 0 <= e < 64 else str(e)
+        return _engine_label(f.get("engine", 0))
 
     # The handlers below run for every stats window of every engine: counters are bumped as dict
     # entries directly (CounterFamily.inc's checks are for callers that might pass anything).
@@ -331,8 +335,7 @@ class Metrics:
             self._set(self.prefix_hit, (server, "0"), v)
 
     def _on_spec_decode(self, server: str, ev: Event, f: dict) -> None:
-        e = f.get("engine", 0)
-        eng = _ENGINES[e] if type(e) is int and 0 <= e < 64 else str(e)
+        eng = _engine_label(f.get("engine", 0))
         key = (server, eng)
         acc, dra = f.get("accepted_tokens"), f.get("drafted_tokens")
         c = self.spec_accepted.values

@@ -247,11 +247,7 @@ class Pipeline:
             if fast is not None:
                 self.lineno += 1
                 kind, fields, ts, process, pid = fast
-                key = (process, pid)
-                if kind == "engine_stats":
-                    self._engine_of[key] = fields.get("engine", 0)
-                else:
-                    fields.setdefault("engine", self._engine_of.get(key, 0))
+                self._attribute(kind, fields, (process, pid))
                 return PARSED, [Event(kind, fields, ts, process, pid, self.lineno)]
         self.lineno += 1
         f = frame_line(line, self.clock, clean)
@@ -316,6 +312,14 @@ class Pipeline:
                 out.extend(self._tracebacks.pop(k).events())
         return out
 
+    def _attribute(self, kind: str, fields: dict, key: tuple) -> None:
+        """Spec-decode and KV-transfer lines name no engine: they belong to the engine of the stats
+        line the same process logged just before."""
+        if kind == "engine_stats":
+            self._engine_of[key] = fields.get("engine", 0)
+        elif kind in ("spec_decode", "kv_transfer"):
+            fields.setdefault("engine", self._engine_of.get(key, 0))
+
     def _classify(self, f: Frame, key: tuple) -> tuple[str, list[Event]]:
         msg = f.message
         if msg.startswith(_TB_START) or (msg[:1] == " " and msg.lstrip().startswith(_TB_START)):
@@ -327,11 +331,7 @@ class Pipeline:
         if events:
             for ev in events:
                 ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
-                kind = ev.kind
-                if kind == "engine_stats":
-                    self._engine_of[key] = ev.fields.get("engine", 0)
-                elif kind in ("spec_decode", "kv_transfer"):
-                    ev.fields.setdefault("engine", self._engine_of.get(key, 0))
+                self._attribute(ev.kind, ev.fields, key)
             return PARSED, events
         level = f.level
         if level in ("WARNING", "ERROR", "CRITICAL"):
