@@ -164,15 +164,20 @@ async def test_invalid_utf8_nul_and_crlf(tmp_path):
         assert lines[0] == "bad \ufffd\ufffd byte" and lines[1] == "nul\x00here" and lines[2] == "crlf\r"
 
 
-async def test_position_resumes_in_the_same_file(tmp_path):
-    p = tmp_path / "v.log"
+async def position_after(p, *lines):
+    """Where a source following ``p`` (empty at first) stood once it had taken ``lines``."""
     append(p, "")
     s = src(p)
     async with Follow(s) as fw:
-        append(p, "a", "b")
-        await fw.wait_for(2)
+        append(p, *lines)
+        await fw.wait_for(len(lines))
         await asyncio.sleep(0.1)
-    pos = s.position
+    return s.position
+
+
+async def test_position_resumes_in_the_same_file(tmp_path):
+    p = tmp_path / "v.log"
+    pos = await position_after(p, "a", "b")
     assert pos.offset == os.path.getsize(p)
     append(p, "c", "d")
     async with Follow(src(p, resume=pos)) as fw:
@@ -181,13 +186,7 @@ async def test_position_resumes_in_the_same_file(tmp_path):
 
 async def test_resume_finds_the_file_rotated_while_we_were_down(tmp_path):
     p = tmp_path / "v.log"
-    append(p, "")
-    s = src(p)
-    async with Follow(s) as fw:
-        append(p, "1", "2")
-        await fw.wait_for(2)
-        await asyncio.sleep(0.1)
-    pos = s.position
+    pos = await position_after(p, "1", "2")
     append(p, "3")  # written after we stopped, before the rotation
     os.rename(p, tmp_path / "v.log.1")
     append(p, "4", "5")
