@@ -119,7 +119,7 @@ class Clock:
         self.tz = tz
         self._now = now
         self._cache: dict[tuple[int, int, int], float | None] = {}
-        self.stamps: dict[str, object] = {}  # framing's cache: journald stamp text -> time
+        self.minutes: dict[str, object] = {}  # framing's cache: journald stamp up to the minute -> time
 
     def _now_ts(self) -> float:
         return self._now if self._now is not None else time.time()
@@ -244,19 +244,23 @@ def record_time(m: re.Match, text: str, clock: Clock):
 
 
 def _journald_time(m: re.Match, text: str, clock: Clock):
-    # Lines of one second share their stamp: it is converted once.
-    stamps = clock.stamps
-    stamp = text[:m.end(5)]
-    ts = stamps.get(stamp, _MISS)
-    if ts is _MISS:
-        mon, day, hh, mm, ss = m.group(1, 2, 3, 4, 5)
+    # Lines of one minute share the stamp up to the seconds: that part is converted once (every
+    # periodic stats line falls in a new second, but rarely in a new minute).
+    minutes = clock.minutes
+    key = text[:m.start(5)]
+    base = minutes.get(key, _MISS)
+    if base is _MISS:
+        mon, day, hh, mm = m.group(1, 2, 3, 4)
         low = mon.lower()
         month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
-        ts = clock.local(month, int(day), int(hh), int(mm), int(ss)) if month else NO_MONTH
-        if len(stamps) > 4096:
-            stamps.clear()
-        stamps[stamp] = ts
-    return ts
+        base = clock.local(month, int(day), int(hh), int(mm), 0) if month else NO_MONTH
+        if len(minutes) > 4096:
+            minutes.clear()
+        minutes[key] = base
+    if base is None or base is NO_MONTH:
+        return base
+    second = int(m.group(5))
+    return base + second if second <= 60 else None  # as Clock.local would say
 
 
 def _header_time(m: re.Match, clock: Clock) -> float | None:

@@ -199,9 +199,9 @@ class Pipeline:
                     # The common access line: count it by the text after the client address; what
                     # that text means is looked up once per distinct text below. A " [" after the
                     # request means another record was glued on: that line takes feed().
-                    i = line.find(sep)
-                    if i > 0 and line[i - 1] not in ws:
-                        tail = line[i + 4:]
+                    # (partition, not find: str.find parses its arguments the slow way)
+                    head, found, tail = line.partition(sep)
+                    if found and head and head[-1] not in ws:
                         n = get(tail)
                         if n is not None:
                             tails[tail] = n + 1

@@ -13,7 +13,6 @@ reprs (MultiConnector) or carry a space before ``=`` (tpu-inference): split at d
 from __future__ import annotations
 
 import ast
-from itertools import repeat
 from math import isfinite
 from operator import itemgetter
 
@@ -35,19 +34,20 @@ _MIB = 2**20
 # The offload connector's usual line: plain ``key=number`` pairs, nothing nested, no spaces in keys.
 # Such a body is read in bulk with string methods (each a loop in C); anything else goes through
 # split_pairs and _value, which give the same result on it (tests compare the two).
-_ONE = {1}
 _HEAD = itemgetter(slice(0, 1))
+_EQ_JOIN = "=".join
 
 
 def plain_metrics(body: str) -> dict | None:
     """``a=1, b=2.5`` -> {"a": 1.0, "b": 2.5} when the body is only such pairs, else None."""
     if "(" in body or "[" in body or "{" in body or "'" in body or '"' in body:
         return None  # split_pairs' nesting-aware way
-    parts = body.split(", ")
-    if set(map(str.count, parts, repeat("="))) != _ONE:
-        return None  # a part without "=" or with two: split_pairs decides
     flat = body.replace(", ", "=").split("=")
     keys, raw = flat[0::2], flat[1::2]
+    # Neither a key nor a value holds "=" or ", ", so putting the pairs back together gives the body
+    # exactly when every ", "-separated part held exactly one "=" (else split_pairs decides).
+    if len(keys) != len(raw) or ", ".join(map(_EQ_JOIN, zip(keys, raw))) != body:
+        return None
     joined = "".join(keys)
     if "" in keys or joined.split() != [joined]:
         return None  # an empty key, or white space in one (split_pairs strips keys)
