@@ -171,14 +171,20 @@ def main() -> int:
     for i, py in enumerate(pythons):
         print(f"py{i + 1}: Python {python_label(py)}")
     print(f"mtail: {subprocess.run(['mtail', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}\n")
-    print("| tool | lines/s | CPU s per 1M lines | peak RSS | lines/s vs mtail |")
-    print("|---|---|---|---|---|")
-    m_rate = statistics.median(n / r["wall"] for r in results["mtail"])
+    # Two ratios: of the medians, and the median of each round's ratio to that round's mtail run (the
+    # one next to it in time, so it sees the same machine speed: this VM's speed drifts within a run).
+    print("| tool | lines/s | CPU s per 1M lines | peak RSS | lines/s vs mtail | per round vs mtail (median, range) |")
+    print("|---|---|---|---|---|---|")
+    m_rates = [n / r["wall"] for r in results["mtail"]]
+    m_rate = statistics.median(m_rates)
     for name, runs_ in results.items():
-        rate = statistics.median(n / r["wall"] for r in runs_)
+        rates = [n / r["wall"] for r in runs_]
+        rate = statistics.median(rates)
         cpu = statistics.median(r["cpu"] for r in runs_) / n * 1e6
         rss = statistics.median(r["rss"] for r in runs_)
-        print(f"| {name} | {rate:,.0f} | {cpu:.2f} | {rss / 1e6:.0f} MB | {rate / m_rate:.2f}x |")
+        paired = [a / b for a, b in zip(rates, m_rates)]
+        print(f"| {name} | {rate:,.0f} | {cpu:.2f} | {rss / 1e6:.0f} MB | {rate / m_rate:.2f}x | "
+              f"{statistics.median(paired):.2f}x ({min(paired):.2f}-{max(paired):.2f}) |")
     print("\nrounds (lines/s): " + "; ".join(f"{name} " + " / ".join(f"{n / r['wall']:,.0f}" for r in runs_)
                                             for name, runs_ in results.items()))
     print(f"\nsame totals everywhere: {'yes' if fair else 'NO'} (HTTP by status {ref['http']}, accepted {ref['accepted']:,}, "
