@@ -99,9 +99,11 @@ def run_live(python: str, path: Path, n: int) -> dict:
                              "--web.listen-address", f"127.0.0.1:{port}"], cwd=ROOT)
     deadline = time.monotonic() + 3600
     body = ""
+    seen = 0.0
     while time.monotonic() < deadline:
-        # every 0.2 s: each scrape costs the daemon a render, and Prometheus would ask every 15 s
-        time.sleep(0.2)
+        # Every 0.2 s (each scrape costs the daemon a render; Prometheus would ask every 15 s), every
+        # 0.02 s once 90 % is read: the finish is then seen within ~20 ms, not up to 200 ms late.
+        time.sleep(0.02 if seen >= 0.9 * n else 0.2)
         try:
             body = _metrics(port)
         except OSError:
