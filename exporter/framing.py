@@ -133,6 +133,14 @@ class Clock:
             return None
 
     def local(self, month: int, day: int, hour: int, minute: int, second: int) -> float | None:
+        return self.plus_seconds(self.minute_start(month, day, hour, minute), second)
+
+    @staticmethod
+    def plus_seconds(start: float | None, second: int) -> float | None:
+        """``second`` seconds into a minute that began at ``start`` (None: no such time)."""
+        return None if start is None or second > 60 else start + second
+
+    def minute_start(self, month: int, day: int, hour: int, minute: int) -> float | None:
         # Cached per hour: DST changes happen on hour boundaries, so minutes and seconds add linearly.
         key = (month, day, hour)
         base = self._cache.get(key, False)
@@ -150,9 +158,9 @@ class Clock:
             if len(self._cache) > 4096:
                 self._cache.clear()
             self._cache[key] = base
-        if base is None or minute > 59 or second > 60:
+        if base is None or minute > 59:
             return None
-        return base + minute * 60 + second
+        return base + minute * 60
 
     @staticmethod
     def rfc3339(m: re.Match) -> float | None:
@@ -253,14 +261,13 @@ def _journald_time(m: re.Match, text: str, clock: Clock):
         mon, day, hh, mm = m.group(1, 2, 3, 4)
         low = mon.lower()
         month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
-        base = clock.local(month, int(day), int(hh), int(mm), 0) if month else NO_MONTH
+        base = clock.minute_start(month, int(day), int(hh), int(mm)) if month else NO_MONTH
         if len(minutes) > 4096:
             minutes.clear()
         minutes[key] = base
-    if base is None or base is NO_MONTH:
+    if base is NO_MONTH:
         return base
-    second = int(m.group(5))
-    return base + second if second <= 60 else None  # as Clock.local would say
+    return clock.plus_seconds(base, int(m.group(5)))
 
 
 def _header_time(m: re.Match, clock: Clock) -> float | None:
