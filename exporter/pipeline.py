@@ -62,9 +62,10 @@ _WHITESPACE = frozenset("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u20
 
 
 def _counted(line: str, sep: str, tails: dict[str, int]) -> bool:
-    """Whether the batch loop counted ``line`` as an access line (its tail is one it counted)."""
-    i = line.find(sep)
-    return i > 0 and line[i - 1] not in _WHITESPACE and line[i + 4:] in tails
+    """Whether the batch loop counted ``line`` as an access line (its tail is one it counted); the
+    loop's own test, spelt the same way."""
+    head, found, tail = line.partition(sep)
+    return bool(found and head) and head[-1] not in _WHITESPACE and tail in tails
 
 
 MAX_TRACEBACK_LINES = 2000

@@ -172,15 +172,15 @@ def fields_of(metrics: dict, text: str) -> dict:
                 continue
         fields[name] = v
     usage = metrics.get("vllm:kv_offload_cpu_cache_usage_perc")
-    if isinstance(usage, (int, float)):
+    if isinstance(usage, _NUMBER):
         # vLLM's *_perc gauges are 0-1; a build printing 0-100 is brought back to a ratio.
         fields["cpu_cache_usage"] = usage / 100.0 if usage > 1 else usage
     failures = metrics.get("vllm:kv_offload_allocation_failure")
-    if isinstance(failures, (int, float)):
+    if isinstance(failures, _NUMBER):
         fields["allocation_failures"] = failures
     # NIXL / Mooncake (possibly flattened under a MultiConnector name); offload lines have none of these.
     for key, v in (metrics.items() if "vllm:kv_offload" not in text or "Num " in text or "(ms)" in text else ()):
-        if not isinstance(v, (int, float)):
+        if not isinstance(v, _NUMBER):
             continue
         short = key.rsplit(".", 1)[-1]
         if short in ("Num successful transfers", "num_successful_transfers"):
