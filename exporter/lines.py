@@ -22,6 +22,28 @@ def _no_line_over(data: bytes, end: int, limit: int) -> bool:
     return all(data.find(b"\n", a, a + half) >= 0 for a in range(0, end - half + 1, half))
 
 
+class Lines(list):
+    """Lines as the splitter cut them from one decoded piece of text, which ``text`` keeps: the
+    lines joined by newlines, so a reader that wants them as one string (the pipeline's check of a
+    batch) need not join them again. ``text`` describes the list as it was made: ``joined()`` only
+    trusts it while the list still has its first length (the splitter's callers never change a
+    batch; one that did would get a join, not a wrong answer)."""
+
+    __slots__ = ("text", "count")
+
+    def __init__(self, lines: list[str], text: str):
+        super().__init__(lines)
+        self.text = text
+        self.count = len(lines)
+
+
+def joined(lines: list[str]) -> str:
+    """``"\n".join(lines)``, taken from the splitter's text when the lines came from it unchanged."""
+    if type(lines) is Lines and len(lines) == lines.count:
+        return lines.text
+    return "\n".join(lines)
+
+
 class LineSplitter:
     """Bytes in, complete lines out; a partial line is held until its newline arrives.
 
@@ -36,6 +58,8 @@ class LineSplitter:
         self.skipping = False
 
     def feed(self, data: bytes) -> list[str]:
+        """The complete lines ``data`` ends (with what was held before it); a :class:`Lines` when
+        they were decoded in one piece."""
         buf = self.buf + data if self.buf else data
         cut = buf.rfind(b"\n")
         if not self.skipping and cut >= 0 and len(buf) - cut - 1 <= self.max_line:
@@ -43,7 +67,8 @@ class LineSplitter:
                 # No line is too long: decode the complete lines at once, in place (a newline is
                 # never part of a multi-byte sequence, so this equals decoding line by line).
                 self.buf = buf[cut + 1:]
-                return str(memoryview(buf)[:cut], "utf-8", "replace").split("\n")
+                text = str(memoryview(buf)[:cut], "utf-8", "replace")
+                return Lines(text.split("\n"), text)
         lines: list[str] = []
         start = 0
         while True:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from exporter import fastpath
 from exporter.events import Event
 from exporter.framing import Clock, Frame, frame_line
+from exporter.lines import joined
 from exporter.parsers import access_log, parse_errors, parse_frame
 
 PARSED, IGNORED, UNPARSED = "parsed", "ignored", "unparsed"
@@ -185,7 +186,7 @@ class Pipeline:
         counts = {PARSED: 0, IGNORED: 0, UNPARSED: 0}
         events: list[Event] = []
         access: dict[tuple, int] = {}
-        clean = not batch_unsafe("\n".join(lines))
+        clean = not batch_unsafe(joined(lines))
         careful = not clean or bool(self._tracebacks)
         match_tail = access_log.match_tail
         sep = access_log.SEP

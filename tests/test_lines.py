@@ -2,7 +2,7 @@
 
 from hypothesis import given, settings, strategies as st
 
-from exporter.lines import LineSplitter, _no_line_over
+from exporter.lines import LineSplitter, Lines, _no_line_over, joined
 
 PIECES = st.sampled_from([b"\n", b"a", b"bc", b"x" * 7, b"\xc3\xa9", b"\xe2\x96\x88", b"\xff", b"\xc3", b" - \"", b"\r"])
 
@@ -24,7 +24,9 @@ def test_any_chunking_gives_the_lines_of_the_whole(data, cuts, limit):
     out, pos, i = [], 0, 0
     while pos < len(data):
         n = cuts[i % len(cuts)]
-        out += split.feed(data[pos:pos + n])
+        got = split.feed(data[pos:pos + n])
+        assert joined(got) == "\n".join(got)  # the text a Lines keeps is its lines, joined
+        out += got
         pos += n
         i += 1
     out += split.flush()
@@ -35,3 +37,12 @@ def test_any_chunking_gives_the_lines_of_the_whole(data, cuts, limit):
 def test_the_long_line_check_never_clears_a_long_line(data, limit):
     if _no_line_over(data, len(data), limit):
         assert all(len(line) <= limit for line in data.split(b"\n"))
+
+
+def test_a_batch_changed_after_the_split_is_joined_again():
+    split = LineSplitter("t")
+    got = split.feed(b"a\nb\nc\n")
+    assert type(got) is Lines and joined(got) is got.text
+    got.append("\x1b[0m")
+    assert joined(got) == "a\nb\nc\n\x1b[0m"
+    assert joined(["x", "y"]) == "x\ny"
