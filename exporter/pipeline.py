@@ -62,11 +62,44 @@ _WHITESPACE = frozenset("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u20
                         "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 
 
-def _counted(line: str, sep: str, tails: dict[str, int]) -> bool:
-    """Whether the batch loop counted ``line`` as an access line (its tail is one it counted); the
-    loop's own test, spelt the same way."""
-    head, found, tail = line.partition(sep)
-    return bool(found and head) and head[-1] not in _WHITESPACE and tail in tails
+# What count_access finds in a batch: how often each access-line tail occurs, the positions of the
+# other lines (in order), and the positions of the first and last line counted (-1: none).
+Tally = tuple[dict[str, int], list[int], int, int]
+
+
+def count_access(lines: list[str]) -> Tally:
+    """The batch path's count of ``lines``, which the caller found free of BATCH_UNSAFE.
+
+    The common access line is counted by its tail, the text after the client address (what that
+    text means is looked up once per distinct text, later); a " [" after the request means another
+    record was glued on, so that line is one of the others, which the pipeline feeds one by one.
+    Pure: lines in, tally out."""
+    sep = access_log.SEP
+    match_tail = access_log.match_tail
+    ws = _WHITESPACE
+    tails: dict[str, int] = {}
+    get = tails.get
+    others: list[int] = []
+    other = others.append
+    for i, line in enumerate(lines):
+        # (partition, not find: str.find parses its arguments the slow way)
+        head, found, tail = line.partition(sep)
+        if found and head and head[-1] not in ws:
+            n = get(tail)
+            if n is not None:
+                tails[tail] = n + 1
+                continue
+            if " [" not in tail and match_tail(tail) is not None:
+                tails[tail] = 1
+                continue
+        other(i)
+    if not tails:
+        return tails, others, -1, -1
+    # the counted lines are the gaps in `others`: the first gap from either end
+    first = next((j for j, i in enumerate(others) if i != j), len(others))
+    n = len(lines)
+    last = n - 1 - next((j for j, i in enumerate(reversed(others)) if i != n - 1 - j), len(others))
+    return tails, others, first, last
 
 
 MAX_TRACEBACK_LINES = 2000
@@ -168,56 +201,48 @@ class Pipeline:
         self._tracebacks: dict[tuple, _Traceback] = {}
         self._engine_of: dict[tuple, int] = {}
 
-    def feed_batch(self, lines: list[str], on_error=None) -> tuple[dict[str, int], list[Event], dict[tuple, int],
-                                                                tuple[float | None, float | None]]:
+    def feed_batch(self, lines: list[str], on_error=None) -> tuple[
+            dict[str, int], list[Event], dict[tuple, int], tuple[float | None, float | None]]:
         """Account many lines; return counts by result, the events, access-log responses counted by
         (method, path, status, http version) instead of one event each, and the timestamps of the
         first and last access line so counted (for a run's time range).
 
         Access-log lines are most of a busy server's log and carry nothing but those three values,
         so when no traceback is open and the batch holds nothing that framing would change, they are
-        matched on the raw line and counted. Every other line goes through ``feed``. The result is
-        the same as feeding each line (tests compare both paths); only the per-line access events
-        (their timestamps and line numbers) are not made.
+        counted on the raw lines (``count_access``) and every other line goes through ``feed``. The
+        result is the same as feeding each line (tests compare both paths); only the per-line access
+        events (their timestamps and line numbers) are not made.
 
         A line whose parsing raises (a parser bug) is counted as unparsed and handed to
         ``on_error(line)``; without ``on_error`` the exception propagates.
         """
         counts = {PARSED: 0, IGNORED: 0, UNPARSED: 0}
         events: list[Event] = []
-        access: dict[tuple, int] = {}
-        clean = not batch_unsafe(joined(lines))
-        careful = not clean or bool(self._tracebacks)
-        match_tail = access_log.match_tail
-        sep = access_log.SEP
         feed = self.feed
-        tails: dict[str, int] = {}
-        get = tails.get
-        ws = _WHITESPACE
-        parsed = pending = 0
-        for line in lines:
+        text = joined(lines)
+        clean = not batch_unsafe(text)
+        if not clean or self._tracebacks:
+            # Line order matters (a traceback is open or may start) or framing changes the text.
+            for line in lines:
+                try:
+                    res, ev = feed(line, clean)
+                except Exception:
+                    if on_error is None:
+                        raise
+                    counts[UNPARSED] += 1
+                    on_error(line)
+                    continue
+                counts[res] += 1
+                if ev:
+                    events.extend(ev)
+            return counts, events, {}, (None, None)
+        start = self.lineno
+        tails, others, first, last = count_access(lines)
+        for i in others:
+            line = lines[i]
+            self.lineno = start + i  # feed() counts this line
             try:
-                if not careful:
-                    # The common access line: count it by the text after the client address; what
-                    # that text means is looked up once per distinct text below. A " [" after the
-                    # request means another record was glued on: that line takes feed().
-                    # (partition, not find: str.find parses its arguments the slow way)
-                    head, found, tail = line.partition(sep)
-                    if found and head and head[-1] not in ws:
-                        n = get(tail)
-                        if n is not None:
-                            tails[tail] = n + 1
-                            pending += 1
-                            continue
-                        if " [" not in tail and match_tail(tail) is not None:
-                            tails[tail] = 1
-                            pending += 1
-                            continue
-                if pending:
-                    self.lineno += pending  # keep line numbers right for the events feed() makes
-                    parsed += pending
-                    pending = 0
-                res, ev = feed(line, clean)
+                res, ev = feed(line, True)
             except Exception:
                 if on_error is None:
                     raise
@@ -227,17 +252,16 @@ class Pipeline:
             counts[res] += 1
             if ev:
                 events.extend(ev)
+        self.lineno = start + len(lines)
+        counts[PARSED] += len(lines) - len(others)
+        access: dict[tuple, int] = {}
+        match_tail = access_log.match_tail
         for tail, n in tails.items():
             r = match_tail(tail)
             access[r] = access.get(r, 0) + n
-        self.lineno += pending
-        parsed += pending
-        counts[PARSED] += parsed
         span = (None, None)
-        if tails:
-            first = next(line for line in lines if _counted(line, sep, tails))
-            last = next(line for line in reversed(lines) if _counted(line, sep, tails))
-            span = (frame_line(first, self.clock).ts, frame_line(last, self.clock).ts)
+        if first >= 0:
+            span = (frame_line(lines[first], self.clock).ts, frame_line(lines[last], self.clock).ts)
         return counts, events, access, span
 
     def feed(self, line: str, clean: bool = False) -> tuple[str, list[Event]]:

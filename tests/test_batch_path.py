@@ -147,3 +147,14 @@ def test_whitespace_set_is_what_isspace_says():
     from exporter.pipeline import _WHITESPACE
 
     assert _WHITESPACE == {chr(c) for c in range(0x110000) if chr(c).isspace()}
+
+
+@given(st.lists(st.sampled_from(TRICKY[:3] + TRICKY[10:] + ['INFO:     9.9.9.9:1 - "GET /v1/models HTTP/1.1" 200 OK']),
+                max_size=40))
+def test_count_access_tallies_every_line_once(lines):
+    from exporter.pipeline import count_access
+
+    tails, others, first, last = count_access(lines)
+    counted = [i for i in range(len(lines)) if i not in set(others)]
+    assert others == sorted(others) and sum(tails.values()) == len(counted)
+    assert (first, last) == ((counted[0], counted[-1]) if counted else (-1, -1))
