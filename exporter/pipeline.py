@@ -221,28 +221,18 @@ class Pipeline:
         feed = self.feed
         text = joined(lines)
         clean = not batch_unsafe(text)
-        if not clean or self._tracebacks:
-            # Line order matters (a traceback is open or may start) or framing changes the text.
-            for line in lines:
-                try:
-                    res, ev = feed(line, clean)
-                except Exception:
-                    if on_error is None:
-                        raise
-                    counts[UNPARSED] += 1
-                    on_error(line)
-                    continue
-                counts[res] += 1
-                if ev:
-                    events.extend(ev)
-            return counts, events, {}, (None, None)
         start = self.lineno
-        tails, others, first, last = count_access(lines)
+        if not clean or self._tracebacks:
+            # Line order matters (a traceback is open or may start) or framing changes the text:
+            # every line is fed.
+            tails, others, first, last = {}, range(len(lines)), -1, -1
+        else:
+            tails, others, first, last = count_access(lines)
         for i in others:
             line = lines[i]
             self.lineno = start + i  # feed() counts this line
             try:
-                res, ev = feed(line, True)
+                res, ev = feed(line, clean)
             except Exception:
                 if on_error is None:
                     raise
