@@ -29,17 +29,17 @@ class Lines(list):
     trusts it while the list still has its first length (the splitter's callers never change a
     batch; one that did would get a join, not a wrong answer)."""
 
-    __slots__ = ("text", "count")
+    __slots__ = ("text", "first_len")
 
     def __init__(self, lines: list[str], text: str):
         super().__init__(lines)
         self.text = text
-        self.count = len(lines)
+        self.first_len = len(lines)  # (not `count`: that would hide list.count)
 
 
 def joined(lines: list[str]) -> str:
     """``"\n".join(lines)``, taken from the splitter's text when the lines came from it unchanged."""
-    if type(lines) is Lines and len(lines) == lines.count:
+    if type(lines) is Lines and len(lines) == lines.first_len:
         return lines.text
     return "\n".join(lines)
 
