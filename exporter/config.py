@@ -15,7 +15,8 @@ timestamps:
   year: null                           # year of year-less timestamps (default: current)
   timezone: null                       # IANA zone of year-less timestamps (default: local)
 stats_interval_seconds: 10             # VLLM_LOG_STATS_INTERVAL of the servers
-state_file: null                       # where file sources stopped, so a restart resumes there
+state_file: null                       # where each source stopped (file offset, journal cursor,
+                                       # container stamp), so a restart resumes there
 sources:
   - name: grandpa                      # the `server` label
     type: file                         # file | stdin | journald | container | demo
@@ -27,7 +28,8 @@ sources:
     socket: /run/podman/podman.sock    # default: podman's, else docker's
   - name: svc
     type: journald
-    match: vllm                        # unit, CONTAINER_NAME or SYSLOG_IDENTIFIER
+    match: vllm                        # unit (system or user), CONTAINER_NAME or SYSLOG_IDENTIFIER
+    journal_directory: null            # journalctl -D: e.g. the host's /var/log/journal mounted in a container
 ```
 """
 
@@ -62,6 +64,18 @@ class SourceConfig:
     socket: str | None = None
     from_start: bool = False
     speed: float = 1.0
+    journal_directory: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """What a state-file checkpoint of this source was taken from."""
+        if self.type == "file":
+            return f"file:{self.path}"
+        if self.type == "journald":
+            return f"journald:{self.journal_directory or ''}:{self.match}"
+        if self.type == "container":
+            return f"container:{self.container}"
+        return self.type
 
 
 @dataclass
@@ -128,7 +142,7 @@ _TS_KEYS = {"year", "timezone"}
 _SOURCE_KEYS = {
     "file": {"name", "type", "path", "from_start"},
     "stdin": {"name", "type"},
-    "journald": {"name", "type", "match", "from_start"},
+    "journald": {"name", "type", "match", "journal_directory", "from_start"},
     "container": {"name", "type", "container", "socket", "from_start"},
     "demo": {"name", "type", "speed"},
 }
@@ -215,7 +229,7 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
                 raise ConfigError(f"{w}.name: required (it becomes the `server` label)")
             sc = SourceConfig(name=_typed(s["name"], str, f"{w}.name"), type=kind)
             for key, typ in (("path", str), ("match", str), ("container", str), ("socket", str),
-                             ("from_start", bool), ("speed", float)):
+                             ("journal_directory", str), ("from_start", bool), ("speed", float)):
                 if key in s:
                     setattr(sc, key, _typed(s[key], typ, f"{w}.{key}"))
             for needed, kinds in (("path", ("file",)), ("match", ("journald",)), ("container", ("container",))):
@@ -336,9 +350,12 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
                 raise ConfigError("--server: names the one source; with several, use NAME=SOURCE in each --source")
             flag_sources[0].name = server
         container_socket = args.container_socket or env.get(ENV_PREFIX + "CONTAINER_SOCKET")
+        journal_directory = getattr(args, "journal_directory", None) or env.get(ENV_PREFIX + "JOURNAL_DIRECTORY")
         for s in flag_sources:
             if s.type == "container" and container_socket:
                 s.socket = container_socket
+            if s.type == "journald" and journal_directory:
+                s.journal_directory = journal_directory
         cfg.sources = flag_sources
     elif from_start:
         for s in cfg.sources:

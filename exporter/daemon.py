@@ -30,11 +30,12 @@ def make_source(sc: SourceConfig, resume=None) -> Source:
     if sc.type == "journald":
         from exporter.sources.journald import JournaldSource
 
-        return JournaldSource(sc.name, sc.match, from_start=sc.from_start)
+        return JournaldSource(sc.name, sc.match, from_start=sc.from_start, directory=sc.journal_directory,
+                              resume=resume)
     if sc.type == "container":
         from exporter.sources.container import ContainerSource
 
-        return ContainerSource(sc.name, sc.container, socket=sc.socket, from_start=sc.from_start)
+        return ContainerSource(sc.name, sc.container, socket=sc.socket, from_start=sc.from_start, resume=resume)
     if sc.type == "demo":
         from exporter.sources.demo import DemoSource
 
@@ -111,8 +112,8 @@ class Daemon:
             saved = state.load(cfg.state_file)
         self.runners = []
         for sc in cfg.sources:
-            # a saved position only counts for the same path: a renamed source starts as configured
-            resume = saved[sc.name][1] if sc.type == "file" and sc.name in saved and saved[sc.name][0] == sc.path else None
+            # a checkpoint only counts for what it was taken from: a source pointed elsewhere starts as configured
+            resume = saved[sc.name][1] if sc.name in saved and saved[sc.name][0] == sc.identity else None
             self.runners.append(SourceRunner(make_source(sc, resume), self.metrics, clock))
         self._saved_state = None
         self._stop = asyncio.Event()
@@ -157,9 +158,10 @@ class Daemon:
 
         positions = {}
         for r, sc in zip(self.runners, self.cfg.sources):
-            pos = getattr(r.source, "position", None)
-            if pos is not None:
-                positions[r.name] = (sc.path, pos)
+            checkpoint = getattr(r.source, "checkpoint", None)
+            cp = checkpoint() if checkpoint is not None else None
+            if cp is not None:
+                positions[r.name] = (sc.identity, cp)
         if positions != self._saved_state:
             try:
                 state.save(self.cfg.state_file, positions)

@@ -1,8 +1,14 @@
-"""The optional state file: where each file source stopped, so a restart resumes there.
+"""The optional state file: where each source stopped, so a restart resumes there.
 
-JSON ``{"version": 1, "sources": {"<name>": {"path": ..., "dev": ..., "ino": ..., "offset": ...}}}``,
-written atomically (temporary file, fsync, rename). A state file that cannot be read is reported and
-ignored: the sources then start as configured, and the file is rewritten.
+JSON ``{"version": 2, "sources": {"<name>": {"source": "<identity>", "checkpoint": {...}}}}``,
+written atomically (temporary file, fsync, rename). The identity (``file:PATH``,
+``journald:DIRECTORY:MATCH``, ``container:NAME``) ties a checkpoint to what it was taken from: a
+source renamed or pointed elsewhere starts as configured. What a checkpoint holds is each source's
+own business (a file's device, inode and offset; the journal's cursor; a container's id and last
+stamp). Version 1 files (file sources only) are still read.
+
+A state file that cannot be read is reported and ignored: the sources then start as configured,
+and the file is rewritten. One bad entry is dropped with a warning; the others are kept.
 """
 
 from __future__ import annotations
@@ -13,12 +19,11 @@ import tempfile
 
 import structlog
 
-from exporter.sources.file import Position
-
 log = structlog.get_logger("vllm_log_exporter.state")
 
 
-def load(path: str) -> dict[str, tuple[str, Position]]:
+def load(path: str) -> dict[str, tuple[str, dict]]:
+    """``{source name: (identity, checkpoint)}``."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -27,19 +32,27 @@ def load(path: str) -> dict[str, tuple[str, Position]]:
     except (OSError, ValueError) as e:
         log.warning("state file unreadable, ignored", path=path, error=str(e))
         return {}
-    out = {}
-    try:
-        for name, s in (data.get("sources") or {}).items():
-            out[name] = (str(s["path"]), Position(int(s["dev"]), int(s["ino"]), int(s["offset"])))
-    except (AttributeError, KeyError, TypeError, ValueError) as e:
-        log.warning("state file malformed, ignored", path=path, error=str(e))
+    sources = data.get("sources") if isinstance(data, dict) else None
+    if not isinstance(sources, dict):
+        log.warning("state file malformed, ignored", path=path, error="no 'sources' mapping")
         return {}
+    out = {}
+    for name, s in sources.items():
+        if not isinstance(s, dict):
+            log.warning("state file entry malformed, dropped", path=path, source=name)
+            continue
+        if "source" in s and isinstance(s.get("checkpoint"), dict) and isinstance(s["source"], str):
+            out[name] = (s["source"], s["checkpoint"])
+        elif isinstance(s.get("path"), str):  # version 1
+            out[name] = ("file:" + s["path"], {k: s.get(k) for k in ("dev", "ino", "offset")})
+        else:
+            log.warning("state file entry malformed, dropped", path=path, source=name)
     return out
 
 
-def save(path: str, positions: dict[str, tuple[str, Position]]) -> None:
-    data = {"version": 1, "sources": {
-        name: {"path": p, "dev": pos.dev, "ino": pos.ino, "offset": pos.offset} for name, (p, pos) in positions.items()
+def save(path: str, checkpoints: dict[str, tuple[str, dict]]) -> None:
+    data = {"version": 2, "sources": {
+        name: {"source": identity, "checkpoint": cp} for name, (identity, cp) in checkpoints.items()
     }}
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".vllm-log-exporter-state-", dir=folder)

@@ -19,6 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="read what the log already holds instead of starting at its end")
     p.add_argument("--container-socket", help="Docker-API socket for container: sources "
                                               "(default /run/podman/podman.sock, else /var/run/docker.sock)")
+    p.add_argument("--journal-directory", default=None,
+                   help="journal location for journald: sources, passed to journalctl as -D "
+                        "(default: the system journal, /var/log/journal and /run/log/journal)")
     p.add_argument("--demo", action="store_true", default=None,
                    help="replay the packaged sample log in real time, in a loop (no vLLM needed)")
     p.add_argument("--demo-speed", type=float, default=None, help="replay speed factor for --demo (default 1)")
@@ -33,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stats-interval", type=float, default=None,
                    help="seconds between vLLM stats lines (VLLM_LOG_STATS_INTERVAL, default 10)")
     p.add_argument("--state-file", default=None,
-                   help="JSON file keeping where each file source stopped, so a restart resumes there")
+                   help="JSON file keeping where each source stopped (file offset, journal cursor, container "
+                        "stamp), so a restart resumes there")
     p.add_argument("--year", type=int, default=None, help="year of year-less timestamps (default: current)")
     p.add_argument("--timezone", default=None, help="IANA zone of year-less timestamps (default: local)")
 

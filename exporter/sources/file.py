@@ -36,6 +36,20 @@ class Position:
     ino: int
     offset: int
 
+    @classmethod
+    def from_checkpoint(cls, cp) -> "Position | None":
+        """A position read back from the state file, or None (with a warning) if it cannot be one."""
+        if isinstance(cp, Position):
+            return cp
+        try:
+            values = [cp[k] for k in ("dev", "ino", "offset")]
+        except (KeyError, TypeError):
+            values = None
+        if values is None or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+            log.warning("state file: file position is not three non-negative integers, ignored", position=cp)
+            return None
+        return cls(*values)
+
 
 def _find_by_inode(path: str, dev: int, ino: int) -> str | None:
     folder = os.path.dirname(os.path.abspath(path))
@@ -55,15 +69,19 @@ def _find_by_inode(path: str, dev: int, ino: int) -> str | None:
 
 class FileSource:
     def __init__(self, name: str, path: str, from_start: bool = False, poll_interval: float = 0.25,
-                 partial_timeout: float = 5.0, max_line: int = MAX_LINE_BYTES, resume: Position | None = None):
+                 partial_timeout: float = 5.0, max_line: int = MAX_LINE_BYTES, resume: Position | dict | None = None):
         self.name = name
         self.path = path
         self.from_start = from_start
         self.poll_interval = poll_interval
         self.partial_timeout = partial_timeout
         self.max_line = max_line
-        self.resume = resume
+        self.resume = Position.from_checkpoint(resume) if resume is not None else None
         self.position: Position | None = None
+
+    def checkpoint(self) -> dict | None:
+        p = self.position
+        return None if p is None else {"dev": p.dev, "ino": p.ino, "offset": p.offset}
 
     def _open(self, path: str):
         try:

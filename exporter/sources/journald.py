@@ -1,20 +1,35 @@
-"""Follow the systemd journal through a ``journalctl -f -o json --all`` child.
+"""Follow the systemd journal through a ``journalctl -f --no-tail -o json --all --merge`` child.
 
-``journald:NAME`` matches entries whose unit, container name or syslog identifier is NAME (a unit
-without a dot gets ``.service``), which covers a plain systemd service, a Quadlet container and
-``podman run --log-driver=journald``. The child is restarted with capped backoff when it exits and
-resumes after the last cursor seen, so nothing is read twice or skipped.
+``journald:NAME`` matches entries whose system unit, user unit, container name or syslog identifier
+is NAME (a unit without a dot gets ``.service``), which covers a plain systemd service, a rootful or
+rootless Quadlet container and ``podman run --log-driver=journald``. ``directory`` (``-D``) names
+the journal's location, e.g. the host journal mounted into the exporter's container.
 
-``--all`` matters: without it journald hands over messages holding ESC bytes (vLLM's coloured
-prefixes) as arrays of byte values and drops long fields. ``MESSAGE`` may still be such an array.
-The entry's own timestamp (``__REALTIME_TIMESTAMP``) is put in front of the line in RFC 3339, so
-framing takes it over the year-less one vLLM prints.
+Where reading begins, and why each flag is there (every point was seen with the real journalctl 252):
+
+- ``-f`` alone implies ``-n 10``: after any restart only the last 10 entries written meanwhile
+  would arrive. ``--no-tail`` always.
+- Starting "at the end" is not ``-n 0`` (entries written between our start and journalctl's are
+  lost): the newest *matching* entry's cursor is taken first (``-n 1``) and followed from with
+  ``--after-cursor``. The cursor must come from a matching entry: given a cursor of an entry the
+  matches exclude, journalctl skips the first matching entry after it. With no matching entry yet,
+  everything that comes later is new, so the follow starts at the beginning.
+- ``-f`` also limits the output to the current boot; ``--merge`` lifts that, so a cursor saved
+  before a reboot still resumes with the entries written after it.
+- Every later start (journalctl exited, the exporter restarted with a state file) resumes after the
+  last cursor passed on, so nothing is read twice or skipped.
+
+``MESSAGE`` holding an ESC byte (vLLM's coloured prefixes) or invalid UTF-8 arrives as an array of
+byte values, with or without ``--all``; ``--all`` is still needed, for without it a field over 64 KiB
+arrives as ``null``. The entry's own timestamp (``__REALTIME_TIMESTAMP``) is put in front of the
+line in RFC 3339, so framing takes it over the year-less one vLLM prints.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from datetime import datetime, timezone
 from typing import AsyncIterator
 
@@ -24,10 +39,16 @@ from exporter.sources.base import Backoff, Status
 
 log = structlog.get_logger("vllm_log_exporter.source.journald")
 
+# A child that ran this long was a working follow, not one failing at start: its exit does not
+# count towards the backoff.
+HEALTHY_RUN_SECONDS = 10.0
+NO_FILES = "No journal files were found"
+
 
 def journal_matches(name: str) -> list[str]:
     unit = name if "." in name else f"{name}.service"
-    return [f"_SYSTEMD_UNIT={unit}", "+", f"CONTAINER_NAME={name}", "+", f"SYSLOG_IDENTIFIER={name}"]
+    return [f"_SYSTEMD_UNIT={unit}", "+", f"_SYSTEMD_USER_UNIT={unit}", "+", f"CONTAINER_NAME={name}", "+",
+            f"SYSLOG_IDENTIFIER={name}"]
 
 
 def entry_to_lines(entry: dict) -> list[str]:
@@ -51,29 +72,97 @@ def entry_to_lines(entry: dict) -> list[str]:
 
 
 class JournaldSource:
-    def __init__(self, name: str, match: str, journalctl: str = "journalctl", from_start: bool = False):
+    def __init__(self, name: str, match: str, journalctl: str = "journalctl", from_start: bool = False,
+                 directory: str | None = None, resume: dict | None = None, backoff: Backoff | None = None):
         self.name = name
         self.match = match
         self.journalctl = journalctl
-        self.from_start = from_start
+        self.directory = directory
+        self.backoff = backoff or Backoff()
         self.cursor: str | None = None
+        if isinstance(resume, dict) and isinstance(resume.get("cursor"), str) and resume["cursor"]:
+            self.cursor = resume["cursor"]
+        # With no cursor: read from the beginning (True) or first take the tail's cursor (False).
+        self._from_beginning = from_start
+
+    def checkpoint(self) -> dict | None:
+        return {"cursor": self.cursor} if self.cursor else None
+
+    def _base(self) -> list[str]:
+        cmd = [self.journalctl, "--no-pager", "--merge"]
+        if self.directory:
+            cmd.append(f"--directory={self.directory}")
+        return cmd
 
     def command(self) -> list[str]:
-        cmd = [self.journalctl, "-f", "-o", "json", "--all", "--no-pager"]
+        cmd = self._base() + ["-f", "--no-tail", "-o", "json", "--all"]
         if self.cursor:
             cmd.append(f"--after-cursor={self.cursor}")
-        elif not self.from_start:
-            cmd += ["-n", "0"]
         return cmd + journal_matches(self.match)
 
+    def tail_command(self) -> list[str]:
+        return self._base() + ["-n", "1", "-o", "json"] + journal_matches(self.match)
+
+    def header_command(self) -> list[str]:
+        return self._base() + ["--header"]
+
+    async def _run(self, cmd: list[str], want_stdout: bool) -> tuple[int, bytes, str]:
+        proc = await asyncio.create_subprocess_exec(
+            *cmd, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE if want_stdout else asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE, limit=1 << 22)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), 60)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return -1, b"", "timed out after 60 s"
+        return proc.returncode, out or b"", err.decode("utf-8", "replace").strip()[:500]
+
+    async def _where_to_start(self) -> str | None:
+        """Settle where the follow begins when there is no cursor; None when ready, else why not."""
+        rc, out, err = await self._run(self.header_command(), want_stdout=False)
+        if NO_FILES in err:
+            # Nothing is there yet, so whatever appears later is new.
+            self._from_beginning = True
+            where = self.directory or "/var/log/journal and /run/log/journal"
+            return f"no journal files in {where} (is the journal mounted into the exporter?)"
+        if self.cursor or self._from_beginning:
+            return None
+        rc, out, err = await self._run(self.tail_command(), want_stdout=True)
+        if rc != 0:
+            return f"journalctl exited {rc}: {err}"
+        for raw in reversed(out.splitlines()):
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("__CURSOR"), str):
+                self.cursor = entry["__CURSOR"]
+                return None
+        self._from_beginning = True  # no matching entry yet: all that comes is new
+        return None
+
     async def batches(self, status: Status) -> AsyncIterator[list[str]]:
-        backoff = Backoff()
+        backoff = self.backoff
         started = False
+        last_problem = None
         while True:
             try:
+                problem = await self._where_to_start()
+            except OSError as e:
+                problem = f"cannot start journalctl: {e}"
+            if problem:
+                status.up(False)
+                if problem != last_problem:
+                    log.warning("journal not readable", source=self.name, problem=problem)
+                last_problem = problem
+                await backoff.sleep()
+                continue
+            try:
                 proc = await asyncio.create_subprocess_exec(
-                    *self.command(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                    limit=1 << 22,
+                    *self.command(), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE, limit=1 << 22,
                 )
             except OSError as e:
                 log.error("cannot start journalctl", source=self.name, error=str(e))
@@ -83,7 +172,9 @@ class JournaldSource:
             if started:
                 status.restarted()
             started = True
+            last_problem = None
             status.up(True)
+            began = time.monotonic()
             taken = 0
             try:
                 assert proc.stdout is not None
@@ -95,7 +186,6 @@ class JournaldSource:
                         continue
                     if not raw:
                         break
-                    backoff.reset()
                     try:
                         entry = json.loads(raw)
                     except ValueError:
@@ -103,9 +193,11 @@ class JournaldSource:
                         continue
                     if not isinstance(entry, dict):
                         continue
+                    lines = entry_to_lines(entry)
+                    # The cursor moves with the lines it stands for: a checkpoint taken while the
+                    # consumer works on them (at the next await) already counts them as passed on.
                     if isinstance(entry.get("__CURSOR"), str):
                         self.cursor = entry["__CURSOR"]
-                    lines = entry_to_lines(entry)
                     if lines:
                         yield lines
                     taken += 1
@@ -122,6 +214,12 @@ class JournaldSource:
                         pass
                 await proc.wait()
             status.up(False)
-            log.warning("journalctl exited", source=self.name, returncode=proc.returncode,
-                        stderr=err.decode("utf-8", "replace").strip()[:500])
+            text = err.decode("utf-8", "replace").strip()[:500]
+            if "Failed to seek to cursor" in text:
+                log.warning("saved journal cursor not found, starting at the journal's end",
+                            source=self.name, cursor=self.cursor)
+                self.cursor = None
+            log.warning("journalctl exited", source=self.name, returncode=proc.returncode, stderr=text)
+            if time.monotonic() - began >= HEALTHY_RUN_SECONDS:
+                backoff.reset()
             await backoff.sleep()

@@ -1,0 +1,134 @@
+"""The journald source against real journal files (written by systemd-journal-remote) and the real
+journalctl: every entry read exactly once, whatever restarts in between."""
+
+import asyncio
+import os
+import signal
+import stat
+import sys
+
+import pytest
+
+from exporter.sources.base import Backoff
+from exporter.sources.journald import JournaldSource
+from tests.helpers import ROOT
+from tests.journal import Journal, access, have_journal_tools, numbers
+from tests.test_source_file import Follow
+
+pytestmark = pytest.mark.skipif(not have_journal_tools(), reason="needs systemd-journal-remote and journalctl")
+
+
+def wrapper(tmp_path):
+    """The real journalctl, exec'd by a script that notes each child's pid (so a test can kill it)."""
+    pids = tmp_path / "journalctl.pids"
+    script = tmp_path / "journalctl"
+    script.write_text(f'#!/bin/sh\necho $$ >> {pids}\nexec journalctl "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script), pids
+
+
+def source(journal, tmp_path, **kw):
+    cmd, _ = wrapper(tmp_path)
+    return JournaldSource("gp", "grandpa", journalctl=cmd, directory=str(journal.dir),
+                          backoff=Backoff(0.05, 0.2), **kw)
+
+
+async def settle(fw, n, timeout=20):
+    lines = await fw.wait_for(n, timeout=timeout)
+    await asyncio.sleep(0.3)  # nothing more may come
+    return lines
+
+
+async def test_from_start_reads_every_entry_not_the_last_ten(tmp_path):
+    j = Journal(tmp_path / "j")
+    j.write([access(i) for i in range(405)])
+    j.write(["other unit"] * 5, unit="sshd.service")
+    async with Follow(source(j, tmp_path, from_start=True)) as fw:
+        await settle(fw, 405)
+        j.write([access(i) for i in range(405, 505)])
+        lines = await settle(fw, 505)
+    assert numbers(lines) == list(range(505))
+    assert len(lines) == 505
+
+
+async def test_start_at_end_keeps_the_burst_written_right_after_start(tmp_path):
+    j = Journal(tmp_path / "j")
+    j.write([access(i) for i in range(50)])
+    j.write(["noise after the last match"], unit="sshd.service")  # the tail entry does not match
+    # The worst moment for a burst: after the tail was taken, before the follow starts. The wrapper
+    # writes it right after the `-n 1` call returns.
+    burst = tmp_path / "burst.py"
+    burst.write_text(f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+                     "from pathlib import Path\nfrom tests.journal import Journal, access\n"
+                     f"Journal(Path({str(j.dir)!r})).write([access(i) for i in range(50, 80)])\n")
+    script = tmp_path / "journalctl-burst"
+    script.write_text(f'#!/bin/sh\ncase " $* " in *" -n "*) journalctl "$@"; rc=$?; {sys.executable} {burst}; '
+                      f'exit $rc;; esac\nexec journalctl "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    s = JournaldSource("gp", "grandpa", journalctl=str(script), directory=str(j.dir), backoff=Backoff(0.05, 0.2))
+    async with Follow(s) as fw:
+        lines = await settle(fw, 30)
+    assert numbers(lines) == list(range(50, 80))
+
+
+async def test_restarted_journalctl_resumes_after_the_cursor(tmp_path):
+    j = Journal(tmp_path / "j")
+    j.write([access(i) for i in range(10)])
+    s = source(j, tmp_path, from_start=True)
+    pids = tmp_path / "journalctl.pids"
+    async with Follow(s) as fw:
+        await settle(fw, 10)
+        for round_ in range(3):
+            pid = int(pids.read_text().split()[-1])
+            os.kill(pid, signal.SIGKILL)
+            base = 10 + round_ * 100
+            j.write([access(i) for i in range(base, base + 50)])
+            j.write(["noise"] * 3, unit="sshd.service")
+            j.write([access(i) for i in range(base + 50, base + 100)])
+            lines = await settle(fw, base + 100)
+        assert fw.status.restarts == 3
+    assert numbers(lines) == list(range(310))
+
+
+async def test_cursor_survives_an_exporter_restart(tmp_path):
+    j = Journal(tmp_path / "j")
+    j.write([access(i) for i in range(20)])
+    first = source(j, tmp_path)
+    async with Follow(first) as fw:
+        j.write([access(i) for i in range(20, 40)])
+        assert numbers(await settle(fw, 20)) == list(range(20, 40))
+    cp = first.checkpoint()
+    j.write([access(i) for i in range(40, 90)])  # while the exporter is down
+    async with Follow(source(j, tmp_path, resume=cp)) as fw:
+        lines = await settle(fw, 50)
+    assert numbers(lines) == list(range(40, 90))
+
+
+async def test_no_journal_yet_is_down_then_read_from_its_first_entry(tmp_path):
+    d = tmp_path / "later"
+    d.mkdir()
+    j = None
+    async with Follow(JournaldSource("gp", "grandpa", directory=str(d), backoff=Backoff(0.05, 0.2))) as fw:
+        await asyncio.sleep(0.5)
+        assert fw.status.ups and not any(fw.status.ups)
+        j = Journal(d)
+        j.write([access(i) for i in range(25)])
+        lines = await settle(fw, 25)
+        assert fw.status.ups[-1] is True
+    assert numbers(lines) == list(range(25))
+
+
+async def test_messages_journald_stores_as_bytes_or_long(tmp_path):
+    j = Journal(tmp_path / "j")
+    esc = "\x1b[1;36m(APIServer pid=53)\x1b[0;0m INFO 08-04 02:44:21 [api_server.py:1] coloured"
+    j.write([esc.encode(), b"(APIServer pid=53) bad \xff byte", "first half\nsecond half", "x" * 100_000])
+    j.write(["from a rootless user unit"], field="_SYSTEMD_USER_UNIT")
+    async with Follow(source(j, tmp_path, from_start=True)) as fw:
+        lines = await settle(fw, 6)
+    bodies = [ln.split(" ", 1)[1] for ln in lines]
+    assert bodies[0] == esc
+    assert bodies[1] == "(APIServer pid=53) bad \ufffd byte"
+    assert bodies[2:4] == ["first half", "second half"]
+    assert bodies[4] == "x" * 100_000
+    assert bodies[5] == "from a rootless user unit"
+    assert all(ln[:4] == "20" + ln[2:4] and ln[10] == "T" for ln in lines)  # the journal's own stamp leads
