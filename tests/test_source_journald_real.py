@@ -132,3 +132,50 @@ async def test_messages_journald_stores_as_bytes_or_long(tmp_path):
     assert bodies[4] == "x" * 100_000
     assert bodies[5] == "from a rootless user unit"
     assert all(ln[:4] == "20" + ln[2:4] and ln[10] == "T" for ln in lines)  # the journal's own stamp leads
+
+
+def http_200s(ex) -> float:
+    return ex.value("vllm_log_http_requests_total", status="200") or 0
+
+
+def test_exporter_with_state_file_counts_every_entry_once_across_restarts(tmp_path):
+    """The real exporter, following real journal files, stopped and started again with a state file."""
+    from tests.helpers import Exporter, wait_until
+
+    j = Journal(tmp_path / "j")
+    j.write([access(i) for i in range(1, 31)])  # before the exporter: not counted (it starts at the end)
+    state = tmp_path / "state.json"
+    args = ("--source", "journald:grandpa", "--journal-directory", str(j.dir), "--state-file", str(state))
+    written = {}
+    with Exporter(*args) as ex:
+        j.write([access(i) for i in range(31, 71)])
+        written["first run"] = 40
+        wait_until(lambda: http_200s(ex) >= 40, 20, what="40 lines counted")
+        wait_until(lambda: '"cursor"' in (state.read_text() if state.exists() else ""), 10, what="state saved")
+        assert ex.value("vllm_log_exporter_source_up", server="grandpa") == 1
+        counted = {"first run": http_200s(ex)}
+    j.write([access(i) for i in range(71, 121)])  # 50 written while the exporter is down
+    with Exporter(*args) as ex:
+        written["while down"] = 50
+        wait_until(lambda: http_200s(ex) >= 50, 20, what="the 50 written while down")
+        j.write([access(i) for i in range(121, 141)])
+        wait_until(lambda: http_200s(ex) >= 70, 20, what="70 lines counted")
+        import time
+        time.sleep(0.5)
+        counted["second run"] = http_200s(ex)
+    assert counted == {"first run": 40, "second run": 70}, (written, counted)
+
+
+def test_exporter_reports_a_missing_journal_as_down(tmp_path):
+    from tests.helpers import Exporter, wait_until
+
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    with Exporter("--source", "journald:grandpa", "--journal-directory", str(empty)) as ex:
+        wait_until(lambda: ex.value("vllm_log_exporter_source_up", server="grandpa") == 0, 10, what="source down")
+        j = Journal(empty)
+        j.write([access(i) for i in range(5)])
+        wait_until(lambda: http_200s(ex) == 5, 20, what="the first entries once the journal exists")
+        assert ex.value("vllm_log_exporter_source_up", server="grandpa") == 1
+        log = ex.stop()
+    assert "no journal files in" in log
