@@ -1,4 +1,5 @@
-"""The container source against our own aiohttp server speaking the Docker logs API on a unix socket."""
+"""The container source against a stand-in aiohttp server speaking the Docker logs API on a unix socket
+(quick checks of the protocol handling; tests/test_source_container_real.py runs the real podman API)."""
 
 import asyncio
 import struct
@@ -48,7 +49,7 @@ class FakeEngine:
     async def inspect(self, request):
         if request.match_info["name"] != "grandpa":
             return web.json_response({"message": "no such container"}, status=404)
-        return web.json_response({"Id": "abc", "Config": {"Tty": self.tty}})
+        return web.json_response({"Id": "abc", "Config": {"Tty": self.tty}, "State": {"Running": True}})
 
     async def logs(self, request):
         q = dict(request.query)
@@ -56,7 +57,7 @@ class FakeEngine:
         resp = web.StreamResponse()
         await resp.prepare(request)
         since = int(q.get("since", 0))
-        sent = 0 if q.get("tail") != "0" else len(self.log)
+        sent = 0
         if not self.closed:
             self.restart.clear()
         while not self.restart.is_set():
@@ -96,7 +97,7 @@ async def test_follows_reconnects_and_never_repeats_a_line(tmp_path):
     engine.add(0, "before start")  # not wanted: the source starts at the end
     runner = await serve(engine, sock)
     try:
-        async with Follow(ContainerSource("gp", "grandpa", socket=str(sock))) as fw:
+        async with Follow(ContainerSource("gp", "grandpa", socket=str(sock), started_at=1785811441.0)) as fw:
             await asyncio.sleep(0.2)
             engine.add(1, "one")
             engine.add(1, "two")
@@ -108,7 +109,7 @@ async def test_follows_reconnects_and_never_repeats_a_line(tmp_path):
             lines = await fw.wait_for(4, timeout=10)
             assert [l.split(" ", 1)[1] for l in lines] == ["one", "two", "three (same second)", "four"]
             assert fw.status.restarts == 1 and fw.status.ups[-1] is True
-            assert engine.requests[0]["tail"] == "0" and engine.requests[1]["since"] == str(1785811441)
+            assert engine.requests[0]["since"] == "1785811441" and engine.requests[1]["since"] == str(1785811441)
     finally:
         engine.close()
         await runner.cleanup()
@@ -143,12 +144,13 @@ def test_stamp_key_compares_as_numbers():
 
 def test_lines_sharing_a_stamp_are_all_kept_and_replays_dropped_exactly():
     src = ContainerSource("gp", "grandpa", socket="/nonexistent")
+    src._found("abc")
     same = "2026-08-04T02:44:01.5Z"
     first = [f"{same} a", f"{same} b", "2026-08-04T02:44:01.6Z c"]
     assert [src._keep(l) for l in first] == [True, True, True]
     more = ["2026-08-04T02:44:01.6Z d", "2026-08-04T02:44:01.6Z e"]
     assert [src._keep(l) for l in more] == [True, True]  # one write: three lines at .6
-    src._reconnecting()
+    src._found("abc")
     # the engine replays from 02:44:01 (a whole second): everything we had comes again first
     replay = first + more + ["2026-08-04T02:44:01.6Z f", "2026-08-04T02:44:02Z g"]
     kept = [l for l in replay if src._keep(l)]

@@ -6,6 +6,22 @@ a container without a TTY sends the 8-byte multiplexed framing (stream byte, thr
 big-endian payload length), one with a TTY sends the raw stream. When the stream ends (container
 stopped or restarted, socket gone) the source reconnects with capped backoff, asking only for lines
 since the last timestamp seen and skipping the ones it already passed on.
+
+What was seen against the real podman 4.3 API, and what it takes:
+
+- ``since`` is whole seconds, and podman's stamps are too, so a reconnect replays the whole second
+  of the last line passed on. Within one second the API does not keep stdout and stderr in the order
+  they were written, so the lines of that second already passed on are known by their checksums
+  (a multiset), not by their count.
+- A stopped container's stream ends at once. Reconnecting then is pointless (nothing can be
+  logged) and flaps ``source_up``: the source is down while inspect says the container is not
+  running, and backs off (to 10 s); the backoff is reset only once lines arrive again.
+- The first connection asks for the lines since the exporter started, not ``tail=0``: a container
+  that appears later (or a slow first connection) would lose what it printed before.
+- A container removed and created again under the same name has a new ``Id``: its log is new from
+  its first line, and nothing of the old one's replay state applies to it.
+- The checkpoint (id, last stamp, checksums of that second) goes into the state file, so an
+  exporter restart resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -13,6 +29,9 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
+import time
+import zlib
+from collections import Counter
 from datetime import datetime, timezone
 from typing import AsyncIterator
 from urllib.parse import quote
@@ -91,86 +110,162 @@ class Demuxer:
 
 
 class ContainerSource:
-    def __init__(self, name: str, container: str, socket: str | None = None, from_start: bool = False):
+    def __init__(self, name: str, container: str, socket: str | None = None, from_start: bool = False,
+                 resume: dict | None = None, backoff: Backoff | None = None, started_at: float | None = None):
         self.name = name
         self.container = container
         self.socket = socket or default_socket()
         self.from_start = from_start
-        # Where we are in the container's log: the stamp of the last line passed on, and how many
-        # lines carried exactly that stamp (one write of several lines shares one stamp).
+        self.backoff = backoff or Backoff(0.5, 10.0)
+        self.started_at = time.time() if started_at is None else started_at
+        self.id: str | None = None
+        # Where we are in the container's log: the stamp of the newest line passed on, and the
+        # checksums of the lines passed on with exactly that stamp.
         self.last_ts: str | None = None
         self._last_key: tuple[int, int] | None = None
-        self._same = 0
-        # After a reconnect the engine replays from a whole second: skip what we already passed on.
+        self._seen: Counter = Counter()
+        # While replaying after a reconnect: what of the last stamp's second to skip.
         self._skip_key: tuple[int, int] | None = None
-        self._skip_same = 0
+        self._skip: Counter = Counter()
+        self._read_all = False
+        self._resumed_id: str | None = None
+        if isinstance(resume, dict):
+            self._resume(resume)
+
+    def _resume(self, cp: dict) -> None:
+        since, seen, cid = cp.get("since"), cp.get("seen"), cp.get("id")
+        ok = (isinstance(cid, str) and isinstance(since, list) and len(since) == 2
+              and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in since)
+              and isinstance(seen, list) and all(isinstance(v, int) for v in seen))
+        if not ok:
+            log.warning("state file: container checkpoint malformed, ignored", source=self.name, checkpoint=cp)
+            return
+        self._resumed_id = cid
+        self._last_key = (since[0], since[1])
+        self._seen = Counter(seen)
+
+    def checkpoint(self) -> dict | None:
+        cid = self.id or self._resumed_id
+        if cid is None or self._last_key is None:
+            return None
+        return {"id": cid, "since": list(self._last_key), "seen": sorted(self._seen.elements())}
 
     def _logs_url(self) -> str:
         q = "follow=1&stdout=1&stderr=1&timestamps=1"
-        if self._last_key is not None:
+        if self._read_all:
+            pass
+        elif self._last_key is not None:
             q += f"&since={self._last_key[0]}"
         elif not self.from_start:
-            q += "&tail=0"
+            q += f"&since={int(self.started_at)}"
         return f"http://localhost/containers/{quote(self.container, safe='')}/logs?{q}"
 
-    def _reconnecting(self) -> None:
-        self._skip_key, self._skip_same = self._last_key, self._same
+    def _found(self, cid: str) -> None:
+        """Inspect answered with this container id: a new container starts a new log."""
+        known = self.id or self._resumed_id
+        if known is not None and cid != known:
+            log.info("container replaced, reading the new one from its first line", source=self.name,
+                     container=self.container, old_id=known[:12], new_id=cid[:12])
+            self._last_key, self._seen, self.last_ts = None, Counter(), None
+            self._read_all = True
+        self.id, self._resumed_id = cid, None
+        self._skip_key, self._skip = self._last_key, Counter(self._seen)
 
     def _keep(self, line: str) -> bool:
         stamp = line.split(" ", 1)[0]
         key = stamp_key(stamp)
         if key is None:
             return True
+        sum_ = zlib.crc32(line.encode("utf-8", "surrogateescape"))
         if self._skip_key is not None:
             if key < self._skip_key:
                 return False
-            if key == self._skip_key and self._skip_same > 0:
-                self._skip_same -= 1
-                return False
-            self._skip_key = None  # past what we had: everything from here is new
+            if key == self._skip_key:
+                if self._skip[sum_] > 0:
+                    self._skip[sum_] -= 1
+                    return False
+            else:
+                self._skip_key = None  # past what we had: everything from here is new
+                self._skip = Counter()
+        if self._last_key is None or key > self._last_key:
+            self._last_key, self._seen = key, Counter()
+            self.last_ts = stamp
         if key == self._last_key:
-            self._same += 1
-        else:
-            self._last_key, self._same = key, 1
-        self.last_ts = stamp
+            self._seen[sum_] += 1
         return True
 
+    async def _inspect(self, session) -> dict:
+        url = f"http://localhost/containers/{quote(self.container, safe='')}/json"
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as r:
+            if r.status == 404:
+                raise LookupError(f"no container named {self.container!r}")
+            if r.status != 200:
+                raise ConnectionError(f"inspect {self.container}: HTTP {r.status}")
+            info = await r.json(content_type=None)
+        if not isinstance(info, dict) or not isinstance(info.get("Id"), str):
+            raise ConnectionError(f"inspect {self.container}: the answer is not a container ({type(info).__name__})")
+        return info
+
     async def batches(self, status: Status) -> AsyncIterator[list[str]]:
-        backoff = Backoff()
+        backoff = self.backoff
         connected_before = False
+        last_problem = None
         while True:
+            got_lines = False
             try:
                 conn = aiohttp.UnixConnector(path=self.socket)
                 timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
                 async with aiohttp.ClientSession(connector=conn, timeout=timeout) as session:
-                    tty = False
-                    async with session.get(f"http://localhost/containers/{quote(self.container, safe='')}/json") as r:
-                        if r.status != 200:
-                            raise ConnectionError(f"inspect {self.container}: HTTP {r.status}")
-                        info = await r.json(content_type=None)
-                        tty = bool((info.get("Config") or {}).get("Tty"))
-                    self._reconnecting()
-                    async with session.get(self._logs_url()) as r:
+                    info = await self._inspect(session)
+                    tty = bool((info.get("Config") or {}).get("Tty"))
+                    running = bool((info.get("State") or {}).get("Running"))
+                    self._found(info["Id"])
+                    resp = await asyncio.wait_for(session.get(self._logs_url()), 15)
+                    async with resp as r:
                         if r.status != 200:
                             raise ConnectionError(f"logs {self.container}: HTTP {r.status}")
-                        if connected_before:
-                            status.restarted()
-                        connected_before = True
-                        status.up(True)
-                        backoff.reset()
+                        self._read_all = False
+                        if running:
+                            if connected_before:
+                                status.restarted()
+                            connected_before = True
+                            status.up(True)
+                            if last_problem:
+                                log.info("container log followed", source=self.name, container=self.container)
+                            last_problem = None
+                        else:
+                            status.up(False)
+                            problem = "container is not running"
+                            if problem != last_problem:
+                                log.info("container is not running; waiting for it", source=self.name,
+                                         container=self.container, state=(info.get("State") or {}).get("Status"))
+                            last_problem = problem
                         demux = None if tty else Demuxer()
                         split = LineSplitter(self.name)
                         async for chunk in r.content.iter_any():
                             data = demux.feed(chunk) if demux else chunk
                             lines = [ln for ln in split.feed(data) if self._keep(ln)]
                             if lines:
+                                got_lines = True
                                 yield lines
                         lines = [ln for ln in split.flush() if self._keep(ln)]
                         if lines:
+                            got_lines = True
                             yield lines
-                log.info("container log stream ended", source=self.name, container=self.container)
+                if running:
+                    log.info("container log stream ended", source=self.name, container=self.container)
+            except LookupError as e:
+                status.up(False)
+                if str(e) != last_problem:
+                    log.info("container not found; waiting for it", source=self.name, container=self.container)
+                last_problem = str(e)
             except (aiohttp.ClientError, ConnectionError, OSError, asyncio.TimeoutError, ValueError) as e:
-                log.warning("container log unavailable", source=self.name, container=self.container,
-                            socket=self.socket, error=str(e))
-            status.up(False)
+                status.up(False)
+                problem = str(e) or type(e).__name__
+                if problem != last_problem:
+                    log.warning("container log unavailable", source=self.name, container=self.container,
+                                socket=self.socket, error=problem)
+                last_problem = problem
+            if got_lines:
+                backoff.reset()
             await backoff.sleep()
