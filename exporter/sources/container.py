@@ -194,6 +194,11 @@ class ContainerSource:
             self._seen[sum_] += 1
         return True
 
+    @staticmethod
+    def _tidy(lines: list[str], tty: bool) -> list[str]:
+        # a terminal turns each newline into CR LF
+        return [ln[:-1] if ln.endswith("\r") else ln for ln in lines] if tty else lines
+
     async def _inspect(self, session) -> dict:
         url = f"http://localhost/containers/{quote(self.container, safe='')}/json"
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as r:
@@ -244,11 +249,11 @@ class ContainerSource:
                         split = LineSplitter(self.name)
                         async for chunk in r.content.iter_any():
                             data = demux.feed(chunk) if demux else chunk
-                            lines = [ln for ln in split.feed(data) if self._keep(ln)]
+                            lines = [ln for ln in self._tidy(split.feed(data), tty) if self._keep(ln)]
                             if lines:
                                 got_lines = True
                                 yield lines
-                        lines = [ln for ln in split.flush() if self._keep(ln)]
+                        lines = [ln for ln in self._tidy(split.flush(), tty) if self._keep(ln)]
                         if lines:
                             got_lines = True
                             yield lines
