@@ -28,6 +28,9 @@ _RFC3339 = re.compile(
 # journald "short" output: month name in the host's locale, day padded with a space.
 _JOURNALD_P = r"([^\W\d_]{3,5})\.? {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) (\S+) ([^\s\[:]+)(?:\[(\d+)\])?: "
 _JOURNALD = re.compile(_JOURNALD_P)
+# Kubernetes node logs (the CRI format kubelet has containerd / CRI-O write under /var/log/pods):
+# "<RFC 3339 stamp> stdout|stderr P|F <text>"; P parts are joined with their F by exporter.cri.
+_CRI_TAG = re.compile(r"(?:stdout|stderr) [PF] ")
 # compose: "service  | " (name padded to the longest service name).
 _COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]*) *\| ")
 # kubectl logs --prefix: "[pod/name/container] ".
@@ -293,6 +296,9 @@ def frame_general(line: str, clock: Clock) -> Frame:
                 if ts is not None and f.ts_source != "rfc3339":
                     f.ts, f.ts_source = ts, "rfc3339"
                 text = text[m.end():]
+                t = _CRI_TAG.match(text)
+                if t:
+                    text = text[t.end():]
                 continue
         elif c0 == "[":
             m = _KUBECTL.match(text)

@@ -81,8 +81,9 @@ class Pass:
         feed = self.pipeline.feed
         results = self.results
         on_result = self.on_result
+        join = self.pipeline.join_parts
         for lines in self.line_lists():
-            for line in lines:
+            for line in join(lines):
                 r, events = feed(line)
                 results[r] += 1
                 yield from events

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from exporter import fastpath
 from exporter.events import Event
 from exporter.framing import Clock, Frame, frame_line
+from exporter.cri import CriJoiner, may_hold_parts
 from exporter.lines import joined
 from exporter.parsers import access_log, parse_errors, parse_frame
 
@@ -200,6 +201,14 @@ class Pipeline:
         self.lineno = 0
         self._tracebacks: dict[tuple, _Traceback] = {}
         self._engine_of: dict[tuple, int] = {}
+        self._cri = CriJoiner()
+
+    def join_parts(self, lines: list[str], text: str | None = None) -> list[str]:
+        """The lines with Kubernetes' CRI partial records joined (exporter.cri); feed_batch does
+        this itself, callers of ``feed`` do it first."""
+        if self._cri.pending or may_hold_parts(joined(lines) if text is None else text):
+            return self._cri.feed(lines)
+        return lines
 
     def feed_batch(self, lines: list[str], on_error=None) -> tuple[
             dict[str, int], list[Event], dict[tuple, int], tuple[float | None, float | None]]:
@@ -220,6 +229,9 @@ class Pipeline:
         events: list[Event] = []
         feed = self.feed
         text = joined(lines)
+        if self._cri.pending or may_hold_parts(text):
+            lines = self._cri.feed(lines)
+            text = "\n".join(lines)
         clean = not batch_unsafe(text)
         start = self.lineno
         if not clean or self._tracebacks:
@@ -367,6 +379,9 @@ class Pipeline:
     def flush(self, idle_seconds: float | None = None) -> list[Event]:
         """Finish pending tracebacks: all of them, or those untouched for ``idle_seconds``."""
         out: list[Event] = []
+        if idle_seconds is None and self._cri.pending:
+            for line in self._cri.flush():  # the file ended inside a split line: keep what came
+                out.extend(self.feed(line)[1])
         now = time.monotonic()
         for key in list(self._tracebacks):
             tb = self._tracebacks[key]

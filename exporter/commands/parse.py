@@ -35,7 +35,7 @@ def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout) -> int:
                 out.write(json.dumps(ev.to_dict(), ensure_ascii=False, separators=(", ", ": ")) + "\n")
 
     for lines in scan.line_lists():
-        for line in lines:
+        for line in pipe.join_parts(lines):
             result, events = pipe.feed(line)
             results[result] += 1
             if result == UNPARSED and stats:
