@@ -20,7 +20,8 @@ state_file: null                       # where each source stopped (file offset,
 sources:
   - name: grandpa                      # the `server` label
     type: file                         # file | stdin | journald | container | demo
-    path: /var/log/vllm/grandpa.log    # file
+    path: /var/log/vllm/grandpa.log    # file; a glob (/var/log/pods/*_vllm-*/*/*.log) follows every match
+    server_label: name                 # glob: `name`, or `file` for each file's pod name (or stem)
     from_start: false                  # file, journald, container: read what is already there
   - name: other
     type: container
@@ -65,6 +66,14 @@ class SourceConfig:
     from_start: bool = False
     speed: float = 1.0
     journal_directory: str | None = None
+    # a glob of files: "file" takes each file's server label from its pod (or stem), "name" uses name
+    server_label: str = "name"
+
+    @property
+    def is_glob(self) -> bool:
+        import glob
+
+        return self.type == "file" and bool(self.path) and glob.has_magic(self.path)
 
     @property
     def identity(self) -> str:
@@ -131,6 +140,11 @@ def source_from_spec(spec: str, where: str, from_start: bool = False) -> SourceC
         if not target:
             raise ConfigError(f"{where}: container: needs a container name")
         return SourceConfig(name=name or target, type="container", container=target, from_start=from_start)
+    import glob
+
+    if glob.has_magic(spec):  # a glob of files, e.g. Kubernetes pod logs: each file labelled by its pod
+        return SourceConfig(name=name or "pods", type="file", path=spec, from_start=from_start,
+                            server_label="name" if name else "file")
     stem = Path(spec).name.split(".")[0] or "vllm"
     return SourceConfig(name=name or stem, type="file", path=spec, from_start=from_start)
 
@@ -140,7 +154,7 @@ _WEB_KEYS = {"listen_address", "telemetry_path", "config_file"}
 _LOG_KEYS = {"level", "format"}
 _TS_KEYS = {"year", "timezone"}
 _SOURCE_KEYS = {
-    "file": {"name", "type", "path", "from_start"},
+    "file": {"name", "type", "path", "from_start", "server_label"},
     "stdin": {"name", "type"},
     "journald": {"name", "type", "match", "journal_directory", "from_start"},
     "container": {"name", "type", "container", "socket", "from_start"},
@@ -229,7 +243,8 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
                 raise ConfigError(f"{w}.name: required (it becomes the `server` label)")
             sc = SourceConfig(name=_typed(s["name"], str, f"{w}.name"), type=kind)
             for key, typ in (("path", str), ("match", str), ("container", str), ("socket", str),
-                             ("journal_directory", str), ("from_start", bool), ("speed", float)):
+                             ("journal_directory", str), ("server_label", str), ("from_start", bool),
+                             ("speed", float)):
                 if key in s:
                     setattr(sc, key, _typed(s[key], typ, f"{w}.{key}"))
             for needed, kinds in (("path", ("file",)), ("match", ("journald",)), ("container", ("container",))):
@@ -265,6 +280,8 @@ def validate(cfg: Config, where: str = "config") -> Config:
         if s.name in seen:
             raise ConfigError(f"{where}: sources[{i}].name: {s.name!r} is used twice (each server needs its own name)")
         seen.add(s.name)
+        if s.server_label not in ("name", "file"):
+            raise ConfigError(f"{where}: sources[{i}].server_label: {s.server_label!r} is not one of name, file")
         if s.type == "demo" and not 0 < s.speed <= 1000:
             raise ConfigError(f"{where}: sources[{i}].speed: {s.speed} must be in (0, 1000]")
     if cfg.state_file:

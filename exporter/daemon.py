@@ -46,9 +46,11 @@ def make_source(sc: SourceConfig, resume=None) -> Source:
 class SourceRunner:
     """Feeds one source's lines through its pipeline into the metrics; doubles as its Status."""
 
-    def __init__(self, source: Source, metrics: Metrics, clock: Clock):
+    def __init__(self, source: Source, metrics: Metrics, clock: Clock, identity: str = "", state_key: str = ""):
         self.source = source
         self.name = source.name
+        self.identity = identity
+        self.state_key = state_key or source.name
         self.metrics = metrics
         self.pipeline = Pipeline(clock)
         self.is_up = False
@@ -81,6 +83,14 @@ class SourceRunner:
         for ev in self.pipeline.flush(idle):
             self.metrics.observe(self.name, ev)
 
+    def states(self) -> dict[str, bool]:
+        return {self.name: self.is_up}
+
+    def checkpoints(self) -> dict[str, tuple[str, dict]]:
+        checkpoint = getattr(self.source, "checkpoint", None)
+        cp = checkpoint() if checkpoint is not None else None
+        return {} if cp is None else {self.state_key: (self.identity, cp)}
+
     async def run(self) -> None:
         backoff = Backoff(1.0, 30.0)
         while True:
@@ -99,6 +109,77 @@ class SourceRunner:
                 await backoff.sleep()
 
 
+class GlobRunner:
+    """A glob of files (exporter.sources.file_glob): one SourceRunner per matching file, started and
+    let go as files come and go."""
+
+    SCAN_SECONDS = 2.0
+
+    def __init__(self, sc: SourceConfig, metrics: Metrics, clock: Clock, saved: dict):
+        from exporter.sources import file_glob
+
+        self.sc, self.metrics, self.clock, self.saved = sc, metrics, clock, saved
+        self.glob = file_glob
+        self.name = sc.name
+        self.children: dict[str, tuple[SourceRunner, asyncio.Task]] = {}
+        self.missing: dict[str, int] = {}
+
+    def _child(self, path: str, from_start: bool) -> SourceRunner:
+        from exporter.sources.file import FileSource
+
+        server = self.glob.server_for(path) if self.sc.server_label == "file" else self.sc.name
+        key, identity = f"{self.sc.name}:{path}", f"file:{path}"
+        resume = self.saved[key][1] if key in self.saved and self.saved[key][0] == identity else None
+        return SourceRunner(FileSource(server, path, from_start=from_start, resume=resume),
+                            self.metrics, self.clock, identity, key)
+
+    def scan(self, first: bool) -> None:
+        found = self.glob.matches(self.sc.path)
+        for path in found:
+            self.missing.pop(path, None)
+            if path not in self.children:
+                # files there at start begin where configured; later ones are new from their first line
+                runner = self._child(path, self.sc.from_start if first else True)
+                self.children[path] = (runner, asyncio.create_task(runner.run(), name=f"source:{runner.name}:{path}"))
+                log.info("following file", source=self.sc.name, path=path, server=runner.name)
+        for path in [p for p in self.children if p not in found]:
+            self.missing[path] = self.missing.get(path, 0) + 1
+            if self.missing[path] >= 2:  # its file source has read a renamed or deleted file to its end
+                runner, task = self.children.pop(path)
+                self.missing.pop(path)
+                task.cancel()
+                runner.flush(None)
+                log.info("file gone, no longer followed", source=self.sc.name, path=path)
+
+    async def run(self) -> None:
+        self.scan(first=True)
+        try:
+            while True:
+                await asyncio.sleep(self.SCAN_SECONDS)
+                self.scan(first=False)
+        finally:
+            tasks = [t for _, t in self.children.values()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def flush(self, idle: float | None = TRACEBACK_IDLE_SECONDS) -> None:
+        for runner, _ in self.children.values():
+            runner.flush(idle)
+
+    def states(self) -> dict[str, bool]:
+        out: dict[str, bool] = {}
+        for runner, _ in self.children.values():
+            out[runner.name] = out.get(runner.name, False) or runner.is_up
+        return out
+
+    def checkpoints(self) -> dict[str, tuple[str, dict]]:
+        out: dict[str, tuple[str, dict]] = {}
+        for runner, _ in self.children.values():
+            out.update(runner.checkpoints())
+        return out
+
+
 class Daemon:
     def __init__(self, cfg: Config, metrics: Metrics | None = None, web_config=None):
         self.cfg = cfg
@@ -110,17 +191,23 @@ class Daemon:
             from exporter import state
 
             saved = state.load(cfg.state_file)
-        self.runners = []
+        self.runners: list[SourceRunner | GlobRunner] = []
         for sc in cfg.sources:
+            if sc.type == "file" and sc.is_glob:
+                self.runners.append(GlobRunner(sc, self.metrics, clock, saved))
+                continue
             # a checkpoint only counts for what it was taken from: a source pointed elsewhere starts as configured
             resume = saved[sc.name][1] if sc.name in saved and saved[sc.name][0] == sc.identity else None
-            self.runners.append(SourceRunner(make_source(sc, resume), self.metrics, clock))
+            self.runners.append(SourceRunner(make_source(sc, resume), self.metrics, clock, sc.identity))
         self._saved_state = None
         self._stop = asyncio.Event()
         self._web: web.AppRunner | None = None
 
     def sources(self) -> dict[str, bool]:
-        return {r.name: r.is_up for r in self.runners}
+        out: dict[str, bool] = {}
+        for r in self.runners:
+            out.update(r.states())
+        return out
 
     async def start_web(self) -> None:
         middlewares = []
@@ -157,11 +244,8 @@ class Daemon:
         from exporter import state
 
         positions = {}
-        for r, sc in zip(self.runners, self.cfg.sources):
-            checkpoint = getattr(r.source, "checkpoint", None)
-            cp = checkpoint() if checkpoint is not None else None
-            if cp is not None:
-                positions[r.name] = (sc.identity, cp)
+        for r in self.runners:
+            positions.update(r.checkpoints())
         if positions != self._saved_state:
             try:
                 state.save(self.cfg.state_file, positions)

@@ -98,7 +98,7 @@ def test_bad_config_refused_at_start_with_the_key_named(tmp_path):
     r = subprocess.run([sys.executable, "-m", "exporter", "--config", str(cfg)], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
-    assert r.stderr.strip() == f"vllm-log-exporter: {cfg}: sources[0].pathh: unknown key (expected one of: from_start, name, path, type)"
+    assert r.stderr.strip() == f"vllm-log-exporter: {cfg}: sources[0].pathh: unknown key (expected one of: from_start, name, path, server_label, type)"
 
 
 def test_demo_replays_the_sample_with_live_timestamps():

@@ -72,7 +72,7 @@ async def test_container_socket_vanishes_and_comes_back(tmp_path):
     sock = tmp_path / "podman.sock"
     engine = FakeEngine()
     runner = await serve(engine, sock)
-    source = ContainerSource("gp", "grandpa", socket=str(sock))
+    source = ContainerSource("gp", "grandpa", socket=str(sock), started_at=1785811440)
     async with Follow(source) as fw:
         await asyncio.sleep(0.3)
         for i in range(5):
