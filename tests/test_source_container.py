@@ -155,3 +155,27 @@ def test_lines_sharing_a_stamp_are_all_kept_and_replays_dropped_exactly():
     replay = first + more + ["2026-08-04T02:44:01.6Z f", "2026-08-04T02:44:02Z g"]
     kept = [l for l in replay if src._keep(l)]
     assert kept == ["2026-08-04T02:44:01.6Z f", "2026-08-04T02:44:02Z g"]
+
+
+def test_replay_of_a_second_is_skipped_by_content_not_by_count():
+    """podman 4.3's API does not keep stdout and stderr in write order within a second, and its
+    stamps are whole seconds. Skipping the replay by count then drops a line never passed on and
+    passes one on twice (a doubled start-up banner counted a server start too many)."""
+    src = ContainerSource("gp", "grandpa", socket="/nonexistent")
+    src._found("abc")
+    s = "2026-08-04T02:44:01Z"
+    assert src._keep(f"{s} vLLM API server version 0.11.0")  # live, then the stream broke
+    src._found("abc")  # reconnect: the second is replayed, stderr's line first this time
+    replay = [f"{s} (EngineCore pid=2) late stderr line", f"{s} vLLM API server version 0.11.0"]
+    assert [ln for ln in replay if src._keep(ln)] == [f"{s} (EngineCore pid=2) late stderr line"]
+
+
+def test_a_new_container_id_is_read_from_its_first_line():
+    src = ContainerSource("gp", "grandpa", socket="/nonexistent", resume={"id": "old", "since": [1785811441, 0],
+                                                                          "seen": [1, 2]})
+    assert "since=1785811441" in src._logs_url()
+    src._found("new")  # removed and created again while we were away
+    assert "since=" not in src._logs_url() and "tail=" not in src._logs_url()
+    assert src._keep("2026-08-04T02:44:01Z first line of the new container")
+    assert src.checkpoint()["id"] == "new"
+    assert ContainerSource("gp", "g", socket="/x", resume={"id": "a", "since": [-1, 0], "seen": []}).checkpoint() is None

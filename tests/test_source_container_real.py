@@ -208,3 +208,25 @@ async def test_checkpoint_resumes_after_an_exporter_restart(podman):
         await until(lambda: len(fw.lines) >= 30, 20, what="the lines written while down")
         await asyncio.sleep(0.5)
     assert sorted(numbers(fw.lines)) == list(range(30, 60))
+
+
+def test_exporter_with_state_file_resumes_a_container_exactly(podman, tmp_path):
+    """The real exporter, stopped and started again with a state file while the container prints."""
+    from tests.helpers import Exporter
+
+    name = "vle-t-daemon"
+    podman.container(name, count=30)
+    wait_until(lambda: podman.printed(name) == 30, 20, what="first 30 printed")
+    state = tmp_path / "state.json"
+    args = ("--source", f"gp=container:{name}", "--container-socket", str(podman.sock), "--state-file", str(state),
+            "--from-start")
+    with Exporter(*args) as ex:
+        wait_until(lambda: ex.value("vllm_log_http_requests_total", server="gp") == 30, 30, what="30 counted")
+        wait_until(lambda: state.exists() and '"seen"' in state.read_text(), 10, what="checkpoint saved")
+    podman.run("restart", "-t", "1", name)  # 30 more while the exporter is down
+    wait_until(lambda: podman.printed(name) == 60, 20, what="30 more printed")
+    with Exporter(*args) as ex:
+        wait_until(lambda: (ex.value("vllm_log_http_requests_total", server="gp") or 0) >= 30, 30, what="30 new")
+        time.sleep(1)
+        assert ex.value("vllm_log_http_requests_total", server="gp") == 30
+        assert ex.value("vllm_log_exporter_source_up", server="gp") == 1
