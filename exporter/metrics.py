@@ -32,14 +32,22 @@ HTTP and errors:
     vllm_log_errors_total{kind}, vllm_log_last_error_timestamp_seconds{kind},
     vllm_log_log_messages_total{level}
 The exporter itself:
+    vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
+    value beyond the bounds below, counted instead),
     vllm_log_last_line_timestamp_seconds, vllm_log_exporter_lines_total{result},
     vllm_log_exporter_events_total{kind}, vllm_log_exporter_source_up,
     vllm_log_exporter_source_restarts_total, vllm_log_exporter_build_info{version}
+
+Labels taken from log content are bounded, so no log (or attacker writing to it) can make series
+without end: ``engine`` is 0-63 or ``aggregated``, ``worker`` the first 32 process names of a run,
+``status`` a registered HTTP status code, ``method`` and ``endpoint`` fixed sets; anything else is
+``other``. ``model_info`` and ``build_info`` keep one series per server, the latest.
 """
 
 from __future__ import annotations
 
 import time
+from http import HTTPStatus
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client import PlatformCollector, ProcessCollector, disable_created_metrics
@@ -63,11 +71,13 @@ KNOWN_ENDPOINTS = frozenset(
 )
 _POSITIONS = tuple(str(i) for i in range(32))
 _ENGINES = tuple(str(i) for i in range(64))
+MAX_WORKERS = 32
+_STATUSES = frozenset(int(s) for s in HTTPStatus)
 
 
-def _engine_label(engine) -> str:
-    # the label strings of the usual engine numbers are made once
-    return _ENGINES[engine] if type(engine) is int and 0 <= engine < 64 else str(engine)
+def _engine_label(engine) -> str | None:
+    """The label of engine number ``engine`` (made once each), None beyond the bound."""
+    return _ENGINES[engine] if type(engine) is int and 0 <= engine < 64 else None
 KNOWN_METHODS = frozenset("GET POST PUT DELETE PATCH HEAD OPTIONS".split())
 LOG_LEVELS = ("warning", "error", "critical")
 
@@ -97,7 +107,7 @@ def method_label(method: str) -> str:
 
 
 def status_label(status: int) -> str:
-    return str(status) if 100 <= status <= 599 else "other"
+    return str(status) if status in _STATUSES else "other"
 
 
 class _Collectors:
@@ -205,12 +215,15 @@ class Metrics:
         self.events = c("vllm_log_exporter_events", "Events produced, by kind.", S + ["kind"])
         self.source_up = g("vllm_log_exporter_source_up", "1 while the log source is connected/open.")
         self.source_restarts = c("vllm_log_exporter_source_restarts", "Times the log source reconnected or reopened.")
+        self.label_overflow = c("vllm_log_exporter_label_overflow",
+                                "Label values from log content beyond their bound, counted as `other`.", S + ["label"])
         Gauge("vllm_log_exporter_build_info", "Exporter version.", ["version"], registry=r).labels(__version__).set(1)
 
         self._kids: dict[tuple, object] = {}
         self._last_window: dict[tuple[str, str], float] = {}
         self._position_keys: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
         self._servers: set[str] = set()
+        self._workers: dict[str, set[str]] = {}
         self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
         self._window_gauges = tuple((fam.values, name) for fam, name in (
             (self.prompt_tps, "prompt_tokens_per_second"), (self.gen_tps, "generation_tokens_per_second"),
@@ -233,6 +246,8 @@ class Metrics:
         self._servers.add(server)
         for kind in ERROR_KINDS:
             self.errors.touch((server, kind))
+        for label in ("engine", "worker", "method", "endpoint", "status"):
+            self.label_overflow.touch((server, label))
         for result in RESULTS:
             self.lines.touch((server, result))
         for level in LOG_LEVELS:
@@ -257,6 +272,7 @@ class Metrics:
 
     def reset_server(self, server: str) -> None:
         self._table.drop_gauges(server)
+        self._workers.pop(server, None)
         for key in [k for k in self._last_window if k[0] == server]:
             del self._last_window[key]
 
@@ -297,16 +313,20 @@ class Metrics:
         for kind, n in kinds.items():
             self.events.inc((server, kind), n)
 
-    def _engine(self, f: dict) -> str:
+    def _engine(self, server: str, f: dict) -> str:
         if "aggregated_engines" in f:
             return "aggregated"
-        return _engine_label(f.get("engine", 0))
+        return _engine_label(f.get("engine", 0)) or self._overflow(server, "engine")
+
+    def _overflow(self, server: str, label: str, n: int = 1) -> str:
+        self.label_overflow.inc((server, label), n)
+        return "other"
 
     # The handlers below run for every stats window of every engine: counters are bumped as dict
     # entries directly (CounterFamily.inc's checks are for callers that might pass anything).
 
     def _on_engine_stats(self, server: str, ev: Event, f: dict) -> None:
-        eng = self._engine(f)
+        eng = self._engine(server, f)
         key = (server, eng)
         for values, name in self._window_gauges:
             v = f.get(name)
@@ -335,7 +355,7 @@ class Metrics:
             self._set(self.prefix_hit, (server, "0"), v)
 
     def _on_spec_decode(self, server: str, ev: Event, f: dict) -> None:
-        eng = _engine_label(f.get("engine", 0))
+        eng = _engine_label(f.get("engine", 0)) or self._overflow(server, "engine")
         key = (server, eng)
         acc, dra = f.get("accepted_tokens"), f.get("drafted_tokens")
         c = self.spec_accepted.values
@@ -385,8 +405,15 @@ class Metrics:
         if f.get("failed_transfers"):
             self.kv_connector.inc((server, "failed"), f["failed_transfers"])
 
-    def _worker(self, ev: Event) -> str:
-        return ev.process or "main"
+    def _worker(self, server: str, ev: Event) -> str:
+        name = ev.process or "main"
+        seen = self._workers.setdefault(server, set())
+        if name in seen:
+            return name
+        if len(seen) < MAX_WORKERS:
+            seen.add(name)
+            return name
+        return self._overflow(server, "worker")
 
     def _on_kv_cache_size(self, server, ev, f):
         self._set(self.kv_tokens, (server,), f["tokens"])
@@ -399,17 +426,17 @@ class Metrics:
         self._set(self.max_len, (server,), f["tokens_per_request"])
 
     def _on_kv_cache_memory(self, server, ev, f):
-        self._set(self.kv_mem, (server, self._worker(ev)), f["bytes"])
+        self._set(self.kv_mem, (server, self._worker(server, ev)), f["bytes"])
 
     def _on_model_load(self, server, ev, f):
-        w = self._worker(ev)
+        w = self._worker(server, ev)
         if "weights_bytes" in f:
             self._set(self.weights, (server, w), f["weights_bytes"])
         if "seconds" in f:
             self._set(self.load_secs, (server, w), f["seconds"])
 
     def _on_memory_profile(self, server, ev, f):
-        w = self._worker(ev)
+        w = self._worker(server, ev)
         for name, component in _MEMORY_COMPONENTS.items():
             if name in f:
                 self._set(self.startup_mem, (server, w, component), f[name])
@@ -432,12 +459,18 @@ class Metrics:
         # A version line opens a new start-up: everything learnt about the previous run goes.
         self.reset_server(server)
         self.starts.inc((server,))
-        self._set(self.build_info, (server, str(f["version"])[:200]), 1)
+        self._only(self.build_info, server, str(f["version"])[:200])
         if f.get("model"):
-            self._set(self.model_info, (server, str(f["model"])[:300]), 1)
+            self._only(self.model_info, server, str(f["model"])[:300])
 
     def _on_model(self, server, ev, f):
-        self._set(self.model_info, (server, str(f["model"])[:300]), 1)
+        self._only(self.model_info, server, str(f["model"])[:300])
+
+    def _only(self, fam: "GaugeFamily", server: str, value: str) -> None:
+        """An info gauge's one series for the server: the latest value replaces any other."""
+        for key in [k for k in fam.values if k[0] == server and k[1] != value]:
+            del fam.values[key]
+        fam.values[(server, value)] = 1.0
 
     def observe_access(self, server: str, counts: dict[tuple, int]) -> None:
         """Access-log responses counted by (method, path, status, version), as the pipeline's batch path gives them."""
@@ -445,12 +478,20 @@ class Metrics:
             return
         total = 0
         for (method, path, status, _version), n in counts.items():
-            self.http.inc((server, method_label(method), endpoint_label(path), status_label(status)), n)
+            self.http.inc(self._http_labels(server, method, path, status, n), n)
             total += n
         self.events.inc((server, "access_log"), total)
 
     def _on_access_log(self, server, ev, f):
-        self.http.inc((server, method_label(f["method"]), endpoint_label(f["path"]), status_label(f["status"])))
+        self.http.inc(self._http_labels(server, f["method"], f["path"], f["status"], 1))
+
+    def _http_labels(self, server: str, method: str, path: str, status: int, n: int) -> tuple[str, str, str, str]:
+        labels = (server, method_label(method), endpoint_label(path), status_label(status))
+        if "other" in labels:
+            for name, v in zip(("method", "endpoint", "status"), labels[1:]):
+                if v == "other":
+                    self._overflow(server, name, n)
+        return labels
 
     def _error(self, server, ev, kind):
         self.errors.inc((server, kind))
