@@ -109,5 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as e:  # a file named on the command line, as one line rather than a traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"vllm-log-exporter: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130

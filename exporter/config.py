@@ -8,6 +8,7 @@ web:
   listen_address: "127.0.0.1:10825"   # ":10825" for every interface
   telemetry_path: /metrics
   config_file: null                    # TLS and basic auth, exporter-toolkit format (see webconfig.py)
+  max_connections: 0                   # open HTTP connections at most; 0: (fd limit - 64) / 2, <= 1024
 log:
   level: info                          # debug | info | warning | error
   format: auto                         # auto (console on a TTY, else JSON) | console | json
@@ -99,7 +100,11 @@ class Config:
     timezone: str | None = None
     stats_interval: float = 10.0
     state_file: str | None = None
+    max_connections: int = 0  # 0: (file-descriptor limit - 64) / 2, at most 1024
     sources: list[SourceConfig] = field(default_factory=list)
+    # where each setting came from ("config.yaml: web.telemetry_path", "--stats-interval", an env
+    # name), so an error blames the flag, variable or file key the user actually wrote
+    origin: dict[str, str] = field(default_factory=dict)
 
     @property
     def listen_address(self) -> str:
@@ -150,7 +155,7 @@ def source_from_spec(spec: str, where: str, from_start: bool = False) -> SourceC
 
 
 _TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "state_file", "sources"}
-_WEB_KEYS = {"listen_address", "telemetry_path", "config_file"}
+_WEB_KEYS = {"listen_address", "telemetry_path", "config_file", "max_connections"}
 _LOG_KEYS = {"level", "format"}
 _TS_KEYS = {"year", "timezone"}
 _SOURCE_KEYS = {
@@ -169,7 +174,8 @@ def _expect(mapping: Any, keys: set[str], where: str) -> dict:
         raise ConfigError(f"{where}: expected a mapping, got {type(mapping).__name__}")
     for k in mapping:
         if k not in keys:
-            raise ConfigError(f"{where}.{k}: unknown key (expected one of: {', '.join(sorted(keys))})".lstrip("."))
+            at = f"{where} {k}" if where.endswith(":") else f"{where}.{k}"
+            raise ConfigError(f"{at}: unknown key (expected one of: {', '.join(sorted(keys))})")
     return mapping
 
 
@@ -183,27 +189,61 @@ def _typed(value: Any, kind: type | tuple, where: str):
     return value
 
 
-def load_file(path: str) -> dict:
+def load_yaml(path: str) -> Any:
+    """A YAML file, or a one-line ConfigError naming it (and the line, where YAML says)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})") from None
     import yaml  # only a config file needs it (start-up is measured, bench/compare.py)
 
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice (lines {seen[key]} and {key_node.start_mark.line + 1})",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return loader.construct_mapping(node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
-        data = yaml.safe_load(text)
+        return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"{path}{at}: invalid YAML: {problem}") from None
+
+
+def load_file(path: str) -> dict:
+    data = load_yaml(path)
     return data if data is not None else {}
+
+
+_FILE_KEYS = (("listen_address", "web.listen_address"), ("telemetry_path", "web.telemetry_path"),
+              ("web_config_file", "web.config_file"), ("max_connections", "web.max_connections"),
+              ("log_level", "log.level"), ("log_format", "log.format"), ("year", "timestamps.year"),
+              ("timezone", "timestamps.timezone"), ("stats_interval", "stats_interval_seconds"),
+              ("state_file", "state_file"))
 
 
 def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
     cfg = cfg or Config()
-    top = _expect(data, _TOP_KEYS, "")
     p = f"{where}: "
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
+    top = _expect(data, _TOP_KEYS, where + ":")
     web = _expect(top.get("web"), _WEB_KEYS, p + "web")
     if "listen_address" in web:
         cfg.listen_host, cfg.listen_port = parse_listen(_typed(web["listen_address"], str, p + "web.listen_address"),
@@ -212,6 +252,8 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
         cfg.telemetry_path = _typed(web["telemetry_path"], str, p + "web.telemetry_path")
     if web.get("config_file") is not None:
         cfg.web_config_file = _typed(web["config_file"], str, p + "web.config_file")
+    if web.get("max_connections") is not None:
+        cfg.max_connections = _typed(web["max_connections"], int, p + "web.max_connections")
     lg = _expect(top.get("log"), _LOG_KEYS, p + "log")
     if "level" in lg:
         cfg.log_level = _typed(lg["level"], str, p + "log.level")
@@ -226,8 +268,14 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
         cfg.stats_interval = float(_typed(top["stats_interval_seconds"], float, p + "stats_interval_seconds"))
     if top.get("state_file") is not None:
         cfg.state_file = _typed(top["state_file"], str, p + "state_file")
+    for attr, key in _FILE_KEYS:
+        section, _, name = key.rpartition(".")
+        holder = (top.get(section) if section else top)
+        if isinstance(holder, dict) and holder.get(name) is not None:
+            cfg.origin[attr] = p + key
     sources = top.get("sources")
     if sources is not None:
+        cfg.origin["sources"] = p + "sources"
         if not isinstance(sources, list):
             raise ConfigError(f"{p}sources: expected a list")
         cfg.sources = []
@@ -255,41 +303,55 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
 
 
 def validate(cfg: Config, where: str = "config") -> Config:
+    def at(attr: str, key: str) -> str:
+        return cfg.origin.get(attr) or f"{where}: {key}"
+
     if cfg.log_level.lower() not in ("debug", "info", "warning", "error"):
-        raise ConfigError(f"{where}: log.level: {cfg.log_level!r} is not one of debug, info, warning, error")
+        raise ConfigError(f"{at('log_level', 'log.level')}: {cfg.log_level!r} is not one of debug, info, warning, error")
     cfg.log_level = cfg.log_level.lower()
     if cfg.log_format not in ("auto", "console", "json"):
-        raise ConfigError(f"{where}: log.format: {cfg.log_format!r} is not one of auto, console, json")
+        raise ConfigError(f"{at('log_format', 'log.format')}: {cfg.log_format!r} is not one of auto, console, json")
     if not cfg.telemetry_path.startswith("/") or cfg.telemetry_path in ("/", "/healthz"):
-        raise ConfigError(f"{where}: web.telemetry_path: {cfg.telemetry_path!r} must be a path such as /metrics")
+        raise ConfigError(f"{at('telemetry_path', 'web.telemetry_path')}: {cfg.telemetry_path!r} must be a path such as /metrics")
     if cfg.timezone:
         try:
             ZoneInfo(cfg.timezone)
         except (ZoneInfoNotFoundError, ValueError):
-            raise ConfigError(f"{where}: timestamps.timezone: unknown time zone {cfg.timezone!r}") from None
+            raise ConfigError(f"{at('timezone', 'timestamps.timezone')}: unknown time zone {cfg.timezone!r}") from None
     if cfg.year is not None and not 1970 <= cfg.year <= 9999:
-        raise ConfigError(f"{where}: timestamps.year: {cfg.year} is out of range")
+        raise ConfigError(f"{at('year', 'timestamps.year')}: {cfg.year} is out of range")
     if not 0 < cfg.stats_interval <= 3600:
-        raise ConfigError(f"{where}: stats_interval_seconds: {cfg.stats_interval} must be in (0, 3600]")
+        raise ConfigError(f"{at('stats_interval', 'stats_interval_seconds')}: {cfg.stats_interval:g} must be in (0, 3600]")
+    if isinstance(cfg.max_connections, bool) or not isinstance(cfg.max_connections, int) \
+            or not 0 <= cfg.max_connections <= 100000:
+        raise ConfigError(f"{at('max_connections', 'web.max_connections')}: {cfg.max_connections!r} must be a whole "
+                          "number in [0, 100000] (0: the default)")
+    src = cfg.origin.get("sources") or f"{where}: sources"
     if not cfg.sources:
-        raise ConfigError(f"{where}: sources: none given (use --source PATH, --demo, or a config file)")
+        raise ConfigError(f"{src}: none given (use --source PATH, --demo, or a config file)")
     seen = set()
     for i, s in enumerate(cfg.sources):
+        w = f"{src}[{i}]"
         if not _NAME.match(s.name):
-            raise ConfigError(f"{where}: sources[{i}].name: {s.name!r} must be 1-64 letters, digits, _ . : -")
+            raise ConfigError(f"{w}.name: {s.name!r} must be 1-64 letters, digits, _ . : -")
         if s.name in seen:
-            raise ConfigError(f"{where}: sources[{i}].name: {s.name!r} is used twice (each server needs its own name)")
+            raise ConfigError(f"{w}.name: {s.name!r} is used twice (each server needs its own name)")
         seen.add(s.name)
         if s.server_label not in ("name", "file"):
-            raise ConfigError(f"{where}: sources[{i}].server_label: {s.server_label!r} is not one of name, file")
+            raise ConfigError(f"{w}.server_label: {s.server_label!r} is not one of name, file")
         if s.type == "demo" and not 0 < s.speed <= 1000:
-            raise ConfigError(f"{where}: sources[{i}].speed: {s.speed} must be in (0, 1000]")
+            raise ConfigError(f"{w}.speed: {s.speed:g} must be in (0, 1000]")
     if cfg.state_file:
+        w = at("state_file", "state_file")
+        if os.path.isdir(cfg.state_file):
+            raise ConfigError(f"{w}: {cfg.state_file!r} is a directory (name a file in it, e.g. {cfg.state_file.rstrip('/')}/state.json)")
         folder = os.path.dirname(os.path.abspath(cfg.state_file))
         if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            raise ConfigError(f"{where}: state_file: {cfg.state_file!r}: its directory is missing or not writable")
+            raise ConfigError(f"{w}: {cfg.state_file!r}: its directory is missing or not writable")
+        if os.path.exists(cfg.state_file) and not os.access(cfg.state_file, os.W_OK):
+            raise ConfigError(f"{w}: {cfg.state_file!r} is not writable")
     if sum(1 for s in cfg.sources if s.type == "stdin") > 1:
-        raise ConfigError(f"{where}: sources: stdin can be read by one source only")
+        raise ConfigError(f"{src}: stdin can be read by one source only")
     return cfg
 
 
@@ -331,6 +393,12 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
         except ValueError:
             raise ConfigError(f"{w}: {v!r} is not a number of seconds") from None
 
+    def as_count(v, w):
+        try:
+            return int(v)
+        except ValueError:
+            raise ConfigError(f"{w}: {v!r} is not a whole number") from None
+
     # (parsed flag, its name, env key, Config attribute, conversion)
     settings = [
         (args.telemetry_path, "--web.telemetry-path", "WEB_TELEMETRY_PATH", "telemetry_path", None),
@@ -341,14 +409,18 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
         (args.timezone, "--timezone", "TIMEZONE", "timezone", None),
         (args.stats_interval, "--stats-interval", "STATS_INTERVAL", "stats_interval", as_seconds),
         (args.state_file, "--state-file", "STATE_FILE", "state_file", None),
+        (getattr(args, "max_connections", None), "--web.max-connections", "WEB_MAX_CONNECTIONS", "max_connections",
+         as_count),
     ]
     v, w = pick(args.listen_address, "--web.listen-address", "WEB_LISTEN_ADDRESS")
     if v is not None:
         cfg.listen_host, cfg.listen_port = parse_listen(v, w)
+        cfg.origin["listen_address"] = w
     for flag_value, flag, env_key, attr, conv in settings:
         v, w = pick(flag_value, flag, env_key)
         if v is not None:
             setattr(cfg, attr, conv(v, w) if conv else v)
+            cfg.origin[attr] = w
 
     from_start = bool(args.from_start) or env_bool(env.get(ENV_PREFIX + "FROM_START", ""), ENV_PREFIX + "FROM_START")
     demo = bool(args.demo) or env_bool(env.get(ENV_PREFIX + "DEMO", ""), ENV_PREFIX + "DEMO")
@@ -374,6 +446,7 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
             if s.type == "journald" and journal_directory:
                 s.journal_directory = journal_directory
         cfg.sources = flag_sources
+        cfg.origin["sources"] = where_src
     elif from_start:
         for s in cfg.sources:
             s.from_start = True

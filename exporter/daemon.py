@@ -210,7 +210,12 @@ class Daemon:
         return out
 
     async def start_web(self) -> None:
-        middlewares = []
+        from exporter.http_guard import Guard, GuardedSite, Limits
+
+        self.guard = Guard(Limits(max_connections=self.cfg.max_connections),
+                           on_close=lambda reason: self.metrics.http_closed.labels(reason).inc(),
+                           on_count=self.metrics.http_connections.set)
+        middlewares = [self.guard.middleware()]
         wc = self.web_config
         if wc is not None:
             from exporter import webconfig
@@ -223,10 +228,11 @@ class Daemon:
         self._web = web.AppRunner(app, access_log=None)
         await self._web.setup()
         ssl_context = wc.ssl_context if wc is not None else None
-        site = web.TCPSite(self._web, self.cfg.listen_host, self.cfg.listen_port, ssl_context=ssl_context)
+        site = GuardedSite(self._web, self.cfg.listen_host, self.cfg.listen_port, self.guard, ssl_context=ssl_context)
         await site.start()
         log.info("listening", address=self.cfg.listen_address, telemetry_path=self.cfg.telemetry_path,
                  tls=ssl_context is not None, basic_auth=bool(wc and wc.users),
+                 max_connections=self.guard.max_connections,
                  sources=[f"{s.name}={s.type}" for s in self.cfg.sources])
 
     async def _flush_loop(self) -> None:

@@ -36,7 +36,9 @@ The exporter itself:
     value beyond the bounds below, counted instead),
     vllm_log_last_line_timestamp_seconds, vllm_log_exporter_lines_total{result},
     vllm_log_exporter_events_total{kind}, vllm_log_exporter_source_up,
-    vllm_log_exporter_source_restarts_total, vllm_log_exporter_build_info{version}
+    vllm_log_exporter_source_restarts_total, vllm_log_exporter_build_info{version},
+    vllm_log_exporter_http_connections, vllm_log_exporter_http_connections_closed_total{reason},
+    vllm_log_exporter_state_write_errors_total
 
 Labels taken from log content are bounded, so no log (or attacker writing to it) can make series
 without end: ``engine`` is 0-63 or ``aggregated``, ``worker`` the first 32 process names of a run,
@@ -49,7 +51,7 @@ from __future__ import annotations
 import time
 from http import HTTPStatus
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client import PlatformCollector, ProcessCollector, disable_created_metrics
 
 from exporter import __version__
@@ -72,6 +74,7 @@ KNOWN_ENDPOINTS = frozenset(
 _POSITIONS = tuple(str(i) for i in range(32))
 _ENGINES = tuple(str(i) for i in range(64))
 MAX_WORKERS = 32
+HTTP_CLOSE_REASONS = ("header_timeout", "idle_timeout", "request_timeout", "evicted", "refused")
 _STATUSES = frozenset(int(s) for s in HTTPStatus)
 
 
@@ -218,6 +221,15 @@ class Metrics:
         self.label_overflow = c("vllm_log_exporter_label_overflow",
                                 "Label values from log content beyond their bound, counted as `other`.", S + ["label"])
         Gauge("vllm_log_exporter_build_info", "Exporter version.", ["version"], registry=r).labels(__version__).set(1)
+        # The exporter's own HTTP side and state file (exporter.http_guard, exporter.daemon).
+        self.http_connections = Gauge("vllm_log_exporter_http_connections", "Open HTTP connections.", registry=r)
+        self.http_closed = Counter("vllm_log_exporter_http_connections_closed",
+                                   "HTTP connections closed by the exporter, by reason (header_timeout, "
+                                   "idle_timeout, request_timeout, evicted, refused).", ["reason"], registry=r)
+        for reason in HTTP_CLOSE_REASONS:
+            self.http_closed.labels(reason)
+        self.state_write_errors = Counter("vllm_log_exporter_state_write_errors",
+                                          "Failed writes of the state file.", registry=r)
 
         self._kids: dict[tuple, object] = {}
         self._last_window: dict[tuple[str, str], float] = {}

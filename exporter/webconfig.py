@@ -26,10 +26,9 @@ import hmac
 import ssl
 from dataclasses import dataclass, field
 
-import yaml
 from aiohttp import web
 
-from exporter.config import ConfigError
+from exporter.config import ConfigError, load_yaml
 
 _TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "cipher_suites",
              "curve_preferences", "prefer_server_cipher_suites", "max_version"}
@@ -52,13 +51,7 @@ class WebConfig:
 
 
 def load(path: str) -> WebConfig:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+    data = load_yaml(path) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping")
     for k in data:

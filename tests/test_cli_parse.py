@@ -49,3 +49,11 @@ def test_parse_gzip_and_missing_file(tmp_path):
     assert json.loads(out.stdout)["fields"]["path"] == "/health"
     out = cli("parse", str(tmp_path / "nope.log"))
     assert out.returncode == 2 and "nope.log: cannot open" in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_an_output_that_cannot_be_written_is_one_line_naming_it(tmp_path):
+    sample = str(SAMPLE)
+    r = cli("backfill", sample, "-o", str(tmp_path / "missing" / "x.om"))
+    assert r.returncode == 2 and r.stderr == f"vllm-log-exporter: -o {tmp_path}/missing/x.om: cannot write: No such file or directory\n"
+    r = cli("report", sample, "--html", str(tmp_path / "missing" / "r.html"))
+    assert r.returncode == 1 and r.stderr == f"vllm-log-exporter: {tmp_path}/missing/r.html: No such file or directory\n"

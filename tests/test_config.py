@@ -69,7 +69,12 @@ sources:
         ("web: {listen_address: nope}\nsources: [{name: a, type: stdin}]\n", "config.yaml: web.listen_address: 'nope' is not host:port"),
         ("sources:\n  - {name: a, type: file, path: /x, from_start: 'yes'}\n", "config.yaml: sources[0].from_start: expected true or false"),
         ("timestamps: {timezone: Mars/Olympus}\nsources: [{name: a, type: stdin}]\n", "timestamps.timezone: unknown time zone 'Mars/Olympus'"),
-        ("bogus: 1\n", "bogus: unknown key"),
+        ("bogus: 1\n", "config.yaml: bogus: unknown key"),
+        ("- a\n- b\n", "config.yaml: expected a mapping of settings, got list"),
+        ("web: {max_connections: 2.5}\nsources: [{name: a, type: stdin}]\n", "config.yaml: web.max_connections: 2.5 must be a whole number"),
+        ("stats_interval_seconds: -5\nsources: [{name: a, type: stdin}]\n", "config.yaml: stats_interval_seconds: -5 must be in"),
+        ("log: {level: info}\nlog: {level: debug}\nsources: [{name: a, type: stdin}]\n", "config.yaml:2: invalid YAML: key 'log' given twice (lines 1 and 2)"),
+        ("sources:\n  - name: a\n    type: stdin\n    name: b\n", "config.yaml:4: invalid YAML: key 'name' given twice"),
         ("sources: [{name: a, type: stdin}, {name: a, type: demo}]\n", "sources[1].name: 'a' is used twice"),
         ("sources: [\n", "config.yaml:2: invalid YAML"),
         ("log: {level: loud}\nsources: [{name: a, type: stdin}]\n", "log.level: 'loud' is not one of"),
@@ -93,3 +98,42 @@ def test_bad_flag_values_are_named():
         build(args("--demo", "--web.listen-address", "x:y"), environ={})
     with pytest.raises(ConfigError, match="VLLM_LOG_EXPORTER_FROM_START: 'maybe' is not a boolean"):
         build(args("--demo"), environ={"VLLM_LOG_EXPORTER_FROM_START": "maybe"})
+
+
+def test_a_bad_flag_or_env_value_is_blamed_on_the_flag_or_env_not_the_config_file(tmp_path):
+    path = cfg_file(tmp_path, "stats_interval_seconds: 5\nsources: [{name: a, type: stdin}]\n")
+    with pytest.raises(ConfigError) as e:
+        build(args("--config", path, "--stats-interval", "-5"), environ={})
+    assert str(e.value) == "--stats-interval: -5 must be in (0, 3600]"
+    with pytest.raises(ConfigError) as e:
+        build(args("--config", path), environ={"VLLM_LOG_EXPORTER_LOG_LEVEL": "loud"})
+    assert str(e.value).startswith("VLLM_LOG_EXPORTER_LOG_LEVEL: 'loud' is not one of")
+    with pytest.raises(ConfigError) as e:
+        build(args("--config", path, "--web.max-connections", "lots"), environ={})
+    assert str(e.value) == "--web.max-connections: 'lots' is not a whole number"
+    with pytest.raises(ConfigError) as e:
+        build(args("--demo", "--web.max-connections", "-1"), environ={})
+    assert str(e.value).startswith("--web.max-connections: -1 must be a whole number in [0, 100000]")
+    assert build(args("--demo", "--web.max-connections", "50"), environ={}).max_connections == 50
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line_naming_it(tmp_path):
+    p = tmp_path / "config.yaml"
+    p.write_bytes(b"log: {level: \xff\xfe}\n")
+    with pytest.raises(ConfigError) as e:
+        build(args("--config", str(p)), environ={})
+    assert str(e.value) == f"{p}:1: not UTF-8 text (byte 0xff at offset 13)"
+
+
+def test_a_directory_or_an_unwritable_file_as_state_file_is_refused_at_start(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        build(args("--demo", "--state-file", str(tmp_path)), environ={})
+    assert str(e.value).startswith(f"--state-file: '{tmp_path}' is a directory")
+    import os
+
+    if os.geteuid() != 0:  # root writes whatever the mode says
+        f = tmp_path / "state.json"
+        f.write_text("{}")
+        f.chmod(0o400)
+        with pytest.raises(ConfigError, match="is not writable"):
+            build(args("--demo", "--state-file", str(f)), environ={})

@@ -28,7 +28,12 @@ def run(args, clock: Clock) -> int:
         while pending:
             yield "line", pending.pop(0)
 
-    with open(args.output, "w", encoding="utf-8") as out:
+    try:  # before the pass: a bad -o is known at once, not after reading the whole log
+        out = open(args.output, "w", encoding="utf-8")
+    except OSError as e:
+        print(f"vllm-log-exporter: -o {args.output}: cannot write: {e.strerror or e}", file=sys.stderr)
+        return 2
+    with out:
         info = backfill(items(), metrics, server, out, step=args.step)
     print(f"{args.output}: {info['samples']:,} samples at {info['snapshots']:,} instants; next: "
           f"promtool tsdb create-blocks-from openmetrics {args.output} DATA_DIR", file=sys.stderr)

@@ -30,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--web.telemetry-path", dest="telemetry_path", default=None, help="metrics path (default /metrics)")
     p.add_argument("--web.config.file", dest="web_config_file", default=None,
                    help="TLS and basic-auth settings in the exporter-toolkit format")
+    p.add_argument("--web.max-connections", dest="max_connections", default=None,
+                   help="open HTTP connections at most; beyond it the one idle longest is closed "
+                        "(default 0: half of the file-descriptor limit less 64, at most 1024)")
     p.add_argument("--log.level", dest="log_level", default=None, help="debug, info, warning or error (default info)")
     p.add_argument("--log.format", dest="log_format", default=None,
                    help="auto (console on a TTY, else JSON), console or json")
