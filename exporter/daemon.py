@@ -228,12 +228,27 @@ class Daemon:
         self._web = web.AppRunner(app, access_log=None)
         await self._web.setup()
         ssl_context = wc.ssl_context if wc is not None else None
+        if wc is not None and wc.cert_not_after is not None:
+            self._check_certificate(wc.cert_not_after)
         site = GuardedSite(self._web, self.cfg.listen_host, self.cfg.listen_port, self.guard, ssl_context=ssl_context)
         await site.start()
         log.info("listening", address=self.cfg.listen_address, telemetry_path=self.cfg.telemetry_path,
                  tls=ssl_context is not None, basic_auth=bool(wc and wc.users),
                  max_connections=self.guard.max_connections,
                  sources=[f"{s.name}={s.type}" for s in self.cfg.sources])
+
+    def _check_certificate(self, not_after: float) -> None:
+        import time as _time
+
+        self.metrics.tls_certificate(not_after)
+        left = not_after - _time.time()
+        when = _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime(not_after))
+        if left <= 0:
+            log.warning("TLS certificate has expired; clients that verify it will refuse to scrape",
+                        not_after=when, path=self.cfg.web_config_file)
+        elif left < 14 * 86400:
+            log.warning("TLS certificate expires soon", not_after=when, days_left=round(left / 86400, 1),
+                        path=self.cfg.web_config_file)
 
     async def _flush_loop(self) -> None:
         while True:

@@ -38,7 +38,8 @@ The exporter itself:
     vllm_log_exporter_events_total{kind}, vllm_log_exporter_source_up,
     vllm_log_exporter_source_restarts_total, vllm_log_exporter_build_info{version},
     vllm_log_exporter_http_connections, vllm_log_exporter_http_connections_closed_total{reason},
-    vllm_log_exporter_state_write_errors_total
+    vllm_log_exporter_state_write_errors_total,
+    vllm_log_exporter_tls_certificate_expiry_timestamp_seconds (only with TLS)
 
 Labels taken from log content are bounded, so no log (or attacker writing to it) can make series
 without end: ``engine`` is 0-63 or ``aggregated``, ``worker`` the first 32 process names of a run,
@@ -243,6 +244,13 @@ class Metrics:
             (self.gpu_kv, "gpu_kv_cache_usage"), (self.cpu_kv, "cpu_kv_cache_usage"),
             (self.prefix_hit, "prefix_cache_hit_rate"), (self.ext_prefix_hit, "external_prefix_cache_hit_rate"),
         ))
+
+    def tls_certificate(self, not_after: float) -> None:
+        """Made only when TLS is on: a 0 would read as a certificate that expired in 1970."""
+        if not hasattr(self, "_tls_expiry"):
+            self._tls_expiry = Gauge("vllm_log_exporter_tls_certificate_expiry_timestamp_seconds",
+                                     "When the served TLS certificate expires (its notAfter).", registry=self._native)
+        self._tls_expiry.set(not_after)
 
     def render(self) -> bytes:
         """Every metric in the text format (0.0.4), as prometheus-client's generate_latest writes

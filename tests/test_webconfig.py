@@ -12,7 +12,7 @@ import urllib.request
 import bcrypt
 import pytest
 
-from tests.helpers import ROOT, Exporter, Prometheus, have, wait_until
+from tests.helpers import ROOT, Exporter, Prometheus, free_port, have, terminate, wait_until
 
 pytestmark = pytest.mark.skipif(not shutil.which("openssl"), reason="openssl not installed")
 
@@ -87,3 +87,160 @@ def test_bad_web_config_is_refused_with_the_key_named(tmp_path, text, message):
     r = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--web.config.file", str(cfg)], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def _start_tls(cfg_path, ctx, auth=None):
+    """The real exporter serving TLS only; returns (process, port) once it answers."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "exporter", "--demo", "--web.listen-address", f"127.0.0.1:{port}",
+                             "--log.format", "json", "--web.config.file", str(cfg_path)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: proc.poll() is None and get(f"https://127.0.0.1:{port}/healthz", ctx, auth)[0] == 200, 20,
+                   what="TLS exporter up")
+    except BaseException:
+        terminate(proc)
+        raise AssertionError(f"exporter did not come up: {proc.stderr.read()}")
+    return proc, port
+
+
+def s_client(port, *options):
+    """A real OpenSSL client: (handshake done, its brief report)."""
+    r = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-brief", *options],
+                       input="", capture_output=True, text=True, timeout=20)
+    out = r.stdout + r.stderr
+    return r.returncode == 0 and "CONNECTION ESTABLISHED" in out, out
+
+
+def _tls_config(tmp_path, tls_dir, extra: str):
+    cfg = tmp_path / "web.yml"
+    cfg.write_text(f"tls_server_config:\n  cert_file: {tls_dir / 'cert.pem'}\n  key_file: {tls_dir / 'key.pem'}\n{extra}")
+    return cfg
+
+
+# (extra keys, client options that must connect (and what the report shows), options that must not)
+_CASES = {
+    "max_version": ("  max_version: TLS12\n",
+                    [(["-tls1_2"], "Protocol version: TLSv1.2")], [["-tls1_3"]]),
+    "min_version": ("  min_version: TLS13\n",
+                    [(["-tls1_3"], "Protocol version: TLSv1.3")], [["-tls1_2"]]),
+    "cipher_suites": ("  max_version: TLS12\n  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384]\n",
+                      [(["-cipher", "ECDHE-RSA-AES256-GCM-SHA384"], "Ciphersuite: ECDHE-RSA-AES256-GCM-SHA384")],
+                      [["-cipher", "ECDHE-RSA-AES128-GCM-SHA256"], ["-cipher", "ECDHE-RSA-CHACHA20-POLY1305"]]),
+    "prefer_server_true": ("  max_version: TLS12\n  prefer_server_cipher_suites: true\n  cipher_suites: "
+                           "[TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n",
+                           [(["-cipher", "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384"],
+                             "Ciphersuite: ECDHE-RSA-AES256-GCM-SHA384")], []),
+    "prefer_server_false": ("  max_version: TLS12\n  prefer_server_cipher_suites: false\n  cipher_suites: "
+                            "[TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n",
+                            [(["-cipher", "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384"],
+                              "Ciphersuite: ECDHE-RSA-AES128-GCM-SHA256")], []),
+    "curve_preferences": ("  curve_preferences: [CurveP384]\n",
+                          [(["-groups", "secp384r1", "-tls1_3"], "Server Temp Key: ECDH, secp384r1"),
+                           (["-groups", "secp384r1", "-tls1_2"], "Server Temp Key: ECDH, secp384r1")],
+                          [["-groups", "X25519", "-tls1_3"], ["-groups", "X25519", "-tls1_2"]]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_CASES))
+def test_each_tls_setting_is_applied_as_openssl_s_client_sees_it(tls, tmp_path, case):
+    extra, good, bad = _CASES[case]
+    d, _ = tls
+    ctx = ssl.create_default_context(cafile=str(d / "cert.pem"))
+    proc, port = _start_tls(_tls_config(tmp_path, d, extra), ctx)
+    try:
+        for options, shown in good:
+            ok, out = s_client(port, *options)
+            assert ok and shown in out, (options, out)
+        for options in bad:
+            ok, out = s_client(port, *options)
+            assert not ok, (options, out)
+    finally:
+        terminate(proc)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("  max_version: TLS12\n  cipher_suites: [TLS_BOGUS]\n", "tls_server_config.cipher_suites: 'TLS_BOGUS' is not a cipher suite"),
+    ("  max_version: TLS14\n", "tls_server_config.max_version: 'TLS14' is not one of TLS10, TLS11, TLS12, TLS13"),
+    ("  min_version: TLS13\n  max_version: TLS12\n", "tls_server_config.max_version: TLS12 is below min_version TLS13"),
+    ("  curve_preferences: [CurveP999]\n", "tls_server_config.curve_preferences: 'CurveP999' is not one of"),
+    ("  curve_preferences: [X25519, CurveP256]\n", "tls_server_config.curve_preferences: list one curve"),
+    ("  prefer_server_cipher_suites: maybe\n", "tls_server_config.prefer_server_cipher_suites: expected true or false"),
+    ("  cipher_suites: TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384\n", "tls_server_config.cipher_suites: expected a list"),
+    ("  max_version: TLS12\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\n", "only TLS 1.3 suites listed"),
+    ("  client_allowed_sans: [a]\n", "tls_server_config.client_allowed_sans: unknown key"),
+])
+def test_a_tls_value_that_cannot_be_applied_is_refused_by_name(tls, tmp_path, extra, message):
+    d, _ = tls
+    cfg = _tls_config(tmp_path, d, extra)
+    r = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--web.config.file", str(cfg)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_malformed_bcrypt_hash_is_refused_at_start_with_the_user_named(tmp_path):
+    cfg = tmp_path / "web.yml"
+    cfg.write_text("basic_auth_users:\n  alice: '$2y$10$tooshort'\n")
+    r = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--web.config.file", str(cfg)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "basic_auth_users.alice: not a valid bcrypt hash (Invalid salt)" in r.stderr
+
+
+def test_any_bad_credential_is_a_401_and_a_flood_of_them_is_logged_once(tls, tmp_path):
+    d, cfg = tls
+    ctx = ssl.create_default_context(cafile=str(d / "cert.pem"))
+    proc, port = _start_tls(cfg, ctx, "prometheus:s3cret")
+    url = f"https://127.0.0.1:{port}/metrics"
+    try:
+        codes = [get(url, ctx, "prometheus:" + "x" * 100)[0] for _ in range(5)]  # over bcrypt's 72 bytes
+        codes += [get(url, ctx, "prometheus:wrong")[0] for _ in range(5)]
+        codes += [get(url, ctx, "nobody:x")[0], get(url, ctx)[0]]
+        req = urllib.request.Request(url, headers={"Authorization": "Basic !!!notbase64"})
+        try:
+            urllib.request.urlopen(req, context=ctx, timeout=5)
+        except urllib.error.HTTPError as e:
+            codes.append(e.code)
+        assert codes == [401] * 13
+        assert get(url, ctx, "prometheus:s3cret")[0] == 200
+    finally:
+        terminate(proc)
+    lines = [json.loads(x) for x in proc.stderr.read().splitlines() if x.startswith("{")]
+    refused = [x for x in lines if x["event"] == "basic auth refused"]
+    assert len(refused) == 1 and refused[0]["remote"] == "127.0.0.1", refused
+    assert not [x for x in lines if x["level"] in ("error", "critical")], lines
+    # the certificate of the fixture is valid for 2 days: said at start
+    soon = [x for x in lines if x["event"] == "TLS certificate expires soon"]
+    assert len(soon) == 1 and 1 < soon[0]["days_left"] <= 2
+
+
+def test_the_certificate_expiry_is_a_gauge_and_an_expired_one_a_warning(tls):
+    import time
+
+    from exporter.config import Config
+    from exporter.daemon import Daemon
+    from exporter.webconfig import certificate_not_after
+    from structlog.testing import capture_logs
+
+    d, _ = tls
+    out = subprocess.run(["openssl", "x509", "-in", str(d / "cert.pem"), "-noout", "-enddate"], capture_output=True,
+                         text=True, check=True, timeout=20).stdout.strip().split("=", 1)[1]
+    not_after = certificate_not_after(str(d / "cert.pem"))
+    assert not_after == ssl.cert_time_to_seconds(out)
+    daemon = Daemon(Config(sources=[]))
+    with capture_logs() as logs:
+        daemon._check_certificate(time.time() - 3600)
+    assert [x["event"] for x in logs] == ["TLS certificate has expired; clients that verify it will refuse to scrape"]
+    daemon._check_certificate(not_after)
+    assert b"vllm_log_exporter_tls_certificate_expiry_timestamp_seconds %.1f" % not_after in daemon.metrics.render() \
+        or f"vllm_log_exporter_tls_certificate_expiry_timestamp_seconds {not_after:.9e}".encode() in daemon.metrics.render()
+
+
+def test_a_web_config_that_is_not_utf8_or_has_a_key_twice_is_one_line_naming_it(tmp_path):
+    cfg = tmp_path / "web.yml"
+    for raw, message in ((b"basic_auth_users:\n  al\xe9: x\n", f"{cfg}:2: not UTF-8 text (byte 0xe9 at offset 22)"),
+                         (b"basic_auth_users: {}\nbasic_auth_users: {}\n", f"{cfg}:2: invalid YAML: key 'basic_auth_users' given twice")):
+        cfg.write_bytes(raw)
+        r = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--web.config.file", str(cfg)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
