@@ -181,8 +181,10 @@ class GlobRunner:
 
 
 class Daemon:
-    def __init__(self, cfg: Config, metrics: Metrics | None = None, web_config=None):
+    def __init__(self, cfg: Config, metrics: Metrics | None = None, web_config=None, reload=None):
+        """``reload`` builds a fresh (Config, WebConfig | None) from the same flags and files, for SIGHUP."""
         self.cfg = cfg
+        self._reload = reload
         self.web_config = web_config
         self.metrics = metrics or Metrics(stats_interval=cfg.stats_interval)
         clock = Clock(year=cfg.year, tz=cfg.tzinfo())
@@ -200,6 +202,8 @@ class Daemon:
             resume = saved[sc.name][1] if sc.name in saved and saved[sc.name][0] == sc.identity else None
             self.runners.append(SourceRunner(make_source(sc, resume), self.metrics, clock, sc.identity))
         self._saved_state = None
+        self._state_error: str | None = None
+        self._auth = None
         self._stop = asyncio.Event()
         self._web: web.AppRunner | None = None
 
@@ -220,11 +224,12 @@ class Daemon:
         if wc is not None:
             from exporter import webconfig
 
-            if wc.headers:
-                middlewares.append(webconfig.headers_middleware(wc.headers))
-            if wc.users:
-                middlewares.append(webconfig.auth_middleware(wc.users))
-        app = make_app(self.metrics.render, self.cfg.telemetry_path, self.sources, middlewares)
+            # installed whenever there is a web config, and given the dicts themselves: a reload
+            # (SIGHUP) changes users and headers in place, even from none to some
+            middlewares.append(webconfig.headers_middleware(wc.headers))
+            self._auth = webconfig.Auth(wc.users)
+            middlewares.append(self._auth.middleware())
+        app = make_app(self.metrics.render, self.cfg.telemetry_path, self.sources, middlewares, self.problems)
         self._web = web.AppRunner(app, access_log=None)
         await self._web.setup()
         ssl_context = wc.ssl_context if wc is not None else None
@@ -256,8 +261,70 @@ class Daemon:
             for r in self.runners:
                 r.flush()
 
-    def stop(self) -> None:
+    def stop(self, signame: str | None = None) -> None:
+        if signame:
+            log.info("signal received; saving state and stopping", signal=signame)
         self._stop.set()
+
+    def reload(self) -> None:
+        """SIGHUP: what can change while running does (log level, basic-auth users, headers, the TLS
+        certificate and key, so a renewed certificate needs no restart); what needs the socket or the
+        sources rebuilt is named in a warning. A config that does not load is refused, nothing changes."""
+        self.save_state()
+        if self._reload is None:
+            log.warning("reload asked (SIGHUP) but this daemon has no config to reload")
+            return
+        from exporter.config import ConfigError
+
+        try:
+            new, wc = self._reload()
+        except ConfigError as e:
+            log.error("reload refused; running on as before", error=str(e))
+            return
+        applied, restart = [], []
+        old = self.cfg
+        if (new.log_level, new.log_format) != (old.log_level, old.log_format):
+            from exporter import logs
+
+            logs.setup(new.log_level, new.log_format)
+            old.log_level, old.log_format = new.log_level, new.log_format
+            applied.append("log")
+        for attr, key in (("listen_address", "web.listen_address"), ("telemetry_path", "web.telemetry_path"),
+                          ("web_config_file", "web.config_file"), ("max_connections", "web.max_connections"),
+                          ("state_file", "state_file"), ("stats_interval", "stats_interval_seconds"),
+                          ("year", "timestamps.year"), ("timezone", "timestamps.timezone")):
+            if getattr(new, attr) != getattr(old, attr):
+                restart.append(key)
+        if [(s.name, s.identity, s.type, s.from_start, s.socket, s.server_label) for s in new.sources] != \
+                [(s.name, s.identity, s.type, s.from_start, s.socket, s.server_label) for s in old.sources]:
+            restart.append("sources")
+        cur = self.web_config
+        if wc is not None and cur is not None and new.web_config_file == old.web_config_file:
+            if wc.users != cur.users:
+                cur.users.clear()
+                cur.users.update(wc.users)
+                self._auth.forget()
+                applied.append("basic_auth_users")
+            if wc.headers != cur.headers:
+                cur.headers.clear()
+                cur.headers.update(wc.headers)
+                applied.append("http_server_config.headers")
+            if cur.ssl_context is not None and wc.ssl_context is not None:
+                from exporter import webconfig
+
+                if wc.tls_settings != cur.tls_settings:
+                    restart.append("tls_server_config")
+                # always re-read: the files may hold a renewed certificate under the same names
+                cur.ssl_context.load_cert_chain(*webconfig.cert_and_key(wc.tls_settings))
+                cur.cert_not_after = wc.cert_not_after
+                if wc.cert_not_after is not None:
+                    self._check_certificate(wc.cert_not_after)
+                applied.append("tls certificate")
+            elif (cur.ssl_context is None) != (wc.ssl_context is None):
+                restart.append("tls_server_config")
+        log.info("reloaded (SIGHUP)", applied=applied)
+        if restart:
+            log.warning("changed settings need a restart to apply", settings=sorted(set(restart)))
 
     def save_state(self) -> None:
         if not self.cfg.state_file:
@@ -267,12 +334,24 @@ class Daemon:
         positions = {}
         for r in self.runners:
             positions.update(r.checkpoints())
-        if positions != self._saved_state:
+        if positions != self._saved_state or self._state_error:
             try:
                 state.save(self.cfg.state_file, positions)
                 self._saved_state = positions
             except OSError as e:
-                log.warning("state file not written", path=self.cfg.state_file, error=str(e))
+                self.metrics.state_write_errors.inc()
+                error = e.strerror or str(e)
+                if error != self._state_error:  # once per cause, not once a second
+                    log.warning("state file not written; a restart will re-read from older positions",
+                                path=self.cfg.state_file, error=error)
+                self._state_error = error
+                return
+            if self._state_error:
+                log.info("state file written again", path=self.cfg.state_file)
+                self._state_error = None
+
+    def problems(self) -> dict[str, str]:
+        return {"state_file": f"cannot write {self.cfg.state_file}: {self._state_error}"} if self._state_error else {}
 
     async def _state_loop(self) -> None:
         while True:
@@ -282,11 +361,16 @@ class Daemon:
     async def run(self) -> None:
         await self.start_web()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        # Every signal that would end the process by default ends it here with the state saved.
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
             try:
-                loop.add_signal_handler(sig, self.stop)
+                loop.add_signal_handler(sig, self.stop, sig.name)
             except (NotImplementedError, RuntimeError):
                 pass
+        try:
+            loop.add_signal_handler(signal.SIGHUP, self.reload)
+        except (NotImplementedError, RuntimeError):
+            pass
         tasks = [asyncio.create_task(r.run(), name=f"source:{r.name}") for r in self.runners]
         tasks.append(asyncio.create_task(self._flush_loop(), name="flush"))
         if self.cfg.state_file:

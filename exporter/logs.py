@@ -26,3 +26,26 @@ def setup(level: str = "info", fmt: str = "auto", stream=None) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
+    route_stdlib(level)
+
+
+class _ToStructlog(logging.Handler):
+    """The standard library's records (asyncio, aiohttp) as the exporter's own lines, not raw text in a JSON log."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fields = {"logger": record.name}
+            if record.exc_info and record.exc_info[0] is not None:
+                fields["exception"] = logging.Formatter().formatException(record.exc_info)
+            structlog.get_logger(record.name).log(record.levelno, record.getMessage(), **fields)
+        except Exception:  # noqa: BLE001 - logging must never raise into the caller
+            self.handleError(record)
+
+
+def route_stdlib(level: str = "info") -> None:
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if isinstance(h, _ToStructlog):
+            root.removeHandler(h)
+    root.addHandler(_ToStructlog())
+    root.setLevel(_LEVELS.get(level, logging.INFO))

@@ -26,9 +26,10 @@ TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def make_app(render: Callable[[], bytes], telemetry_path: str, sources: Callable[[], dict[str, bool]],
-             middlewares: list | None = None) -> web.Application:
+             middlewares: list | None = None, problems: Callable[[], dict[str, str]] | None = None) -> web.Application:
     """``render`` writes the metrics (exporter.metrics.Metrics.render): rendered in the event loop,
-    the thread that also updates them."""
+    the thread that also updates them. ``problems`` names what is wrong with the exporter itself
+    (e.g. ``{"state_file": "cannot write ...: No space left on device"}``)."""
 
     async def metrics_handler(request: web.Request) -> web.Response:
         response = web.Response(body=render(), headers={"Content-Type": TEXT_FORMAT})
@@ -43,8 +44,11 @@ def make_app(render: Callable[[], bytes], telemetry_path: str, sources: Callable
         return web.Response(text=body, content_type="text/html", charset="utf-8")
 
     async def healthz(request: web.Request) -> web.Response:
-        # The process answers, so it is healthy; a source being down is a metric, not a health failure.
-        return web.json_response({"status": "ok", "version": __version__, "sources": sources()})
+        # The process answers, so it is healthy (200); a source being down is a metric, not a health
+        # failure. What the exporter cannot do for itself (save its state) makes it "degraded".
+        found = problems() if problems else {}
+        return web.json_response({"status": "degraded" if found else "ok", "version": __version__,
+                                  "sources": sources(), "problems": found})
 
     app = web.Application(middlewares=middlewares or [])
     app.router.add_get("/", landing)

@@ -94,6 +94,11 @@ class WebConfig:
     users: dict[str, bytes] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     cert_not_after: float | None = None  # the server certificate's expiry (Unix seconds), where readable
+    tls_settings: dict = field(default_factory=dict)  # tls_server_config as written (a reload compares them)
+
+
+def cert_and_key(tls: dict) -> tuple[str, str]:
+    return tls["cert_file"], tls["key_file"]
 
 
 def _names(tls: dict, key: str, path: str) -> list[str]:
@@ -218,6 +223,7 @@ def load(path: str) -> WebConfig:
         if not isinstance(tls, dict):
             raise ConfigError(f"{path}: tls_server_config: expected a mapping")
         wc.ssl_context = tls_context(tls, path)
+        wc.tls_settings = dict(tls)
         wc.cert_not_after = certificate_not_after(tls["cert_file"])
     users = data.get("basic_auth_users")
     if users is not None:
@@ -268,51 +274,68 @@ class _FailureLog:
                     refused_since_last_warning=self._suppressed.pop(remote, 0))
 
 
-def auth_middleware(users: dict[str, bytes], failure_log: _FailureLog | None = None):
-    import bcrypt
+class Auth:
+    """Basic auth against ``users`` (a dict the daemon may change in place on reload; empty: open)."""
 
-    good: set[bytes] = set()
-    failed = failure_log or _FailureLog()
+    def __init__(self, users: dict[str, bytes], failure_log: _FailureLog | None = None):
+        self.users = users
+        self._good: set[bytes] = set()
+        self._failed = failure_log or _FailureLog()
 
-    def digest(user: str, password: bytes) -> bytes:
+    def forget(self) -> None:
+        """Drop cached successes: after a reload a removed user or changed password must not pass."""
+        self._good.clear()
+
+    @staticmethod
+    def _digest(user: str, password: bytes) -> bytes:
         return hashlib.sha256(user.encode() + b"\0" + password).digest()
 
-    def checkpw(password: bytes, h: bytes) -> bool:
+    @staticmethod
+    def _checkpw(password: bytes, h: bytes) -> bool:
+        import bcrypt
+
         try:
             return bcrypt.checkpw(password, h)
         except ValueError:  # e.g. a password over bcrypt's 72 bytes: a bad credential like any other
             return False
 
-    async def check(user: str, password: bytes) -> bool:
-        h = users.get(user)
+    async def check(self, user: str, password: bytes) -> bool:
+        h = self.users.get(user)
         if h is None:
             return False
-        d = digest(user, password)
-        if any(hmac.compare_digest(d, g) for g in good):
+        d = self._digest(user, password)
+        if any(hmac.compare_digest(d, g) for g in self._good):
             return True
-        ok = await asyncio.get_running_loop().run_in_executor(None, checkpw, password, h)
-        if ok and len(good) < 1024:
-            good.add(d)
+        ok = await asyncio.get_running_loop().run_in_executor(None, self._checkpw, password, h)
+        if ok and len(self._good) < 1024 and self.users.get(user) == h:
+            self._good.add(d)
         return ok
 
-    @web.middleware
-    async def middleware(request: web.Request, handler):
-        header = request.headers.get("Authorization", "")
-        user, reason = "", "no credentials"
-        if header.startswith("Basic "):
-            try:
-                user, _, password = base64.b64decode(header[6:], validate=True).decode("utf-8").partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                user, password, reason = "", "", "malformed Authorization header"
-            else:
-                if user and await check(user, password.encode()):
-                    return await handler(request)
-                reason = "unknown user or wrong password" if user else "no user"
-        failed(request.remote or "?", user, reason)
-        return web.Response(status=401, text="Unauthorized\n",
-                            headers={"WWW-Authenticate": 'Basic realm="vllm-log-exporter"'})
+    def middleware(self):
+        @web.middleware
+        async def middleware(request: web.Request, handler):
+            if not self.users:
+                return await handler(request)
+            header = request.headers.get("Authorization", "")
+            user, reason = "", "no credentials"
+            if header.startswith("Basic "):
+                try:
+                    user, _, password = base64.b64decode(header[6:], validate=True).decode("utf-8").partition(":")
+                except (binascii.Error, UnicodeDecodeError):
+                    user, password, reason = "", "", "malformed Authorization header"
+                else:
+                    if user and await self.check(user, password.encode()):
+                        return await handler(request)
+                    reason = "unknown user or wrong password" if user else "no user"
+            self._failed(request.remote or "?", user, reason)
+            return web.Response(status=401, text="Unauthorized\n",
+                                headers={"WWW-Authenticate": 'Basic realm="vllm-log-exporter"'})
 
-    return middleware
+        return middleware
+
+
+def auth_middleware(users: dict[str, bytes]):
+    return Auth(users).middleware()
 
 
 def headers_middleware(headers: dict[str, str]):

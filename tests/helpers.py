@@ -80,7 +80,9 @@ def value(text_or_samples, name: str, **labels) -> float | None:
 class Exporter:
     """The real exporter as a subprocess on a loopback port."""
 
-    def __init__(self, *args: str, port: int | None = None, env: dict | None = None, cwd=None):
+    def __init__(self, *args: str, port: int | None = None, env: dict | None = None, cwd=None,
+                 wrapper: tuple[str, ...] = ()):
+        self.wrapper = list(wrapper)  # e.g. setpriv, to run it with fewer privileges
         self.port = port or free_port()
         self.args = ["--web.listen-address", f"127.0.0.1:{self.port}", "--log.format", "json", *args]
         self.env = {**os.environ, **(env or {})}
@@ -92,7 +94,7 @@ class Exporter:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> "Exporter":
-        self.proc = subprocess.Popen([sys.executable, "-m", "exporter", "serve", *self.args], cwd=self.cwd or ROOT,
+        self.proc = subprocess.Popen([*self.wrapper, sys.executable, "-m", "exporter", "serve", *self.args], cwd=self.cwd or ROOT,
                                      env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_until(lambda: self._alive() and http_get(self.url + "/healthz")[0] == 200, 20, what="exporter /healthz")
         return self

@@ -61,8 +61,17 @@ def run(args: argparse.Namespace) -> int:
 
     logs.setup(cfg.log_level, cfg.log_format)
 
+    def reload():
+        new = build(args)
+        new_web = None
+        if new.web_config_file:
+            from exporter import webconfig
+
+            new_web = webconfig.load(new.web_config_file)
+        return new, new_web
+
     async def main() -> None:
-        await Daemon(cfg, web_config=web_cfg).run()
+        await Daemon(cfg, web_config=web_cfg, reload=reload).run()
 
     try:
         asyncio.run(main())

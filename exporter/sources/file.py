@@ -14,6 +14,7 @@ was down, in the rotated file found by its inode in the same directory, then the
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import time
 from dataclasses import dataclass
@@ -83,13 +84,29 @@ class FileSource:
         p = self.position
         return None if p is None else {"dev": p.dev, "ino": p.ino, "offset": p.offset}
 
-    def _open(self, path: str):
+    def _open(self, path: str, quiet: bool = False):
         try:
             f = open(path, "rb")
-        except OSError:
+        except OSError as e:
+            if not quiet:
+                self._cannot_open(e)
             return None, None
+        self._open_errno = None
         st = os.fstat(f.fileno())
         return f, (st.st_dev, st.st_ino)
+
+    def _cannot_open(self, e: OSError) -> None:
+        """Why the file is not being read, said once each time the reason changes (it is retried)."""
+        if e.errno == getattr(self, "_open_errno", None):
+            return
+        self._open_errno = e.errno
+        if e.errno == errno.ENOENT:
+            log.info("waiting for file", source=self.name, path=self.path)
+        elif e.errno in (errno.EACCES, errno.EPERM):
+            log.warning("cannot read file: permission denied; retrying", source=self.name, path=self.path,
+                        uid=os.geteuid(), gid=os.getegid())
+        else:
+            log.warning("cannot open file; retrying", source=self.name, path=self.path, error=e.strerror or str(e))
 
     def _commit(self, f, ident, split: LineSplitter) -> None:
         self.position = Position(ident[0], ident[1], f.tell() - len(split.buf))
@@ -100,7 +117,7 @@ class FileSource:
         old = _find_by_inode(self.path, r.dev, r.ino)
         if old is None or os.path.abspath(old) == os.path.abspath(self.path):
             return
-        f, ident = self._open(old)
+        f, ident = self._open(old, quiet=True)
         if f is None or ident != (r.dev, r.ino):
             return
         log.info("resuming in rotated file", source=self.name, path=old, offset=r.offset)
@@ -141,9 +158,7 @@ class FileSource:
                 yield lines
         f, ident = self._initial()
         opened_before = f is not None
-        if f is None:
-            log.info("waiting for file", source=self.name, path=self.path)
-        else:
+        if f is not None:
             self._commit(f, ident, split)
         status.up(f is not None)
         idle = 0.0
