@@ -64,6 +64,9 @@ class SourceRunner:
     def restarted(self) -> None:
         self.metrics.source_restarted(self.name)
 
+    def note(self, event: str) -> None:
+        self.metrics.source_event(self.name, event)
+
     def feed(self, batch: list[str]) -> None:
         name = self.name
         counts, events, access, _ = self.pipeline.feed_batch(batch, on_error=self._bad_line)

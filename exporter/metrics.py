@@ -36,7 +36,8 @@ The exporter itself:
     value beyond the bounds below, counted instead),
     vllm_log_last_line_timestamp_seconds, vllm_log_exporter_lines_total{result},
     vllm_log_exporter_events_total{kind}, vllm_log_exporter_source_up,
-    vllm_log_exporter_source_restarts_total, vllm_log_exporter_build_info{version},
+    vllm_log_exporter_source_restarts_total, vllm_log_exporter_source_events_total{event},
+    vllm_log_exporter_build_info{version},
     vllm_log_exporter_http_connections, vllm_log_exporter_http_connections_closed_total{reason},
     vllm_log_exporter_state_write_errors_total,
     vllm_log_exporter_tls_certificate_expiry_timestamp_seconds (only with TLS)
@@ -75,6 +76,7 @@ KNOWN_ENDPOINTS = frozenset(
 _POSITIONS = tuple(str(i) for i in range(32))
 _ENGINES = tuple(str(i) for i in range(64))
 MAX_WORKERS = 32
+SOURCE_EVENTS = ("truncated", "rotated_late", "file_skipped")
 HTTP_CLOSE_REASONS = ("header_timeout", "idle_timeout", "request_timeout", "evicted", "refused")
 _STATUSES = frozenset(int(s) for s in HTTPStatus)
 
@@ -219,6 +221,10 @@ class Metrics:
         self.events = c("vllm_log_exporter_events", "Events produced, by kind.", S + ["kind"])
         self.source_up = g("vllm_log_exporter_source_up", "1 while the log source is connected/open.")
         self.source_restarts = c("vllm_log_exporter_source_restarts", "Times the log source reconnected or reopened.")
+        self.source_events = c("vllm_log_exporter_source_events",
+                               "What a source met: truncated (copytruncate seen), rotated_late (a rotated file "
+                               "read after the fact), file_skipped (a rotated file that could not be read).",
+                               S + ["event"])
         self.label_overflow = c("vllm_log_exporter_label_overflow",
                                 "Label values from log content beyond their bound, counted as `other`.", S + ["label"])
         Gauge("vllm_log_exporter_build_info", "Exporter version.", ["version"], registry=r).labels(__version__).set(1)
@@ -277,6 +283,8 @@ class Metrics:
             self.kv_seconds.touch((server, direction))
         self.starts.touch((server,))
         self.source_restarts.touch((server,))
+        for event in SOURCE_EVENTS:
+            self.source_events.touch((server, event))
         self._child(self.source_up, (server,)).set(0)
 
     def _child(self, metric, labels: tuple[str, ...]):
@@ -311,6 +319,10 @@ class Metrics:
 
     def source_restarted(self, server: str) -> None:
         self.source_restarts.inc((server,))
+
+    def source_event(self, server: str, event: str) -> None:
+        if event in SOURCE_EVENTS:
+            self.source_events.inc((server, event))
 
     # -- events ---------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import html
 from typing import Callable
 
 from aiohttp import web
+from aiohttp.web_urldispatcher import PlainResource
 
 from exporter import __version__
 
@@ -53,5 +54,8 @@ def make_app(render: Callable[[], bytes], telemetry_path: str, sources: Callable
     app = web.Application(middlewares=middlewares or [])
     app.router.add_get("/", landing)
     app.router.add_get("/healthz", healthz)
-    app.router.add_get(telemetry_path, metrics_handler)
+    # literally the path given: add_get would read `{x}` in it as a variable part
+    metrics_resource = PlainResource(telemetry_path)
+    app.router.register_resource(metrics_resource)
+    metrics_resource.add_route("GET", metrics_handler)
     return app

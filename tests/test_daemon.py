@@ -126,3 +126,10 @@ def test_metrics_are_served_in_the_text_format_gzipped_when_asked(tmp_path):
             assert resp.headers["Content-Encoding"] == "gzip"
             body = gzip.decompress(resp.read()).decode()
         assert "# TYPE vllm_log_http_requests_total counter" in body and "process_resident_memory_bytes" in body
+
+
+def test_the_telemetry_path_is_taken_literally():
+    with Exporter("--demo", "--web.telemetry-path", "/metrics/{x}") as ex:
+        status, body = http_get(ex.url + "/metrics/%7Bx%7D")
+        assert status == 200 and "vllm_log_exporter_build_info" in body
+        assert http_get(ex.url + "/metrics/anything")[0] == 404

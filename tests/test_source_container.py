@@ -179,3 +179,37 @@ def test_a_new_container_id_is_read_from_its_first_line():
     assert src._keep("2026-08-04T02:44:01Z first line of the new container")
     assert src.checkpoint()["id"] == "new"
     assert ContainerSource("gp", "g", socket="/x", resume={"id": "a", "since": [-1, 0], "seen": []}).checkpoint() is None
+
+
+async def test_an_api_that_accepts_and_never_answers_is_reported_and_retried(tmp_path):
+    """A bare unix socket that accepts connections and says nothing (no stand-in protocol: silence is the case)."""
+    from structlog.testing import capture_logs
+
+    from exporter.sources.base import Backoff
+
+    sock = tmp_path / "silent.sock"
+    accepted = []
+
+    async def hold(reader, writer):
+        accepted.append(writer)
+        await reader.read()  # never answers; returns when the client gives up
+
+    server = await asyncio.start_unix_server(hold, path=str(sock))
+    try:
+        with capture_logs() as logs:
+            src = ContainerSource("gp", "grandpa", socket=str(sock), request_timeout=0.3,
+                                  backoff=Backoff(0.05, 0.05))
+            async with Follow(src) as fw:
+                for _ in range(60):  # bounded: 3 s
+                    if len(accepted) >= 3:
+                        break
+                    await asyncio.sleep(0.05)
+                assert len(accepted) >= 3  # retried, not stuck on the first connection
+                assert fw.status.ups and not any(fw.status.ups)
+        warned = [e for e in logs if e["event"] == "container log unavailable"]
+        assert len(warned) == 1 and warned[0]["error"] == "no answer within 0.3s", logs
+    finally:
+        for w in accepted:
+            w.close()
+        server.close()
+        await server.wait_closed()

@@ -10,12 +10,16 @@ class Rec:
     def __init__(self):
         self.ups = []
         self.restarts = 0
+        self.notes = []
 
     def up(self, up):
         self.ups.append(up)
 
     def restarted(self):
         self.restarts += 1
+
+    def note(self, event):
+        self.notes.append(event)
 
 
 class Follow:
@@ -243,3 +247,82 @@ async def test_catching_up_a_backlog_lets_other_tasks_run(tmp_path):
     assert n == 40000
     # the other task ran while the backlog was still being read, not only after it
     assert len(seen_at_ticks) > 5 and seen_at_ticks[len(seen_at_ticks) // 2] > 0
+
+
+def numbered(prefix, start, count, width=0):
+    return [f"{prefix} line {n:06d} " + "x" * width for n in range(start, start + count)]
+
+
+async def _copytruncate_case(tmp_path, refill: int, compress: bool):
+    import gzip
+    import shutil
+
+    p = tmp_path / "v.log"
+    append(p, *numbered("first", 0, 100))
+    async with Follow(FileSource("t", str(p), from_start=True, poll_interval=1.0)) as fw:
+        await fw.wait_for(100)
+        # all within one poll: a tail we have not read, logrotate's copy, its truncate, and a refill
+        append(p, *numbered("tail", 100, 50))
+        if compress:
+            with open(p, "rb") as src, gzip.open(str(p) + ".1.gz", "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        else:
+            shutil.copyfile(p, str(p) + ".1")
+        os.truncate(p, 0)
+        append(p, *numbered("after", 150, refill, width=60))
+        lines = await fw.wait_for(150 + refill, timeout=10)
+        await asyncio.sleep(1.2)  # another poll: nothing read twice
+    assert lines == numbered("first", 0, 100) + numbered("tail", 100, 50) + numbered("after", 150, refill, width=60)
+    assert fw.status.notes == ["truncated"]
+
+
+async def test_copytruncate_refilled_past_our_offset_within_one_poll_is_seen_and_the_tail_read_from_the_copy(tmp_path):
+    await _copytruncate_case(tmp_path, refill=200, compress=False)
+
+
+async def test_copytruncate_to_a_shorter_file_reads_the_unread_tail_from_the_copy(tmp_path):
+    await _copytruncate_case(tmp_path, refill=5, compress=False)
+
+
+async def test_copytruncate_with_a_compressed_copy(tmp_path):
+    await _copytruncate_case(tmp_path, refill=200, compress=True)
+
+
+async def test_copytruncate_with_no_copy_says_what_was_lost(tmp_path):
+    from structlog.testing import capture_logs
+
+    p = tmp_path / "v.log"
+    append(p, *numbered("first", 0, 10))
+    with capture_logs() as logs:
+        async with Follow(FileSource("t", str(p), from_start=True, poll_interval=0.5)) as fw:
+            await fw.wait_for(10)
+            append(p, *numbered("tail", 10, 5))
+            os.truncate(p, 0)
+            append(p, "new")
+            lines = await fw.wait_for(11, timeout=10)
+    assert lines == numbered("first", 0, 10) + ["new"]
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == [
+        "file truncated and no copy of it found: lines written after the last read are lost"]
+
+
+async def test_rotations_that_outran_one_poll_leave_no_file_unread(tmp_path):
+    import shutil
+
+    p = tmp_path / "v.log"
+    older = tmp_path / "v.log.3"
+    older.write_text("\n".join(numbered("older", 0, 5)) + "\n")
+    os.utime(older, (time.time() - 3600, time.time() - 3600))
+    append(p, *numbered("a", 0, 50))
+    async with Follow(FileSource("t", str(p), from_start=True, poll_interval=1.0)) as fw:
+        await fw.wait_for(50)
+        append(p, *numbered("a", 50, 10))          # not read yet
+        os.rename(p, str(p) + ".1")                # rotation 1
+        append(p, *numbered("b", 0, 30))           # a whole file we never open
+        shutil.copyfile(str(p) + ".1", str(p) + ".bak")  # a backup of the old file: not new lines
+        os.rename(str(p) + ".1", str(p) + ".2")    # rotation 2
+        os.rename(p, str(p) + ".1")
+        append(p, *numbered("c", 0, 20))
+        lines = await fw.wait_for(110, timeout=10)
+        await asyncio.sleep(1.2)
+    assert lines == numbered("a", 0, 60) + numbered("b", 0, 30) + numbered("c", 0, 20)
+    assert fw.status.notes == ["rotated_late"]

@@ -228,12 +228,14 @@ def test_the_certificate_expiry_is_a_gauge_and_an_expired_one_a_warning(tls):
     not_after = certificate_not_after(str(d / "cert.pem"))
     assert not_after == ssl.cert_time_to_seconds(out)
     daemon = Daemon(Config(sources=[]))
+    assert b"tls_certificate_expiry" not in daemon.metrics.render()  # no TLS, no series (not a 1970 expiry)
     with capture_logs() as logs:
         daemon._check_certificate(time.time() - 3600)
     assert [x["event"] for x in logs] == ["TLS certificate has expired; clients that verify it will refuse to scrape"]
     daemon._check_certificate(not_after)
-    assert b"vllm_log_exporter_tls_certificate_expiry_timestamp_seconds %.1f" % not_after in daemon.metrics.render() \
-        or f"vllm_log_exporter_tls_certificate_expiry_timestamp_seconds {not_after:.9e}".encode() in daemon.metrics.render()
+    from tests.helpers import value
+
+    assert value(daemon.metrics.render().decode(), "vllm_log_exporter_tls_certificate_expiry_timestamp_seconds") == not_after
 
 
 def test_a_web_config_that_is_not_utf8_or_has_a_key_twice_is_one_line_naming_it(tmp_path):

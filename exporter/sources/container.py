@@ -111,8 +111,11 @@ class Demuxer:
 
 class ContainerSource:
     def __init__(self, name: str, container: str, socket: str | None = None, from_start: bool = False,
-                 resume: dict | None = None, backoff: Backoff | None = None, started_at: float | None = None):
+                 resume: dict | None = None, backoff: Backoff | None = None, started_at: float | None = None,
+                 request_timeout: float = 10.0):
         self.name = name
+        # an API that accepts the connection and never answers must not leave the source down in silence
+        self.request_timeout = request_timeout
         self.container = container
         self.socket = socket or default_socket()
         self.from_start = from_start
@@ -201,7 +204,7 @@ class ContainerSource:
 
     async def _inspect(self, session) -> dict:
         url = f"http://localhost/containers/{quote(self.container, safe='')}/json"
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as r:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=self.request_timeout)) as r:
             if r.status == 404:
                 raise LookupError(f"no container named {self.container!r}")
             if r.status != 200:
@@ -219,13 +222,13 @@ class ContainerSource:
             got_lines = False
             try:
                 conn = aiohttp.UnixConnector(path=self.socket)
-                timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
+                timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.request_timeout)
                 async with aiohttp.ClientSession(connector=conn, timeout=timeout) as session:
                     info = await self._inspect(session)
                     tty = bool((info.get("Config") or {}).get("Tty"))
                     running = bool((info.get("State") or {}).get("Running"))
                     self._found(info["Id"])
-                    resp = await asyncio.wait_for(session.get(self._logs_url()), 15)
+                    resp = await asyncio.wait_for(session.get(self._logs_url()), self.request_timeout * 1.5)
                     async with resp as r:
                         if r.status != 200:
                             raise ConnectionError(f"logs {self.container}: HTTP {r.status}")
@@ -266,7 +269,8 @@ class ContainerSource:
                 last_problem = str(e)
             except (aiohttp.ClientError, ConnectionError, OSError, asyncio.TimeoutError, ValueError) as e:
                 status.up(False)
-                problem = str(e) or type(e).__name__
+                problem = str(e) or ("no answer within %gs" % self.request_timeout
+                                     if isinstance(e, asyncio.TimeoutError) else type(e).__name__)
                 if problem != last_problem:
                     log.warning("container log unavailable", source=self.name, container=self.container,
                                 socket=self.socket, error=problem)

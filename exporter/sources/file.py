@@ -1,9 +1,16 @@
 """Follow a file like ``tail -F``.
 
 Starts at the end (or the start with ``from_start``), survives rename rotation (the old file is read
-to its end before the new one is opened), copytruncate (size below our offset: start again at 0),
-deletion and re-creation, and a file that does not exist yet. Polls: it works the same on every
-filesystem, including bind mounts and overlay where inotify events go missing.
+to its end before the new one is opened), copytruncate, deletion and re-creation, and a file that
+does not exist yet. Polls: it works the same on every filesystem, including bind mounts and overlay
+where inotify events go missing.
+
+copytruncate is seen by size (below our offset) or, when the file refilled past our offset within
+one poll, by its first bytes changing. The tail we had not read yet is then taken from the copy
+(a sibling file that starts with the same bytes, ``.gz`` too), so what is lost is only what
+logrotate itself loses: lines written between its copy and its truncate. Rename rotations that
+outran us (two within one poll, or while catching up) leave files we never opened: after a rotation,
+sibling files written after the old file's last write are read before the new file, each once.
 
 ``position`` is the (device, inode, offset) just past the last complete line handed on and taken
 by the consumer. Given back as ``resume`` (from the state file) after a restart of the exporter, the
@@ -29,6 +36,50 @@ log = structlog.get_logger("vllm_log_exporter.source.file")
 
 CHUNK = 1 << 17  # as exporter.offline: small enough to stay in the CPU caches
 LOOP_TURN_SECONDS = 0.01
+HEAD_BYTES = 64  # enough to tell a file from its refill: vLLM's first line carries a timestamp
+_COMPRESSED = (".gz", ".xz", ".bz2", ".zst", ".lz4")
+
+
+def _note(status: Status, event: str) -> None:
+    note = getattr(status, "note", None)
+    if note is not None:
+        note(event)
+
+
+def _siblings(path: str, exclude: set[tuple[int, int]]) -> list[tuple[str, os.stat_result]]:
+    """Regular files next to ``path`` named like its rotations (``x.log.1``, ``x.log-20261203``, ``.gz``)."""
+    folder, base = os.path.split(os.path.abspath(path))
+    out = []
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                if not (entry.name.startswith(base + ".") or entry.name.startswith(base + "-")):
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if entry.is_file(follow_symlinks=False) and (st.st_dev, st.st_ino) not in exclude:
+                    out.append((entry.path, st))
+    except OSError:
+        pass
+    return out
+
+
+def _open_any(path: str):
+    if path.endswith(".gz"):
+        import gzip
+
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def _head_of(path: str, n: int) -> bytes | None:
+    try:
+        with _open_any(path) as g:
+            return g.read(n)
+    except (OSError, EOFError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -136,6 +187,74 @@ class FileSource:
             if lines:
                 yield lines
 
+    @staticmethod
+    def _read_head(f) -> bytes:
+        return os.pread(f.fileno(), HEAD_BYTES, 0)
+
+    async def _read_from(self, path: str, offset: int, split: LineSplitter) -> AsyncIterator[list[str]]:
+        with _open_any(path) as g:
+            if offset:
+                g.seek(offset)
+            while True:
+                data = g.read(CHUNK)
+                if not data:
+                    break
+                lines = split.feed(data)
+                if lines:
+                    yield lines
+                await asyncio.sleep(0)
+        lines = split.flush()
+        if lines:
+            yield lines
+
+    async def _tail_from_copy(self, split: LineSplitter, head: bytes, pos: int, ident) -> AsyncIterator[list[str]]:
+        """After copytruncate: the part of the old content we had not read, from logrotate's copy."""
+        if not head:
+            return
+        candidates = sorted(_siblings(self.path, {ident}), key=lambda c: c[1].st_mtime_ns, reverse=True)
+        for path, st in candidates[:8]:
+            if _head_of(path, len(head)) != head:
+                continue
+            if not path.endswith(".gz") and st.st_size < pos:
+                continue
+            try:
+                async for lines in self._read_from(path, pos, split):
+                    yield lines
+            except (OSError, EOFError) as e:
+                log.warning("copy of the truncated file unreadable; its unread tail is lost", source=self.name,
+                            path=path, error=str(e))
+                return
+            log.info("unread tail taken from the copy", source=self.name, path=path, offset=pos)
+            return
+        log.warning("file truncated and no copy of it found: lines written after the last read are lost",
+                    source=self.name, path=self.path, offset=pos)
+
+    async def _late_rotations(self, split: LineSplitter, rotated_from, new_ident, status: Status) -> AsyncIterator[list[str]]:
+        """Files rotated away before we ever opened them: written after the file we let go, never seen."""
+        old_ident, old_mtime_ns, old_head = rotated_from
+        late = [(p, st) for p, st in _siblings(self.path, {old_ident, new_ident})
+                if st.st_mtime_ns > old_mtime_ns]
+        for path, st in sorted(late, key=lambda c: c[1].st_mtime_ns):
+            if path.endswith(_COMPRESSED):
+                # compressing makes a new file of old lines (and a new mtime): not a missed rotation
+                continue
+            head = _head_of(path, HEAD_BYTES)
+            if head is None:
+                _note(status, "file_skipped")
+                log.warning("rotated file skipped: it could not be read", source=self.name, path=path)
+                continue
+            if old_head and head[:len(old_head)] == old_head[:len(head)]:
+                continue  # a copy of the file we already read (a backup, copytruncate's copy)
+            log.warning("rotated file read late: it was rotated away before it was opened (reading fell behind)",
+                        source=self.name, path=path, bytes=st.st_size)
+            _note(status, "rotated_late")
+            try:
+                async for lines in self._read_from(path, 0, split):
+                    yield lines
+            except (OSError, EOFError) as e:
+                _note(status, "file_skipped")
+                log.warning("rotated file skipped: it could not be read", source=self.name, path=path, error=str(e))
+
     def _initial(self):
         """Open the file at start-up and decide where reading begins."""
         f, ident = self._open(self.path)
@@ -158,6 +277,8 @@ class FileSource:
                 yield lines
         f, ident = self._initial()
         opened_before = f is not None
+        head = self._read_head(f) if f is not None else b""
+        rotated_from = None  # (ident, mtime_ns, head) of the file we last let go by rotation
         if f is not None:
             self._commit(f, ident, split)
         status.up(f is not None)
@@ -170,9 +291,14 @@ class FileSource:
                     # A file that appears after start is new: read it from the beginning.
                     f, ident = self._open(self.path)
                     if f is not None:
+                        if rotated_from is not None:
+                            async for lines in self._late_rotations(split, rotated_from, ident, status):
+                                yield lines
+                            rotated_from = None
                         if opened_before:
                             status.restarted()
                         opened_before = True
+                        head = b""
                         self._commit(f, ident, split)
                         status.up(True)
                         log.info("file opened", source=self.name, path=self.path)
@@ -180,6 +306,9 @@ class FileSource:
                 data = f.read(CHUNK)
                 if data:
                     idle = 0.0
+                    if len(head) < HEAD_BYTES:
+                        # taken as we read, not at the next poll: by then a refill may have replaced it
+                        head = self._read_head(f)
                     lines = split.feed(data)
                     if lines:
                         yield lines
@@ -213,17 +342,24 @@ class FileSource:
                     if lines:
                         yield lines
                     self._commit(f, ident, split)
+                    rotated_from = (ident, os.fstat(f.fileno()).st_mtime_ns, head or self._read_head(f))
                     f.close()
                     f = None
                     status.up(False)
                     log.info("file rotated or removed", source=self.name, path=self.path)
                     continue
-                if st.st_size < pos:
-                    log.info("file truncated", source=self.name, path=self.path, offset=pos, size=st.st_size)
+                refilled = bool(head) and st.st_size >= pos and os.pread(f.fileno(), len(head), 0) != head
+                if st.st_size < pos or refilled:
+                    log.info("file truncated", source=self.name, path=self.path, offset=pos, size=st.st_size,
+                             seen_by="first bytes" if refilled else "size")
+                    _note(status, "truncated")
+                    async for lines in self._tail_from_copy(split, head, pos, ident):
+                        yield lines
                     lines = split.flush()
                     if lines:
                         yield lines
                     f.seek(0)
+                    head = b""
                     self._commit(f, ident, split)
                     status.restarted()
         finally:
