@@ -76,7 +76,7 @@ KNOWN_ENDPOINTS = frozenset(
 _POSITIONS = tuple(str(i) for i in range(32))
 _ENGINES = tuple(str(i) for i in range(64))
 MAX_WORKERS = 32
-SOURCE_EVENTS = ("truncated", "rotated_late", "file_skipped")
+SOURCE_EVENTS = ("truncated", "tail_lost", "rotated_late", "file_skipped")
 HTTP_CLOSE_REASONS = ("header_timeout", "idle_timeout", "request_timeout", "evicted", "refused")
 _STATUSES = frozenset(int(s) for s in HTTPStatus)
 
@@ -222,7 +222,8 @@ class Metrics:
         self.source_up = g("vllm_log_exporter_source_up", "1 while the log source is connected/open.")
         self.source_restarts = c("vllm_log_exporter_source_restarts", "Times the log source reconnected or reopened.")
         self.source_events = c("vllm_log_exporter_source_events",
-                               "What a source met: truncated (copytruncate seen), rotated_late (a rotated file "
+                               "What a source met: truncated (copytruncate seen), tail_lost (no copy held the "
+                               "unread tail), rotated_late (a rotated file "
                                "read after the fact), file_skipped (a rotated file that could not be read).",
                                S + ["event"])
         self.label_overflow = c("vllm_log_exporter_label_overflow",

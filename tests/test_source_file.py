@@ -303,6 +303,7 @@ async def test_copytruncate_with_no_copy_says_what_was_lost(tmp_path):
     assert lines == numbered("first", 0, 10) + ["new"]
     assert [e["event"] for e in logs if e["log_level"] == "warning"] == [
         "file truncated and no copy of it found: lines written after the last read are lost"]
+    assert fw.status.notes == ["truncated", "tail_lost"]
 
 
 async def test_rotations_that_outran_one_poll_leave_no_file_unread(tmp_path):

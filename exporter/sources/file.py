@@ -36,7 +36,9 @@ log = structlog.get_logger("vllm_log_exporter.source.file")
 
 CHUNK = 1 << 17  # as exporter.offline: small enough to stay in the CPU caches
 LOOP_TURN_SECONDS = 0.01
-HEAD_BYTES = 64  # enough to tell a file from its refill: vLLM's first line carries a timestamp
+# The first bytes tell a file from its refill and from a copy of another: 4 KiB is tens of lines,
+# timestamps and request ids among them, where one line could start two files alike.
+HEAD_BYTES = 4096
 _COMPRESSED = (".gz", ".xz", ".bz2", ".zst", ".lz4")
 
 
@@ -207,9 +209,10 @@ class FileSource:
         if lines:
             yield lines
 
-    async def _tail_from_copy(self, split: LineSplitter, head: bytes, pos: int, ident) -> AsyncIterator[list[str]]:
+    async def _tail_from_copy(self, split: LineSplitter, head: bytes, pos: int, ident,
+                              status: Status) -> AsyncIterator[list[str]]:
         """After copytruncate: the part of the old content we had not read, from logrotate's copy."""
-        if not head:
+        if not head:  # nothing was read, so nothing is unread
             return
         candidates = sorted(_siblings(self.path, {ident}), key=lambda c: c[1].st_mtime_ns, reverse=True)
         for path, st in candidates[:8]:
@@ -221,11 +224,13 @@ class FileSource:
                 async for lines in self._read_from(path, pos, split):
                     yield lines
             except (OSError, EOFError) as e:
+                _note(status, "tail_lost")
                 log.warning("copy of the truncated file unreadable; its unread tail is lost", source=self.name,
                             path=path, error=str(e))
                 return
             log.info("unread tail taken from the copy", source=self.name, path=path, offset=pos)
             return
+        _note(status, "tail_lost")
         log.warning("file truncated and no copy of it found: lines written after the last read are lost",
                     source=self.name, path=self.path, offset=pos)
 
@@ -278,6 +283,7 @@ class FileSource:
         f, ident = self._initial()
         opened_before = f is not None
         head = self._read_head(f) if f is not None else b""
+        missing_polls = 0
         rotated_from = None  # (ident, mtime_ns, head) of the file we last let go by rotation
         if f is not None:
             self._commit(f, ident, split)
@@ -287,7 +293,9 @@ class FileSource:
         try:
             while True:
                 if f is None:
-                    await asyncio.sleep(self.poll_interval)
+                    if rotated_from is None or missing_polls:
+                        await asyncio.sleep(self.poll_interval)
+                    missing_polls += 1
                     # A file that appears after start is new: read it from the beginning.
                     f, ident = self._open(self.path)
                     if f is not None:
@@ -298,6 +306,7 @@ class FileSource:
                         if opened_before:
                             status.restarted()
                         opened_before = True
+                        missing_polls = 0
                         head = b""
                         self._commit(f, ident, split)
                         status.up(True)
@@ -313,7 +322,9 @@ class FileSource:
                     if lines:
                         yield lines
                     self._commit(f, ident, split)
-                    if len(data) == CHUNK:
+                    # while catching up, a copytruncate can refill the file past us: look at its first
+                    # bytes (one pread per chunk) and leave to the checks below if they changed
+                    if len(data) == CHUNK and not (head and os.pread(f.fileno(), len(head), 0) != head):
                         # More is waiting: read it before looking at the path again, but let the
                         # event loop answer scrapes in between (every few milliseconds, not every
                         # chunk: each turn of the loop costs), or catching up starves /metrics.
@@ -342,7 +353,8 @@ class FileSource:
                     if lines:
                         yield lines
                     self._commit(f, ident, split)
-                    rotated_from = (ident, os.fstat(f.fileno()).st_mtime_ns, head or self._read_head(f))
+                    rotated_from = (ident, os.fstat(f.fileno()).st_mtime_ns, self._read_head(f))
+                    missing_polls = 0  # look for the new file at once: the next rotation may be close
                     f.close()
                     f = None
                     status.up(False)
@@ -353,7 +365,7 @@ class FileSource:
                     log.info("file truncated", source=self.name, path=self.path, offset=pos, size=st.st_size,
                              seen_by="first bytes" if refilled else "size")
                     _note(status, "truncated")
-                    async for lines in self._tail_from_copy(split, head, pos, ident):
+                    async for lines in self._tail_from_copy(split, head, pos, ident, status):
                         yield lines
                     lines = split.flush()
                     if lines:
