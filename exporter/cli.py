@@ -11,7 +11,7 @@ from exporter import __version__
 from exporter.framing import Clock
 from exporter.logfile import LogOpenError
 
-COMMANDS = ("serve", "parse", "report", "backfill")
+COMMANDS = ("serve", "parse", "report", "backfill", "healthcheck")
 
 
 def _add_time_options(p: argparse.ArgumentParser) -> None:
@@ -64,6 +64,11 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--stats-interval", type=float, default=10.0, help="seconds between vLLM stats lines (default 10)")
     _add_time_options(p)
 
+    p = sub.add_parser("healthcheck", help="exit 0 if the exporter answers HTTP (for container health checks)")
+    p.add_argument("--web.listen-address", dest="web_listen_address", default=None,
+                   help="where the exporter listens (default: VLLM_LOG_EXPORTER_WEB_LISTEN_ADDRESS, else :10825)")
+    p.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for an answer (default 3)")
+
     p = sub.add_parser("serve", help="follow logs and serve /metrics (the default)")
     if with_serve:
         from exporter.commands import serve
@@ -86,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     # `serve` is the default command: `vllm-log-exporter --source x` means `serve --source x`.
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "serve")
-    args = build_parser(with_serve=argv[0] not in ("parse", "report", "backfill")).parse_args(argv)
+    args = build_parser(with_serve=argv[0] not in ("parse", "report", "backfill", "healthcheck")).parse_args(argv)
     tune_gc()
     try:
         if args.command == "parse":
@@ -97,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             from exporter.commands import report
 
             return report.run(args, clock_from(args))
+        if args.command == "healthcheck":
+            from exporter.commands import healthcheck
+
+            return healthcheck.run(args)
         if args.command == "backfill":
             from exporter.commands import backfill
 

@@ -58,6 +58,7 @@ from prometheus_client import PlatformCollector, ProcessCollector, disable_creat
 
 from exporter import __version__
 from exporter.events import ERROR_KINDS, KINDS, Event
+from exporter.incidents import Deaths, unclassified
 from exporter.pipeline import RESULTS
 from exporter.tables import CounterFamily, GaugeFamily, Table
 
@@ -212,7 +213,8 @@ class Metrics:
         self.model_info = w("vllm_log_model_info", "Model the server loaded.", S + ["model"])
 
         self.http = c("vllm_log_http_requests", "HTTP responses in vLLM's access log.", S + ["method", "endpoint", "status"])
-        self.errors = c("vllm_log_errors", "Errors seen: oom, cuda_error, nccl_error, engine_dead, traceback.", S + ["kind"])
+        self.errors = c("vllm_log_errors", "Errors seen: oom, cuda_error, nccl_error, engine_dead (one per death, "
+                        "however many lines log it), traceback (one that is none of the others).", S + ["kind"])
         self.last_error = g("vllm_log_last_error_timestamp_seconds", "Time of the last error of each kind.", S + ["kind"])
         self.log_messages = c("vllm_log_log_messages", "vLLM WARNING/ERROR/CRITICAL lines not otherwise recognised.", S + ["level"])
 
@@ -244,6 +246,7 @@ class Metrics:
         self._position_keys: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
         self._servers: set[str] = set()
         self._workers: dict[str, set[str]] = {}
+        self._deaths: dict[str, Deaths] = {}
         self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
         self._window_gauges = tuple((fam.values, name) for fam, name in (
             (self.prompt_tps, "prompt_tokens_per_second"), (self.gen_tps, "generation_tokens_per_second"),
@@ -491,6 +494,7 @@ class Metrics:
     def _on_version(self, server, ev, f):
         # A version line opens a new start-up: everything learnt about the previous run goes.
         self.reset_server(server)
+        self._deaths.pop(server, None)
         self.starts.inc((server,))
         self._only(self.build_info, server, str(f["version"])[:200])
         if f.get("model"):
@@ -540,10 +544,15 @@ class Metrics:
         self._error(server, ev, "nccl_error")
 
     def _on_engine_dead(self, server, ev, f):
-        self._error(server, ev, "engine_dead")
+        deaths = self._deaths.get(server)
+        if deaths is None:
+            deaths = self._deaths[server] = Deaths()
+        if deaths.is_new(ev.ts):  # one death, however many processes log it
+            self._error(server, ev, "engine_dead")
 
     def _on_traceback(self, server, ev, f):
-        self._error(server, ev, "traceback")
+        if unclassified(f):  # an OOM's traceback is counted as the OOM
+            self._error(server, ev, "traceback")
 
     def _on_log(self, server, ev, f):
         level = f.get("level")

@@ -190,6 +190,8 @@ class _Traceback:
                 if ev.kind not in seen:
                     seen.add(ev.kind)
                     out.append(ev)
+        # what the traceback was recognised as (exporter.incidents: such a traceback is counted as that kind)
+        fields["kinds"] = sorted(seen)
         for ev in out:
             ev.ts, ev.process, ev.pid, ev.line = self.ts, self.process, self.pid, self.line
         return out

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -98,16 +97,6 @@ def _run(cmd, env, timeout=600, check=True, **kw):
     return r
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: TIME_WAIT is no obstacle
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
 @pytest.fixture(scope="module")
 def podman_env(tmp_path_factory):
     if not shutil.which("podman"):
@@ -142,33 +131,63 @@ def _python_base(env) -> None:
         os.replace(str(tarball) + ".part", tarball)
         shutil.rmtree(root, ignore_errors=True)
     with open(tarball, "rb") as f:
-        r = subprocess.run(["podman", "import", "--change", 'CMD ["python3"]', "-", "docker.io/library/python:3.11-slim"],
+        r = subprocess.run(["podman", "import", "--change", 'CMD ["python3"]', "-", UPSTREAM["docker.io/library/python:3.11-slim"]],
                            stdin=f, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
+
+
+# Stand-ins live under names of their own, never an upstream one: a user who ran the tests and then
+# the stack must get the real images (compose pulls only what is missing). compose.yaml and the
+# Containerfile are rewritten to these names in temporary copies; every image is removed afterwards.
+UPSTREAM = {
+    "docker.io/prom/prometheus:v2.55.1": "localhost/vle-test-prometheus:standin",
+    "docker.io/prom/alertmanager:v0.27.0": "localhost/vle-test-alertmanager:standin",
+    "docker.io/library/python:3.11-slim": "localhost/vle-test-python:standin",
+    "localhost/vllm-log-exporter:latest": "localhost/vle-test-exporter:latest",
+}
+EXPORTER = UPSTREAM["localhost/vllm-log-exporter:latest"]
+
+
+def standin_names(text: str) -> str:
+    for upstream, ours in UPSTREAM.items():
+        text = text.replace(upstream, ours)
+    return text
 
 
 @pytest.fixture(scope="module")
 def images(podman_env):
     env, tmp = podman_env
-    prom = _busybox_rootfs(tmp, {"/usr/bin/prometheus": "/bin/prometheus", "/usr/bin/promtool": "/bin/promtool",
-                                 "/usr/share/prometheus/web": "/usr/share/prometheus/web"})
-    _import(prom, "docker.io/prom/prometheus:v2.55.1", 'ENTRYPOINT ["/bin/prometheus"]', env)
-    # Debian's build reads its notification templates from /usr/share/prometheus/alertmanager.
-    am = _busybox_rootfs(tmp, {"/usr/bin/prometheus-alertmanager": "/bin/alertmanager", "/usr/bin/amtool": "/bin/amtool",
-                               "/usr/share/prometheus/alertmanager": "/usr/share/prometheus/alertmanager"})
-    _import(am, "docker.io/prom/alertmanager:v0.27.0", 'ENTRYPOINT ["/bin/alertmanager"]', env)
-    _python_base(env)
-    # The repo's own Containerfile; PyPI is reached through this machine's TLS proxy, hence the CA bundle.
-    _run(["podman", "build", "--network=host", "--pull=never",
-          "-v", "/etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro",
-          "-t", "localhost/vllm-log-exporter:latest", "-f", str(ROOT / "Containerfile"), str(ROOT)], env, timeout=900)
-    return env, tmp
+    made = ["localhost/vle-smoke-busybox:latest"]
+    try:
+        prom = _busybox_rootfs(tmp, {"/usr/bin/prometheus": "/bin/prometheus", "/usr/bin/promtool": "/bin/promtool",
+                                     "/usr/share/prometheus/web": "/usr/share/prometheus/web"})
+        _import(prom, UPSTREAM["docker.io/prom/prometheus:v2.55.1"], 'ENTRYPOINT ["/bin/prometheus"]', env)
+        made.append(UPSTREAM["docker.io/prom/prometheus:v2.55.1"])
+        # Debian's build reads its notification templates from /usr/share/prometheus/alertmanager.
+        am = _busybox_rootfs(tmp, {"/usr/bin/prometheus-alertmanager": "/bin/alertmanager", "/usr/bin/amtool": "/bin/amtool",
+                                   "/usr/share/prometheus/alertmanager": "/usr/share/prometheus/alertmanager"})
+        _import(am, UPSTREAM["docker.io/prom/alertmanager:v0.27.0"], 'ENTRYPOINT ["/bin/alertmanager"]', env)
+        made.append(UPSTREAM["docker.io/prom/alertmanager:v0.27.0"])
+        _python_base(env)
+        made.append(UPSTREAM["docker.io/library/python:3.11-slim"])
+        # The repo's own Containerfile on the stand-in base; PyPI is reached through this machine's
+        # TLS proxy, hence the CA bundle.
+        containerfile = tmp / "Containerfile"
+        containerfile.write_text(standin_names((ROOT / "Containerfile").read_text()))
+        # --layers=false: no intermediate images left behind to clean up
+        _run(["podman", "build", "--network=host", "--pull=never", "--layers=false",
+              "-v", "/etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro",
+              "-t", EXPORTER, "-f", str(containerfile), str(ROOT)], env, timeout=900)
+        made.append(EXPORTER)
+        yield env, tmp
+    finally:
+        _run(["podman", "rmi", "-f", *made], env, check=False)
 
 
 def test_image_runs_as_non_root_with_a_read_only_root(images):
     env, _ = images
     r = _run(["podman", "run", "--rm", "--read-only", "--network=none", "--entrypoint", "/bin/sh",
-              "localhost/vllm-log-exporter:latest", "-c", "id -u; touch /x 2>/dev/null && echo writable || echo read-only; "
+              EXPORTER, "-c", "id -u; touch /x 2>/dev/null && echo writable || echo read-only; "
               "vllm-log-exporter parse --stats /dev/null | head -1; command -v journalctl"], env)
     uid, ro, stats, journalctl = r.stdout.split("\n")[:4]
     assert uid == "10825" and ro == "read-only" and stats == "lines read: 0" and journalctl == "/usr/bin/journalctl"
@@ -190,7 +209,7 @@ def test_image_follows_the_host_journal_as_the_quadlet_unit_runs_it(images, tmp_
     name = f"vle-t-journald-{port}"
     _run(["podman", "run", "-d", "--name", name, "--network=host", "--user=0", "--read-only", "--cap-drop=all",
           "--security-opt=no-new-privileges", "--init", "-v", f"{journal.dir}:/var/log/journal:ro",
-          "localhost/vllm-log-exporter:latest", f"--web.listen-address=127.0.0.1:{port}",
+          EXPORTER, f"--web.listen-address=127.0.0.1:{port}",
           "--source", "grandpa=journald:grandpa", "--journal-directory=/var/log/journal"], env)
     try:
         url = f"http://127.0.0.1:{port}/metrics"
@@ -199,27 +218,44 @@ def test_image_follows_the_host_journal_as_the_quadlet_unit_runs_it(images, tmp_
         journal.write([access(i) for i in range(5, 45)])
         wait_until(lambda: value(http_get(url)[1], "vllm_log_http_requests_total", server="grandpa") == 40, 30,
                    what="the 40 entries written while it ran")
+        # the health check compose.yaml and the Containerfile declare, run inside the container
+        r = _run(["podman", "exec", "-e", f"VLLM_LOG_EXPORTER_WEB_LISTEN_ADDRESS=127.0.0.1:{port}", name,
+                  "vllm-log-exporter", "healthcheck"], env, check=False)
+        assert r.returncode == 0, r.stderr
     finally:
         _run(["podman", "rm", "-f", "-t", "1", name], env, check=False)
 
 
 def test_podman_compose_up_demo_without_grafana(images):
+    """The stack as compose.yaml defines it, in a copy that differs only in the stand-in image names
+    and in free ports (so a demo already running on 9090/9093/10825 does not stop the test)."""
+    from tests.helpers import free_port
+
     env, tmp = images
-    for port in (9090, 9093, 10825):
-        if not _port_free(port):
-            pytest.fail(f"127.0.0.1:{port} is taken; the stack's ports must be free for the smoke test")
+    ports = {9090: free_port(), 9093: free_port(), 10825: free_port()}
+
+    def moved(text: str) -> str:
+        for old, new in ports.items():
+            text = text.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}")
+        return text
+
     project = tmp / "stack"
     project.mkdir()
     for name in ("compose.yaml", "Containerfile", "pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, project / name)
     for d in ("deploy", "dashboards", "exporter"):
         shutil.copytree(ROOT / d, project / d, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("compose.yaml", "Containerfile", "deploy/prometheus/prometheus.yml"):
+        f = project / name
+        f.write_text(moved(standin_names(f.read_text())))
+    assert "docker.io/prom" not in (project / "compose.yaml").read_text()
     (project / "secrets").mkdir()
     (project / "secrets" / "grafana_admin_password").write_text("smoke-test-only\n")
-    compose = [str(VENV_BIN / "podman-compose"), "-p", "vle-smoke", "-f", str(project / "compose.yaml"), "--profile", "demo"]
+    project_name = f"vle-smoke-{ports[10825]}"
+    compose = [str(VENV_BIN / "podman-compose"), "-p", project_name, "-f", str(project / "compose.yaml"), "--profile", "demo"]
     try:
         _run([*compose, "up", "-d", "prometheus", "alertmanager", "exporter-demo"], env, timeout=300, cwd=project)
-        prom = "http://127.0.0.1:9090"
+        prom = f"http://127.0.0.1:{ports[9090]}"
 
         def query(expr):
             import json
@@ -235,8 +271,8 @@ def test_podman_compose_up_demo_without_grafana(images):
         assert status == 200 and '"VllmCudaOutOfMemory"' in body and '"VllmLogExporterDown"' in body
         wait_until(lambda: query('vllm_log_gpu_kv_cache_tokens{server="demo"} == 285336'), 90, 1, what="demo series")
         status, body = http_get(f"{prom}/api/v1/alertmanagers")
-        assert status == 200 and "127.0.0.1:9093" in body
-        status, _ = http_get("http://127.0.0.1:9093/-/ready")
+        assert status == 200 and f"127.0.0.1:{ports[9093]}" in body
+        status, _ = http_get(f"http://127.0.0.1:{ports[9093]}/-/ready")
         assert status == 200
     finally:
         _run([*compose, "down", "-v", "-t", "1"], env, timeout=300, check=False, cwd=project)

@@ -91,7 +91,12 @@ def test_sample_log_fills_every_family():
     ]:
         assert name in names, name
     assert value(s, "vllm_log_errors_total", kind="oom") == 1
-    assert value(s, "vllm_log_errors_total", kind="traceback") == 3
+    # the sample's 3 tracebacks are an OOM, a CUDA error and an EngineDeadError: counted as those, and
+    # its 6 dead-engine lines are 2 deaths (exporter.incidents)
+    assert value(s, "vllm_log_errors_total", kind="traceback") == 0
+    assert value(s, "vllm_log_errors_total", kind="engine_dead") == 2
+    assert value(s, "vllm_log_exporter_events_total", kind="traceback") == 3
+    assert value(s, "vllm_log_exporter_events_total", kind="engine_dead") == 6
     assert value(s, "vllm_log_errors_total", kind="nccl_error") == 1
     assert value(s, "vllm_log_server_starts_total") == 3
     assert value(s, "vllm_log_spec_decode_depth") == 5

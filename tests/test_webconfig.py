@@ -246,3 +246,26 @@ def test_a_web_config_that_is_not_utf8_or_has_a_key_twice_is_one_line_naming_it(
         r = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--web.config.file", str(cfg)], cwd=ROOT,
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_the_healthcheck_command_passes_on_plain_http_on_tls_with_basic_auth_and_fails_when_nothing_answers(tls):
+    """What the Containerfile and compose health checks run: /healthz is behind basic auth, and a 401 still means up."""
+    d, cfg = tls
+
+    def healthcheck(port):
+        return subprocess.run([sys.executable, "-m", "exporter", "healthcheck", "--web.listen-address",
+                               f"127.0.0.1:{port}", "--timeout", "2"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=30)
+
+    with Exporter("--demo") as plain:
+        assert healthcheck(plain.port).returncode == 0
+    ctx = ssl.create_default_context(cafile=str(d / "cert.pem"))
+    proc, port = _start_tls(cfg, ctx, "prometheus:s3cret")
+    try:
+        r = healthcheck(port)
+        assert r.returncode == 0, r.stderr
+    finally:
+        terminate(proc)
+    r = healthcheck(port)  # stopped: nothing answers
+    assert r.returncode == 1 and r.stderr.startswith(f"vllm-log-exporter: healthcheck 127.0.0.1:{port}: ")
+    assert r.stderr.count("\n") == 1

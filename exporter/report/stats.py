@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.events import ERROR_KINDS, KINDS, Event
+from exporter.incidents import Deaths, unclassified
 
 GB = 1e9  # rates are reported in GB/s (10^9), as PCIe is specified
 
@@ -81,6 +82,7 @@ class RunStats:
         # kind -> [count, (ts, line) of the first, its message]; tracebacks finish out of order, so
         # "first" is decided by time and line number, not by arrival.
         self.errors: dict[str, list] = {k: [0, None, None] for k in ERROR_KINDS}
+        self._deaths = Deaths()
         self.first_ts: float | None = None
         self.last_ts: float | None = None
         self.events = 0
@@ -108,6 +110,7 @@ class RunStats:
 
     def _on_version(self, ev, f):
         self.starts.append(ev.ts)
+        self._deaths.started()
         self.facts["version"] = f["version"]
         if f.get("model"):
             self.facts["model"] = f["model"]
@@ -248,10 +251,12 @@ class RunStats:
         self._error(ev, "nccl_error")
 
     def _on_engine_dead(self, ev, f):
-        self._error(ev, "engine_dead")
+        if self._deaths.is_new(ev.ts):  # one death, however many processes log it
+            self._error(ev, "engine_dead")
 
     def _on_traceback(self, ev, f):
-        self._error(ev, "traceback")
+        if unclassified(f):  # an OOM's traceback is counted as the OOM
+            self._error(ev, "traceback")
 
     # -- results --------------------------------------------------------------------------------
 
