@@ -20,6 +20,10 @@ that is not in the middle of answering); when every connection is answering, the
 file descriptors after a reserve of 64; the listen backlog (which asyncio accepts in one burst,
 before any connection reaches the guard) is at most half the cap, so a burst never meets EMFILE.
 
+With TLS, the guard starts TLS itself on each connection, after a look at its first byte: plain
+HTTP gets the 400 Go's servers give, and handshakes in progress are connections like any other
+(under the cap and the header deadline).
+
 The reasons connections are closed are counted through ``on_close(reason)``: ``header_timeout``,
 ``idle_timeout``, ``request_timeout``, ``evicted``, ``refused``.
 """
@@ -27,7 +31,10 @@ The reasons connections are closed are counted through ``on_close(reason)``: ``h
 from __future__ import annotations
 
 import asyncio
+import os
 import resource
+import socket
+import ssl
 from dataclasses import dataclass
 from typing import Callable
 
@@ -67,10 +74,11 @@ class Limits:
 
 
 class _Conn:
-    __slots__ = ("transport", "deadline", "reason", "busy", "waiting_for_headers", "last_active")
+    __slots__ = ("transport", "alias", "deadline", "reason", "busy", "waiting_for_headers", "last_active")
 
     def __init__(self, transport, now: float, limits: Limits):
         self.transport = transport
+        self.alias = None
         self.busy = False
         self.waiting_for_headers = True
         self.deadline = now + limits.header_timeout
@@ -78,23 +86,90 @@ class _Conn:
         self.last_active = now
 
 
-class _Guarded(asyncio.Protocol):
-    """Wraps aiohttp's protocol for one connection; every call is passed on once admitted."""
+_PLAIN_TO_TLS = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
+                 b"Content-Length: 48\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+_TLS_HANDSHAKE = 0x16  # the first byte of every TLS record that opens a connection
 
-    def __init__(self, guard: "Guard", inner: asyncio.Protocol):
+
+class _Guarded(asyncio.Protocol):
+    """Wraps aiohttp's protocol for one connection; every call is passed on once admitted.
+
+    With ``tls``, the connection arrives in the clear: its first byte is looked at (without reading
+    it) and a TLS ClientHello gets the handshake, anything else Go's answer to plain HTTP on an HTTPS
+    port, a 400. Handshakes in progress so count against the cap and the header deadline."""
+
+    def __init__(self, guard: "Guard", inner: asyncio.Protocol, tls=None):
         self._guard = guard
         self._inner = inner
+        self._tls = tls
         self._conn: _Conn | None = None
+        self._inner_made = False
+        self._sniff_fd: int | None = None
+        self._peek: socket.socket | None = None
+        self._early: list[bytes] | None = None
 
     def connection_made(self, transport) -> None:
         self._conn = self._guard._admit(transport)
         if self._conn is None:
             return
-        self._inner.connection_made(transport)
+        if self._tls is None:
+            self._inner_made = True
+            self._inner.connection_made(transport)
+            return
+        transport.pause_reading()
+        # a duplicate of the socket, watched while the transport is paused: asyncio lets no one else
+        # watch the transport's own descriptor
+        self._peek = socket.socket(fileno=os.dup(transport.get_extra_info("socket").fileno()))
+        self._sniff_fd = self._peek.fileno()
+        self._guard._loop.add_reader(self._sniff_fd, self._sniff, transport)
+
+    def _unwatch(self) -> None:
+        if self._sniff_fd is not None:
+            self._guard._loop.remove_reader(self._sniff_fd)
+            self._sniff_fd = None
+            self._peek.close()
+
+    def _sniff(self, transport) -> None:
+        try:
+            first = self._peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return  # woken with nothing to read: keep watching
+        except OSError:
+            first = b""
+        self._unwatch()
+        if not first:
+            transport.close()
+        elif first[0] != _TLS_HANDSHAKE:
+            transport.write(_PLAIN_TO_TLS)
+            transport.close()
+        else:
+            self._early = []
+            asyncio.ensure_future(self._handshake(transport))
+
+    async def _handshake(self, transport) -> None:
+        loop = self._guard._loop
+        try:
+            app = await loop.start_tls(transport, self, self._tls, server_side=True,
+                                       ssl_handshake_timeout=self._guard.limits.header_timeout)
+        except (OSError, ssl.SSLError, asyncio.TimeoutError, ConnectionError):
+            return  # the raw transport is closed; connection_lost forgets the connection
+        if self._conn is None or app is None:
+            return
+        self._guard._alias(app, self._conn)
+        self._inner_made = True
+        self._inner.connection_made(app)
+        early, self._early = self._early or [], None
+        for data in early:
+            self.data_received(data)
 
     def data_received(self, data: bytes) -> None:
         c = self._conn
         if c is None:
+            return
+        if not self._inner_made:
+            # decrypted bytes that came before start_tls handed us the transport: kept for aiohttp
+            if self._early is not None and sum(map(len, self._early)) < 65536:
+                self._early.append(data)
             return
         if not c.busy and not c.waiting_for_headers:
             # the first byte of the next keep-alive request: its headers get header_timeout from now
@@ -105,22 +180,25 @@ class _Guarded(asyncio.Protocol):
         self._inner.data_received(data)
 
     def eof_received(self):
-        if self._conn is None:
+        if self._conn is None or not self._inner_made:
             return False
         return self._inner.eof_received()
 
     def connection_lost(self, exc) -> None:
+        self._unwatch()
         if self._conn is None:
             return
         self._guard._forget(self._conn)
-        self._inner.connection_lost(exc)
+        self._conn = None
+        if self._inner_made:
+            self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
-        if self._conn is not None:
+        if self._conn is not None and self._inner_made:
             self._inner.pause_writing()
 
     def resume_writing(self) -> None:
-        if self._conn is not None:
+        if self._conn is not None and self._inner_made:
             self._inner.resume_writing()
 
 
@@ -132,24 +210,30 @@ class Guard:
         self._on_close = on_close or (lambda reason: None)
         self._on_count = on_count or (lambda n: None)
         self._conns: dict[object, _Conn] = {}
+        self._aliases: dict[object, _Conn] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reaper: asyncio.TimerHandle | None = None
 
     def __len__(self) -> int:
         return len(self._conns)
 
-    def protocol_factory(self, inner_factory: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
+    def protocol_factory(self, inner_factory: Callable[[], asyncio.Protocol], tls=None) -> Callable[[], asyncio.Protocol]:
         def factory() -> asyncio.Protocol:
-            return _Guarded(self, inner_factory())
+            return _Guarded(self, inner_factory(), tls)
 
         return factory
+
+    def _alias(self, app_transport, c: _Conn) -> None:
+        """The TLS transport aiohttp sees, for the connection admitted by its raw one."""
+        self._aliases[app_transport] = c
+        c.alias = app_transport
 
     def middleware(self):
         """Marks a connection as answering while its handler runs (so it is neither idle nor evictable)."""
 
         @web.middleware
         async def middleware(request: web.Request, handler):
-            c = self._conns.get(request.transport)
+            c = self._conns.get(request.transport) or self._aliases.get(request.transport)
             if c is None:
                 return await handler(request)
             now = self._loop.time()
@@ -192,6 +276,9 @@ class Guard:
         return max(0.05, min(1.0, self.limits.header_timeout / 4))
 
     def _forget(self, c: _Conn) -> None:
+        if c.alias is not None:
+            self._aliases.pop(c.alias, None)
+            c.alias = None
         if self._conns.pop(c.transport, None) is not None:
             self._on_count(len(self._conns))
 
@@ -219,8 +306,8 @@ class Guard:
 
 
 class GuardedSite(web.TCPSite):
-    """aiohttp's TCP site with every connection passed through ``guard``; TLS handshakes (not yet
-    connections to the guard) are bounded by ``header_timeout`` too."""
+    """aiohttp's TCP site with every connection passed through ``guard``, TLS handshakes included
+    (bounded by ``header_timeout`` and counted against the cap)."""
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, guard: Guard, ssl_context=None):
         super().__init__(runner, host, port, ssl_context=ssl_context, backlog=backlog_for(guard.max_connections))
@@ -229,11 +316,11 @@ class GuardedSite(web.TCPSite):
     async def start(self) -> None:
         await web.BaseSite.start(self)  # registers the site with its runner, so cleanup stops it
         loop = asyncio.get_running_loop()
-        kwargs = {"ssl_handshake_timeout": self._guard.limits.header_timeout} if self._ssl_context else {}
+        # TLS is started by the guard on each connection (after a look at its first byte), not by
+        # the server: so plain HTTP gets a 400 and handshakes count against the cap
         self._server = await loop.create_server(
-            self._guard.protocol_factory(self._runner.server), self._host, self._port,
-            ssl=self._ssl_context, backlog=self._backlog, reuse_address=self._reuse_address,
-            reuse_port=self._reuse_port, **kwargs)
+            self._guard.protocol_factory(self._runner.server, self._ssl_context), self._host, self._port,
+            backlog=self._backlog, reuse_address=self._reuse_address, reuse_port=self._reuse_port)
 
     async def stop(self) -> None:
         self._guard.close_all()

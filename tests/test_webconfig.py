@@ -12,7 +12,7 @@ import urllib.request
 import bcrypt
 import pytest
 
-from tests.helpers import ROOT, Exporter, Prometheus, free_port, have, terminate, wait_until
+from tests.helpers import ROOT, Exporter, Prometheus, free_port, have, http_get, terminate, wait_until
 
 pytestmark = pytest.mark.skipif(not shutil.which("openssl"), reason="openssl not installed")
 
@@ -58,8 +58,9 @@ def test_tls_and_basic_auth(tls, tmp_path):
         status, _, headers = get(url + "/metrics", ctx, "prometheus:wrong")
         assert status == 401 and headers["WWW-Authenticate"] == 'Basic realm="vllm-log-exporter"'
         assert get(url + "/metrics", ctx, "nobody:s3cret")[0] == 401
-        with pytest.raises(OSError):  # plain HTTP is not served (URLError or a dropped connection)
-            urllib.request.urlopen(f"http://127.0.0.1:{ex.port}/metrics", timeout=5)
+        # plain HTTP to the TLS port: a 400 that says why, as Go's servers answer
+        status, body = http_get(f"http://127.0.0.1:{ex.port}/metrics")
+        assert (status, body) == (400, "Client sent an HTTP request to an HTTPS server.\n")
 
         if have("prometheus"):
             config = {"global": {"scrape_interval": "1s"}, "scrape_configs": [{
@@ -269,3 +270,32 @@ def test_the_healthcheck_command_passes_on_plain_http_on_tls_with_basic_auth_and
     r = healthcheck(port)  # stopped: nothing answers
     assert r.returncode == 1 and r.stderr.startswith(f"vllm-log-exporter: healthcheck 127.0.0.1:{port}: ")
     assert r.stderr.count("\n") == 1
+
+
+def test_tls_handshakes_count_against_the_connection_cap_and_a_scrape_still_answers(tls):
+    import socket
+
+    d, cfg = tls
+    ctx = ssl.create_default_context(cafile=str(d / "cert.pem"))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "exporter", "--demo", "--web.listen-address", f"127.0.0.1:{port}",
+                             "--log.format", "json", "--web.config.file", str(cfg), "--web.max-connections", "8"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    silent = []
+    try:
+        url = f"https://127.0.0.1:{port}"
+        wait_until(lambda: get(url + "/healthz", ctx, "prometheus:s3cret")[0] == 200, 20, what="TLS exporter up")
+        for _ in range(30):  # never start their handshake
+            silent.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        for _ in range(3):
+            status, body, _ = get(url + "/metrics", ctx, "prometheus:s3cret")
+            assert status == 200 and "vllm_log_exporter_http_connections_closed_total" in body
+        from tests.helpers import samples
+
+        m = samples(body)
+        assert m[("vllm_log_exporter_http_connections_closed_total", frozenset({("reason", "evicted")}))] >= 30 - 8
+        assert m[("vllm_log_exporter_http_connections", frozenset())] <= 8
+    finally:
+        for s in silent:
+            s.close()
+        terminate(proc)
