@@ -177,37 +177,36 @@ class FileSource:
         with f:
             if os.fstat(f.fileno()).st_size >= r.offset:
                 f.seek(r.offset)
-            while True:
-                data = f.read(CHUNK)
-                if not data:
-                    break
-                lines = split.feed(data)
-                if lines:
-                    yield lines
-                    self._commit(f, ident, split)
-            lines = split.flush()
-            if lines:
+            async for lines in self._to_end(f, split, lambda: self._commit(f, ident, split)):
                 yield lines
 
     @staticmethod
     def _read_head(f) -> bytes:
         return os.pread(f.fileno(), HEAD_BYTES, 0)
 
+    @staticmethod
+    async def _to_end(g, split: LineSplitter, commit=None) -> AsyncIterator[list[str]]:
+        """What an open file holds from where it stands to its end (``commit`` after each batch taken)."""
+        while True:
+            data = g.read(CHUNK)
+            if not data:
+                break
+            lines = split.feed(data)
+            if lines:
+                yield lines
+                if commit is not None:
+                    commit()
+            await asyncio.sleep(0)
+        lines = split.flush()
+        if lines:
+            yield lines
+
     async def _read_from(self, path: str, offset: int, split: LineSplitter) -> AsyncIterator[list[str]]:
         with _open_any(path) as g:
             if offset:
                 g.seek(offset)
-            while True:
-                data = g.read(CHUNK)
-                if not data:
-                    break
-                lines = split.feed(data)
-                if lines:
-                    yield lines
-                await asyncio.sleep(0)
-        lines = split.flush()
-        if lines:
-            yield lines
+            async for lines in self._to_end(g, split):
+                yield lines
 
     async def _tail_from_copy(self, split: LineSplitter, head: bytes, pos: int, ident,
                               status: Status) -> AsyncIterator[list[str]]:
