@@ -9,17 +9,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from exporter import __version__
 from exporter.framing import Clock
+from exporter.commands.common import add_time_options, add_version
 from exporter.logfile import LogOpenError
 
 COMMANDS = ("serve", "parse", "report", "backfill", "healthcheck")
-
-
-def _add_time_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--year", type=int, default=None,
-                   help="year of journald/vLLM timestamps, which print none (default: current year, "
-                        "stepping back one when a date would be in the future)")
-    p.add_argument("--timezone", default=None,
-                   help="IANA zone of year-less timestamps, e.g. Europe/Berlin (default: this machine's)")
 
 
 def clock_from(args: argparse.Namespace) -> Clock:
@@ -38,38 +31,46 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="vllm-log-exporter",
         description="Prometheus metrics, reports and events from a vLLM server's log.",
+        epilog="Without a command, serve is meant: `vllm-log-exporter --source /var/log/vllm.log` or "
+               "`vllm-log-exporter --demo`; its options: `vllm-log-exporter serve --help`.",
     )
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = ap.add_subparsers(dest="command")
 
     p = sub.add_parser("parse", help="print one JSON event per recognised line")
+    add_version(p)
     p.add_argument("log", help="log file (.gz allowed) or - for stdin")
     p.add_argument("--stats", action="store_true",
                    help="print line counts per result and kind, and the most common unparsed line shapes")
-    _add_time_options(p)
+    add_time_options(p)
 
     p = sub.add_parser("report", help="the tables of a whole run from a saved log")
+    add_version(p)
     p.add_argument("log", help="log file (.gz allowed) or - for stdin")
-    p.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    p.add_argument("--format", choices=("markdown", "json"), default=None,
+                   help="what to print: markdown (default) or json; with --html, nothing unless asked")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with charts")
     p.add_argument("--since", help="first time to include (ISO 8601, e.g. 2026-08-04T02:45; local zone unless given)")
     p.add_argument("--until", help="last time to include")
-    _add_time_options(p)
+    add_time_options(p)
 
     p = sub.add_parser("backfill", help="the daemon's metrics with the log's own timestamps, as OpenMetrics")
+    add_version(p)
     p.add_argument("log", help="log file (.gz allowed) or - for stdin")
     p.add_argument("-o", "--output", required=True, help="OpenMetrics file for `promtool tsdb create-blocks-from openmetrics`")
     p.add_argument("--server", default=None, help="the `server` label (default: the log file's stem)")
     p.add_argument("--step", type=float, default=10.0, help="seconds between samples (default 10)")
     p.add_argument("--stats-interval", type=float, default=10.0, help="seconds between vLLM stats lines (default 10)")
-    _add_time_options(p)
+    add_time_options(p)
 
     p = sub.add_parser("healthcheck", help="exit 0 if the exporter answers HTTP (for container health checks)")
+    add_version(p)
     p.add_argument("--web.listen-address", dest="web_listen_address", default=None,
                    help="where the exporter listens (default: VLLM_LOG_EXPORTER_WEB_LISTEN_ADDRESS, else :10825)")
     p.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for an answer (default 3)")
 
     p = sub.add_parser("serve", help="follow logs and serve /metrics (the default)")
+    add_version(p)
     if with_serve:
         from exporter.commands import serve
 

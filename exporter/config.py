@@ -284,6 +284,10 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
             if not isinstance(s, dict):
                 raise ConfigError(f"{w}: expected a mapping")
             kind = s.get("type")
+            if kind is None:  # as on the command line: what the source names says what it is
+                named = [k for k, t in (("path", "file"), ("match", "journald"), ("container", "container")) if k in s]
+                if len(named) == 1:
+                    kind = dict((("path", "file"), ("match", "journald"), ("container", "container")))[named[0]]
             if kind not in SOURCE_TYPES:
                 raise ConfigError(f"{w}.type: {kind!r} is not one of {', '.join(SOURCE_TYPES)}")
             _expect(s, _SOURCE_KEYS[kind], w)

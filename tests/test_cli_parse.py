@@ -57,3 +57,26 @@ def test_an_output_that_cannot_be_written_is_one_line_naming_it(tmp_path):
     assert r.returncode == 2 and r.stderr == f"vllm-log-exporter: -o {tmp_path}/missing/x.om: cannot write: No such file or directory\n"
     r = cli("report", sample, "--html", str(tmp_path / "missing" / "r.html"))
     assert r.returncode == 1 and r.stderr == f"vllm-log-exporter: {tmp_path}/missing/r.html: No such file or directory\n"
+
+
+def test_help_version_and_report_outputs():
+    top = cli("--help")
+    assert top.returncode == 0 and "Without a command, serve is meant" in top.stdout
+    for command in ("serve", "parse", "report", "backfill", "healthcheck"):
+        r = cli(command, "--version")
+        assert r.returncode == 0 and r.stdout.startswith("vllm-log-exporter "), (command, r.stderr)
+    serve_help, report_help = cli("serve", "--help").stdout, cli("report", "--help").stdout
+    year_help = "year of journald/vLLM timestamps, which print none"
+    assert year_help in " ".join(serve_help.split()) and year_help in " ".join(report_help.split())
+    assert "what to print: markdown (default) or json" in " ".join(report_help.split())
+
+
+def test_report_with_html_prints_no_markdown_unless_asked_and_stdin_is_named_stdin(tmp_path):
+    page = tmp_path / "r.html"
+    r = cli("report", str(SAMPLE), "--html", str(page))
+    assert r.returncode == 0 and r.stdout == "" and page.exists()
+    assert r.stderr == f"{page}: HTML report written\n"
+    r = cli("report", str(SAMPLE), "--html", str(page), "--format", "markdown")
+    assert r.stdout.startswith("# vLLM run report: ")
+    r = cli("report", "-", input=SAMPLE.read_text())
+    assert r.stdout.startswith("# vLLM run report: stdin\n")

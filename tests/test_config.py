@@ -137,3 +137,12 @@ def test_a_directory_or_an_unwritable_file_as_state_file_is_refused_at_start(tmp
         f.chmod(0o400)
         with pytest.raises(ConfigError, match="is not writable"):
             build(args("--demo", "--state-file", str(f)), environ={})
+
+
+def test_a_yaml_source_without_type_takes_it_from_what_it_names(tmp_path):
+    path = cfg_file(tmp_path, "sources:\n  - {name: a, path: /tmp/a.log}\n  - {name: b, match: vllm}\n"
+                              "  - {name: c, container: c1}\n")
+    cfg = build(args("--config", path), environ={})
+    assert [s.type for s in cfg.sources] == ["file", "journald", "container"]
+    with pytest.raises(ConfigError, match=r"sources\[0\].type: None is not one of"):
+        build(args("--config", cfg_file(tmp_path, "sources:\n  - {name: a}\n")), environ={})

@@ -44,13 +44,16 @@ def run(args, clock: Clock) -> int:
             stats.add(ev)
     summary = stats.summary()
     summary["lines"] = scan.results
-    title = f"vLLM run report: {args.log}"
+    title = f"vLLM run report: {'stdin' if args.log == '-' else args.log}"
     md = markdown.render(summary, title, clock.tz)
     if args.html:
         from exporter.report import html as html_report
 
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(html_report.render(stats, md))
+        print(f"{args.html}: HTML report written", file=sys.stderr)
+        if args.format is None:  # the page was asked for; print the tables too only when asked
+            return 0
     if args.format == "json":
         json.dump(summary, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 
+from exporter.commands.common import add_time_options
 from exporter.config import DEFAULT_LISTEN, ConfigError, build
 
 
@@ -41,8 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-file", default=None,
                    help="JSON file keeping where each source stopped (file offset, journal cursor, container "
                         "stamp), so a restart resumes there")
-    p.add_argument("--year", type=int, default=None, help="year of year-less timestamps (default: current)")
-    p.add_argument("--timezone", default=None, help="IANA zone of year-less timestamps (default: local)")
+    add_time_options(p)
 
 
 def run(args: argparse.Namespace) -> int:

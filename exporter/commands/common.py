@@ -1,0 +1,19 @@
+"""Options every command shares, worded once."""
+
+from __future__ import annotations
+
+import argparse
+
+from exporter import __version__
+
+
+def add_version(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", action="version", version=f"vllm-log-exporter {__version__}")
+
+
+def add_time_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--year", type=int, default=None,
+                   help="year of journald/vLLM timestamps, which print none (default: current year, "
+                        "stepping back one when a date would be in the future)")
+    p.add_argument("--timezone", default=None,
+                   help="IANA zone of year-less timestamps, e.g. Europe/Berlin (default: this machine's)")
