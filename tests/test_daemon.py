@@ -55,7 +55,11 @@ def test_from_start_reads_the_whole_sample_and_accounts_every_line(tmp_path):
     with Exporter("--source", f"gp={SAMPLE}", "--from-start", "--year", "2026") as ex:
         wait_until(lambda: lines_total(ex, "gp") == n, what=f"{n} lines")
         assert ex.value("vllm_log_exporter_lines_total", server="gp", result="unparsed") == 0
-        wait_until(lambda: ex.value("vllm_log_errors_total", server="gp", kind="traceback") == 3, what="3 tracebacks")
+        # 3 tracebacks, each an OOM, CUDA error or dead engine (counted as those), and 2 deaths
+        wait_until(lambda: ex.value("vllm_log_exporter_events_total", server="gp", kind="traceback") == 3,
+                   what="3 tracebacks")
+        assert ex.value("vllm_log_errors_total", server="gp", kind="traceback") == 0
+        assert ex.value("vllm_log_errors_total", server="gp", kind="engine_dead") == 2
         assert ex.value("vllm_log_errors_total", server="gp", kind="oom") == 1
         assert ex.value("vllm_log_server_starts_total", server="gp") == 3
         assert ex.value("vllm_log_gpu_kv_cache_tokens", server="gp") == 285336
