@@ -93,6 +93,7 @@ def backfill(events_with_lines, metrics: Metrics, server: str, out: IO[str], ste
                     first_ts = ts
                     next_t = math.floor(ts / step) * step + step
                 while ts >= next_t:
+                    metrics.go_idle(next_t, log_time=True)
                     spool.snapshot(next_t)
                     snapshots += 1
                     if ts - next_t > max_gap:
@@ -102,6 +103,7 @@ def backfill(events_with_lines, metrics: Metrics, server: str, out: IO[str], ste
                 last_ts = max(last_ts or ts, ts)
             metrics.observe(server, item)
         if next_t is not None:
+            metrics.go_idle(next_t, log_time=True)
             spool.snapshot(next_t)
             snapshots += 1
         spool.write(out)

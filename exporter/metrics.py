@@ -77,6 +77,7 @@ KNOWN_ENDPOINTS = frozenset(
 _POSITIONS = tuple(str(i) for i in range(32))
 _ENGINES = tuple(str(i) for i in range(64))
 MAX_WORKERS = 32
+IDLE_AFTER_WINDOWS = 2  # stats intervals without a stats line before an engine's window gauges read 0
 SOURCE_EVENTS = ("truncated", "tail_lost", "rotated_late", "file_skipped")
 HTTP_CLOSE_REASONS = ("header_timeout", "idle_timeout", "request_timeout", "evicted", "refused")
 _STATUSES = frozenset(int(s) for s in HTTPStatus)
@@ -242,12 +243,15 @@ class Metrics:
                                           "Failed writes of the state file.", registry=r)
 
         self._kids: dict[tuple, object] = {}
-        self._last_window: dict[tuple[str, str], float] = {}
+        self._last_window: dict[tuple[str, str], float] = {}  # log time of each engine's last window
+        self._window_seen: dict[tuple[str, str], float] = {}  # when it was read (monotonic)
         self._position_keys: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
         self._servers: set[str] = set()
         self._workers: dict[str, set[str]] = {}
         self._deaths: dict[str, Deaths] = {}
         self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
+        self._idle_values = tuple(fam.values for fam in (self.prompt_tps, self.gen_tps, self.running,
+                                                          self.waiting, self.swapped))
         self._window_gauges = tuple((fam.values, name) for fam, name in (
             (self.prompt_tps, "prompt_tokens_per_second"), (self.gen_tps, "generation_tokens_per_second"),
             (self.running, "running"), (self.waiting, "waiting"), (self.swapped, "swapped"),
@@ -262,9 +266,23 @@ class Metrics:
                                      "When the served TLS certificate expires (its notAfter).", registry=self._native)
         self._tls_expiry.set(not_after)
 
+    def go_idle(self, now: float, log_time: bool = False) -> None:
+        """vLLM logs no stats line while an engine is idle, so a window gauge would keep the last
+        busy value for ever: after IDLE_AFTER_WINDOWS stats intervals without a line, an engine's
+        throughput and request gauges read 0. ``now`` is monotonic time (the daemon), or log time
+        with ``log_time`` (backfill)."""
+        seen = self._last_window if log_time else self._window_seen
+        limit = IDLE_AFTER_WINDOWS * self.stats_interval
+        for key, t in seen.items():
+            if now - t > limit:
+                for values in self._idle_values:
+                    if values.get(key):
+                        values[key] = 0.0
+
     def render(self) -> bytes:
         """Every metric in the text format (0.0.4), as prometheus-client's generate_latest writes
         ``registry``, the table's families by its own writer (tests compare the two)."""
+        self.go_idle(time.monotonic())
         return generate_latest(self._native) + self._table.text().encode("utf-8")
 
     # -- bookkeeping ----------------------------------------------------------------------------
@@ -307,6 +325,8 @@ class Metrics:
         self._workers.pop(server, None)
         for key in [k for k in self._last_window if k[0] == server]:
             del self._last_window[key]
+        for key in [k for k in self._window_seen if k[0] == server]:
+            del self._window_seen[key]
 
     def count_line(self, server: str, result: str, now: float | None = None) -> None:
         self.lines.inc((server, result))
@@ -370,6 +390,7 @@ class Metrics:
                 values[key] = float(v)
         # A window's length is the logging interval; a longer gap means vLLM hid idle windows at
         # DEBUG, and the window that ends now is still one interval long.
+        self._window_seen[key] = time.monotonic()
         last = self._last_window.get(key)
         dt = self.stats_interval
         if ev.ts is not None:

@@ -45,3 +45,28 @@ def test_backfilled_blocks_answer_range_queries(tmp_path):
         assert float(peak[0]["values"][0][1]) == 0.794
         spec = range_q('vllm_log_spec_decode_depth{server="grandpa"}', t0, t0 + 1200)
         assert {v for _, v in spec[0]["values"]} == {"5"}
+
+
+def test_backfilled_window_gauges_go_idle_two_intervals_after_the_last_stats_line(tmp_path):
+    """No Prometheus needed for this one: the OpenMetrics text itself."""
+    log = tmp_path / "gp.log"
+    stats = ("Aug 04 02:46:00 h vllm[1]: (APIServer pid=53) INFO 08-04 02:46:00 [loggers.py:314] Engine 000: "
+             "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 359.0 tokens/s, Running: 1 reqs, "
+             "Waiting: 0 reqs, GPU KV cache usage: 1.9%, Prefix cache hit rate: 88.1%")
+    later = 'Aug 04 02:47:30 h vllm[1]: (APIServer pid=53) INFO:     10.0.0.1:5 - "GET /health HTTP/1.1" 200 OK'
+    log.write_text(stats + "\n" + later + "\n")
+    om = tmp_path / "gp.om"
+    r = subprocess.run([sys.executable, "-m", "exporter", "backfill", str(log), "-o", str(om), "--year", "2026",
+                        "--timezone", "UTC", "--step", "10"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    import calendar
+
+    t0 = calendar.timegm((2026, 8, 4, 2, 46, 0))
+    values = {}
+    for line in om.read_text().splitlines():
+        if line.startswith("vllm_log_generation_throughput_tokens_per_second{"):
+            value, ts = line.rsplit(" ", 2)[1:]
+            values[int(float(ts)) - t0] = float(value)
+    # the interval is 10 s: busy at +10 and +20, idle from +30 on (more than 2 intervals after the line)
+    assert values[10] == 359.0 and values[20] == 359.0
+    assert values[30] == 0.0 and values[90] == 0.0

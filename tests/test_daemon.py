@@ -137,3 +137,21 @@ def test_the_telemetry_path_is_taken_literally():
         status, body = http_get(ex.url + "/metrics/%7Bx%7D")
         assert status == 200 and "vllm_log_exporter_build_info" in body
         assert http_get(ex.url + "/metrics/anything")[0] == 404
+
+
+def test_window_gauges_read_idle_after_two_stats_intervals_without_a_line(tmp_path):
+    log = tmp_path / "grandpa.log"
+    log.write_text("")
+    with Exporter("--source", str(log), "--year", "2026", "--stats-interval", "0.5") as ex:
+        append(log, STATS.format(s=9, g=359.0))
+        wait_until(lambda: ex.value("vllm_log_generation_throughput_tokens_per_second", server="grandpa") == 359.0,
+                   what="throughput gauge")
+        assert ex.value("vllm_log_requests_running", server="grandpa") == 1
+        # vLLM logs nothing while idle: after 2 x 0.5 s the engine reads idle, not its last busy window
+        wait_until(lambda: ex.value("vllm_log_generation_throughput_tokens_per_second", server="grandpa") == 0, 10,
+                   what="idle throughput")
+        assert ex.value("vllm_log_requests_running", server="grandpa") == 0
+        assert ex.value("vllm_log_gpu_kv_cache_usage_ratio", server="grandpa") == 0.019  # not a rate: kept
+        append(log, STATS.format(s=19, g=120.0))
+        wait_until(lambda: ex.value("vllm_log_generation_throughput_tokens_per_second", server="grandpa") == 120.0,
+                   what="busy again")
