@@ -436,7 +436,10 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
     if specs or demo:
         flag_sources = [source_from_spec(s.strip(), where_src, from_start) for s in specs]
         if demo:
-            flag_sources.append(SourceConfig(name="demo", type="demo", speed=args.demo_speed or 1.0))
+            speed = 1.0 if args.demo_speed is None else args.demo_speed
+            if not 0 < speed <= 1000:
+                raise ConfigError(f"--demo-speed: {speed:g} must be in (0, 1000]")
+            flag_sources.append(SourceConfig(name="demo", type="demo", speed=speed))
         server = args.server or env.get(ENV_PREFIX + "SERVER")
         if server:
             if len(flag_sources) != 1:

@@ -155,3 +155,25 @@ def test_window_gauges_read_idle_after_two_stats_intervals_without_a_line(tmp_pa
         append(log, STATS.format(s=19, g=120.0))
         wait_until(lambda: ex.value("vllm_log_generation_throughput_tokens_per_second", server="grandpa") == 120.0,
                    what="busy again")
+
+
+def test_the_default_demo_shows_every_family_within_its_first_pass_of_30_seconds():
+    """What someone trying the product sees first: at the default speed, within the first pass."""
+    with Exporter("--demo") as ex:
+        def every_family():
+            m = ex.metrics()
+            from tests.helpers import value as v
+
+            return all((v(m, name, server="demo", **labels) or 0) > 0 for name, labels in (
+                ("vllm_log_generation_throughput_tokens_per_second", {}),
+                ("vllm_log_spec_decode_accepted_tokens_total", {}),
+                ("vllm_log_kv_offload_bytes_total", {"direction": "store"}),
+                ("vllm_log_kv_offload_bytes_total", {"direction": "load"}),
+                ("vllm_log_http_requests_total", {"status": "200"}),
+                ("vllm_log_http_requests_total", {"status": "500"}),
+                ("vllm_log_errors_total", {"kind": "oom"}),
+                ("vllm_log_errors_total", {"kind": "engine_dead"}),
+                ("vllm_log_gpu_kv_cache_tokens", {}),
+            )) and v(m, "vllm_log_server_starts_total", server="demo") >= 2
+        # the first pass lasts 30 s; the bound leaves room for a slow machine, not for a slower demo
+        wait_until(every_family, 40, 0.5, what="every family from the demo's first pass")

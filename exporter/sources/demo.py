@@ -3,6 +3,10 @@
 Each line's outer wrapper (journald) is replaced by an RFC 3339 stamp of the moment it is replayed,
 so every consumer (metrics, staleness, alerts) sees a live server. Gaps are replayed as they were
 (``speed`` > 1 shortens them, and none is longer than ``max_gap`` seconds).
+
+The first pass is played fast, in ``first_pass_seconds``: someone trying the demo sees every
+family (stats, speculative decoding, KV offload, HTTP statuses, the OOM, the dead engines, the
+restarts) within half a minute, and the alerts fire. Every later pass keeps the log's own pace.
 """
 
 from __future__ import annotations
@@ -41,22 +45,31 @@ def stamp(now: float) -> str:
 
 
 class DemoSource:
-    def __init__(self, name: str = "demo", speed: float = 1.0, max_gap: float = 15.0, loops: int | None = None):
+    def __init__(self, name: str = "demo", speed: float = 1.0, max_gap: float = 15.0, loops: int | None = None,
+                 first_pass_seconds: float | None = 30.0):
         self.name = name
         self.speed = speed
         self.max_gap = max_gap
         self.loops = loops
+        self.first_pass_seconds = first_pass_seconds
 
     async def batches(self, status: Status) -> AsyncIterator[list[str]]:
         plan = schedule(sample_lines())
         status.up(True)
+        paced, prev = 0.0, 0.0
+        for offset, _ in plan:
+            paced += min(self.max_gap, (offset - prev) / self.speed)
+            prev = offset
         n = 0
         while self.loops is None or n < self.loops:
             n += 1
+            squeeze = 1.0
+            if n == 1 and self.first_pass_seconds and paced > self.first_pass_seconds:
+                squeeze = self.first_pass_seconds / paced
             prev = 0.0
             batch: list[str] = []
             for offset, inner in plan:
-                gap = min(self.max_gap, (offset - prev) / self.speed)
+                gap = min(self.max_gap, (offset - prev) / self.speed) * squeeze
                 prev = offset
                 if gap > 0:
                     if batch:
