@@ -105,10 +105,14 @@ def podman_env(tmp_path_factory):
     env = {**podman_environment(tmp), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
     busybox = _busybox_rootfs(tmp)
     _import(busybox, "localhost/vle-smoke-busybox:latest", 'CMD ["/bin/sh"]', env)
-    r = _run(["podman", "run", "--rm", "--network=host", "localhost/vle-smoke-busybox:latest", "/bin/true"], env, check=False)
-    if r.returncode != 0:
-        pytest.skip(f"containers cannot run here: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
-    return env, tmp
+    try:
+        r = _run(["podman", "run", "--rm", "--network=host", "localhost/vle-smoke-busybox:latest", "/bin/true"], env,
+                 check=False)
+        if r.returncode != 0:
+            pytest.skip(f"containers cannot run here: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+        yield env, tmp
+    finally:
+        _run(["podman", "rmi", "-f", "localhost/vle-smoke-busybox:latest"], env, check=False)
 
 
 def _python_base(env) -> None:
@@ -157,7 +161,7 @@ def standin_names(text: str) -> str:
 @pytest.fixture(scope="module")
 def images(podman_env):
     env, tmp = podman_env
-    made = ["localhost/vle-smoke-busybox:latest"]
+    made = []
     try:
         prom = _busybox_rootfs(tmp, {"/usr/bin/prometheus": "/bin/prometheus", "/usr/bin/promtool": "/bin/promtool",
                                      "/usr/share/prometheus/web": "/usr/share/prometheus/web"})
@@ -276,3 +280,25 @@ def test_podman_compose_up_demo_without_grafana(images):
         assert status == 200
     finally:
         _run([*compose, "down", "-v", "-t", "1"], env, timeout=300, check=False, cwd=project)
+
+
+def test_the_grafana_secret_made_as_secrets_readme_says_is_readable_by_grafanas_uid(podman_env, tmp_path):
+    """Grafana's image runs as 472:0; the secret is bind-mounted as compose mounts it. The commands
+    are taken from secrets/README.md itself, so the instructions cannot drift from what works."""
+    env, _ = podman_env
+    commands = [ln.strip() for ln in (ROOT / "secrets" / "README.md").read_text().splitlines() if ln.startswith("    ")]
+    assert commands and "chmod" in commands[-1]
+    (tmp_path / "secrets").mkdir()
+    subprocess.run(["sh", "-ec", "\n".join(commands)], cwd=tmp_path, check=True, timeout=30)
+    secret = tmp_path / "secrets" / "grafana_admin_password"
+
+    def read_as_grafana():
+        return _run(["podman", "run", "--rm", "--network=none", "--user", "472:0", "-v",
+                     f"{secret}:/run/secrets/grafana_admin_password:ro", "localhost/vle-smoke-busybox:latest",
+                     "cat", "/run/secrets/grafana_admin_password"], env, check=False)
+
+    r = read_as_grafana()
+    assert r.returncode == 0 and r.stdout == secret.read_text() and len(r.stdout) >= 24, r.stderr
+    secret.chmod(0o600)  # what the README said before: Grafana cannot read it
+    r = read_as_grafana()
+    assert r.returncode != 0 and "Permission denied" in r.stderr
