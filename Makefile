@@ -1,0 +1,36 @@
+# The two set-up commands of README.md, each all a fresh Debian/Ubuntu machine needs:
+#   make demo   python3-venv, a venv with the exporter, then the demo on http://127.0.0.1:10825/metrics
+#   make test   the packages the tests run for real (Prometheus, Alertmanager, podman, journal tools,
+#               Chromium), a venv with the test extras, then the test suite
+# As root they run apt-get directly, otherwise through sudo.
+
+SHELL := /bin/sh
+PYTHON ?= python3
+VENV := .venv
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
+# Real Prometheus, promtool, Alertmanager and amtool for the integration tests; Chromium renders the
+# HTML report; podman (runc: crun fails under cgroup v1 hybrid) and what makes stand-in images
+# without a registry; systemd-journal-remote writes real journal files for the journald tests.
+TEST_PACKAGES := prometheus prometheus-alertmanager chromium \
+  podman netavark aardvark-dns iptables runc catatonit fuse-overlayfs slirp4netns uidmap busybox-static debootstrap \
+  systemd-journal-remote
+
+.PHONY: demo test venv
+
+# Debian's python3 makes venvs only with python3-venv; a Python that has ensurepip needs nothing.
+$(VENV)/bin/python:
+	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { $(APT) update -qq && $(APT) install -y -qq --no-install-recommends python3-venv; }
+	$(PYTHON) -m venv $(VENV)
+
+venv: $(VENV)/bin/python
+
+demo: venv
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e .
+	$(VENV)/bin/vllm-log-exporter --demo
+
+test: venv
+	$(APT) update -qq
+	$(APT) install -y -qq --no-install-recommends $(TEST_PACKAGES) >/dev/null
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
+	$(VENV)/bin/python -m pytest
