@@ -230,6 +230,42 @@ def test_image_follows_the_host_journal_as_the_quadlet_unit_runs_it(images, tmp_
         _run(["podman", "rm", "-f", "-t", "1", name], env, check=False)
 
 
+def test_image_follows_a_host_log_file_as_the_compose_file_profile_runs_it(images, tmp_path):
+    """compose.yaml's `file` profile: uid 0 without capabilities, read-only root, the log's directory
+    mounted read-only, the position in a state volume; a rotation while it runs loses nothing."""
+    from tests.helpers import free_port, value
+
+    env, _ = images
+    logs = tmp_path / "vllm"
+    logs.mkdir()
+    log = logs / "vllm.log"
+    line = 'Aug 04 02:50:{s:02d} h vllm[1]: (APIServer pid=53) INFO:     10.0.0.1:5 - "GET /health HTTP/1.1" 200 OK\n'
+    log.write_text("".join(line.format(s=i) for i in range(5)))
+    log.chmod(0o640)
+    state = tmp_path / "state"
+    state.mkdir()
+    port = free_port()
+    name = f"vle-t-file-{port}"
+    _run(["podman", "run", "-d", "--name", name, "--network=host", "--user=0", "--read-only", "--cap-drop=all",
+          "--security-opt=no-new-privileges", "--init", "-v", f"{logs}:/var/log/vllm:ro",
+          "-v", f"{state}:/var/lib/vllm-log-exporter", "-e", "VLLM_LOG_EXPORTER_SOURCE=/var/log/vllm/vllm.log",
+          "-e", "VLLM_LOG_EXPORTER_STATE_FILE=/var/lib/vllm-log-exporter/state.json",
+          EXPORTER, f"--web.listen-address=127.0.0.1:{port}"], env)
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        wait_until(lambda: value(http_get(url)[1], "vllm_log_exporter_source_up", server="vllm") == 1, 60,
+                   what="the containerised exporter following the file")
+        with open(log, "a") as f:
+            f.write("".join(line.format(s=i) for i in range(20)))
+        os.rename(log, logs / "vllm.log.1")
+        log.write_text("".join(line.format(s=i) for i in range(7)))
+        wait_until(lambda: value(http_get(url)[1], "vllm_log_http_requests_total", server="vllm") == 27, 30,
+                   what="the 27 lines written while it ran, across a rotation")
+        wait_until(lambda: (state / "state.json").exists(), 10, what="the position saved in the state volume")
+    finally:
+        _run(["podman", "rm", "-f", "-t", "1", name], env, check=False)
+
+
 def test_podman_compose_up_demo_without_grafana(images):
     """The stack as compose.yaml defines it, in a copy that differs only in the stand-in image names
     and in free ports (so a demo already running on 9090/9093/10825 does not stop the test)."""

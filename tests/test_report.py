@@ -157,3 +157,16 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
     r = subprocess.run(["chromium", *flags, "--window-size=1000,3000", f"--screenshot={shot}", out.as_uri()],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and shot.exists() and shot.stat().st_size > 20000
+
+
+def test_a_window_after_the_start_up_keeps_the_configuration_of_the_server_running_in_it():
+    sample = str(ROOT / "exporter" / "data" / "sample.log")
+    r = cli("report", sample, "--format", "json", "--year", "2026", "--timezone", "UTC",
+            "--since", "2026-08-04T02:59:00+00:00")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    full = json.loads(cli("report", sample, "--format", "json", "--year", "2026", "--timezone", "UTC").stdout)
+    # the facts of the third start (02:57), the one running at 02:59, not blanks; its starts are not counted
+    assert s["config"]["version"] == full["config"]["version"] and s["config"]["gpu_kv_cache_tokens"] == 285336
+    assert s["config"]["workers"] and s["config"]["workers"] == full["config"]["workers"]
+    assert s["range"]["starts"] == 0 and full["range"]["starts"] == 3

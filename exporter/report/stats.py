@@ -57,6 +57,11 @@ class Transfer:
     ts: float | None
 
 
+# Start-up facts: before --since they still describe the server the window sees.
+FACT_KINDS = frozenset({"version", "model", "engine_config", "kv_cache_size", "gpu_blocks", "max_concurrency",
+                        "kv_cache_memory", "model_load", "memory_profile", "init_engine", "offload_pool"})
+
+
 class RunStats:
     def __init__(self, since: float | None = None, until: float | None = None):
         self.since, self.until = since, until
@@ -94,6 +99,9 @@ class RunStats:
         ts = ev.ts
         if ts is not None:
             if self.since is not None and ts < self.since:
+                if ev.kind in FACT_KINDS:
+                    # the server running at --since was configured before it: its facts belong here
+                    self._fact_before_window(ev)
                 return
             if self.until is not None and ts > self.until:
                 return
@@ -107,6 +115,16 @@ class RunStats:
         handler = self._handlers.get(ev.kind)
         if handler is not None:
             handler(ev, ev.fields)
+
+    def _fact_before_window(self, ev: Event) -> None:
+        if ev.kind == "version":  # a start before the window: what an earlier run said goes
+            self.facts = {}
+            self.workers = {}
+            self.facts["version"] = ev.fields["version"]
+            if ev.fields.get("model"):
+                self.facts["model"] = ev.fields["model"]
+            return
+        self._handlers[ev.kind](ev, ev.fields)
 
     def _on_version(self, ev, f):
         self.starts.append(ev.ts)
