@@ -232,7 +232,8 @@ class Daemon:
             middlewares.append(webconfig.headers_middleware(wc.headers))
             self._auth = webconfig.Auth(wc.users)
             middlewares.append(self._auth.middleware())
-        app = make_app(self.metrics.render, self.cfg.telemetry_path, self.sources, middlewares, self.problems)
+        app = make_app(self.metrics.render, self.cfg.telemetry_path, self.sources, middlewares, self.problems,
+                       render_openmetrics=self.metrics.render_openmetrics)
         self._web = web.AppRunner(app, access_log=None)
         await self._web.setup()
         ssl_context = wc.ssl_context if wc is not None else None

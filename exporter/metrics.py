@@ -24,7 +24,8 @@ Start-up facts (reset when the server starts again):
     vllm_log_gpu_kv_cache_tokens, vllm_log_gpu_kv_cache_blocks, vllm_log_max_concurrency,
     vllm_log_max_model_len_tokens, vllm_log_kv_cache_memory_bytes{worker},
     vllm_log_model_weights_bytes{worker}, vllm_log_model_load_seconds{worker},
-    vllm_log_startup_memory_bytes{worker,component}, vllm_log_engine_init_seconds,
+    vllm_log_startup_memory_bytes{worker,component=peak_activation|non_torch|cuda_graph},
+    vllm_log_engine_init_seconds,
     vllm_log_engine_compile_seconds, vllm_log_max_num_seqs, vllm_log_server_starts_total,
     vllm_log_build_info{version}, vllm_log_model_info{model}
 HTTP and errors:
@@ -96,12 +97,12 @@ THROUGHPUT_BUCKETS = (1e8, 5e8, 1e9, 2.5e9, 5e9, 1e10, 1.5e10, 2e10, 3e10, 4e10,
 
 _DIRECTIONS = (("store", "store_bytes", "store_seconds"), ("load", "load_bytes", "load_seconds"))
 
+# The rest of the start-up profile: weights and KV cache have gauges of their own
+# (vllm_log_model_weights_bytes, vllm_log_kv_cache_memory_bytes), not a second copy here.
 _MEMORY_COMPONENTS = {
-    "weights_bytes": "weights",
     "peak_activation_bytes": "peak_activation",
     "non_torch_bytes": "non_torch",
     "cuda_graph_bytes": "cuda_graph",
-    "kv_cache_bytes": "kv_cache",
 }
 
 
@@ -205,7 +206,7 @@ class Metrics:
         self.kv_mem = w("vllm_log_kv_cache_memory_bytes", "KV cache memory available per worker, from start-up.", W)
         self.weights = w("vllm_log_model_weights_bytes", "Model weight memory per worker, from start-up.", W)
         self.load_secs = w("vllm_log_model_load_seconds", "Model loading time per worker.", W)
-        self.startup_mem = w("vllm_log_startup_memory_bytes", "GPU memory split found by the start-up profile.", W + ["component"])
+        self.startup_mem = w("vllm_log_startup_memory_bytes", "GPU memory found by the start-up profile besides weights and KV cache.", W + ["component"])
         self.init_secs = w("vllm_log_engine_init_seconds", "Engine init time (profile, KV cache, warm-up).")
         self.compile_secs = w("vllm_log_engine_compile_seconds", "Compilation part of the engine init time.")
         self.max_seqs = w("vllm_log_max_num_seqs", "max_num_seqs the server was started with, where logged.")
@@ -258,6 +259,13 @@ class Metrics:
             (self.gpu_kv, "gpu_kv_cache_usage"), (self.cpu_kv, "cpu_kv_cache_usage"),
             (self.prefix_hit, "prefix_cache_hit_rate"), (self.ext_prefix_hit, "external_prefix_cache_hit_rate"),
         ))
+
+    def render_openmetrics(self) -> bytes:
+        """The same in OpenMetrics 1.0 (for a scraper that takes nothing else)."""
+        from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
+
+        self.go_idle(time.monotonic())
+        return openmetrics(self.registry)
 
     def tls_certificate(self, not_after: float) -> None:
         """Made only when TLS is on: a 0 would read as a certificate that expired in 1970."""
@@ -499,6 +507,8 @@ class Metrics:
                 self._set(self.startup_mem, (server, w, component), f[name])
         if "weights_bytes" in f:
             self._set(self.weights, (server, w), f["weights_bytes"])
+        if "kv_cache_bytes" in f and (server, w) not in self.kv_mem.values:
+            self._set(self.kv_mem, (server, w), f["kv_cache_bytes"])
 
     def _on_init_engine(self, server, ev, f):
         self._set(self.init_secs, (server,), f["seconds"])

@@ -233,7 +233,9 @@ def memory_kv() -> dict:
                            (f"vllm_log_engine_compile_seconds{{{S}}}", "compile {{server}}")], "s")
     b.stat("CPU offload pool", [(f"vllm_log_kv_offload_pool_bytes{{{S}}}", "{{server}}")], "bytes")
     b.bargauge("GPU memory split per worker",
-               [(f"vllm_log_startup_memory_bytes{{{S}}}", "{{server}} {{worker}} {{component}}")], "bytes", w=12, h=9)
+               [(f"vllm_log_model_weights_bytes{{{S}}}", "{{server}} {{worker}} weights"),
+                (f"vllm_log_kv_cache_memory_bytes{{{S}}}", "{{server}} {{worker}} kv_cache"),
+                (f"vllm_log_startup_memory_bytes{{{S}}}", "{{server}} {{worker}} {{component}}")], "bytes", w=12, h=9)
     b.bargauge("Model weights per worker", [(f"vllm_log_model_weights_bytes{{{S}}}", "{{server}} {{worker}}")], "bytes",
                w=12, h=9)
     b.row("KV offload")

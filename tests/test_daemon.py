@@ -130,6 +130,22 @@ def test_metrics_are_served_in_the_text_format_gzipped_when_asked(tmp_path):
             assert resp.headers["Content-Encoding"] == "gzip"
             body = gzip.decompress(resp.read()).decode()
         assert "# TYPE vllm_log_http_requests_total counter" in body and "process_resident_memory_bytes" in body
+        # Prometheus' own Accept header takes the text format too, and gets it
+        prom_accept = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+                       "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+        req = urllib.request.Request(ex.url + "/metrics", headers={"Accept": prom_accept})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        # a scraper that takes OpenMetrics only gets OpenMetrics, the same samples
+        req = urllib.request.Request(ex.url + "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.headers["Content-Type"] == "application/openmetrics-text; version=1.0.0; charset=utf-8"
+            om = resp.read().decode()
+        assert om.endswith("# EOF\n") and "# TYPE vllm_log_http_requests counter" in om
+        from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
+
+        om_samples = {(s.name, frozenset(s.labels.items())) for f in parse_om(om) for s in f.samples}
+        assert ("vllm_log_gpu_kv_cache_tokens", frozenset({("server", "gp")})) in om_samples
 
 
 def test_the_telemetry_path_is_taken_literally():

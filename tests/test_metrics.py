@@ -144,3 +144,15 @@ def test_observe_many_equals_observe_one_by_one():
         a.observe("s", ev)
     b.observe_many("s", events)
     assert sorted(render(a).splitlines()) == sorted(render(b).splitlines())
+
+
+def test_no_memory_figure_is_exported_twice():
+    m = Metrics(process_metrics=False)
+    m.add_server("s")
+    _, events = run_lines(SAMPLE.read_text(encoding="utf-8").splitlines())
+    m.observe_many("s", events)
+    s = samples(m.render().decode())
+    components = {dict(ls)["component"] for (n, ls) in s if n == "vllm_log_startup_memory_bytes"}
+    assert components == {"peak_activation", "non_torch", "cuda_graph"}
+    assert value(s, "vllm_log_kv_cache_memory_bytes", worker="Worker_TP0") > 0
+    assert value(s, "vllm_log_model_weights_bytes", worker="Worker_TP0") > 0
