@@ -27,11 +27,11 @@ Start-up facts (reset when the server starts again):
     vllm_log_startup_memory_bytes{worker,component=peak_activation|non_torch|cuda_graph},
     vllm_log_engine_init_seconds,
     vllm_log_engine_compile_seconds, vllm_log_max_num_seqs, vllm_log_server_starts_total,
-    vllm_log_build_info{version}, vllm_log_model_info{model}
+    vllm_log_build_info{version}, vllm_log_model_info{model,path}
 HTTP and errors:
     vllm_log_http_requests_total{method,endpoint,status},
     vllm_log_errors_total{kind}, vllm_log_last_error_timestamp_seconds{kind},
-    vllm_log_log_messages_total{level}
+    vllm_log_messages_total{level}
 The exporter itself:
     vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
     value beyond the bounds below, counted instead),
@@ -212,13 +212,15 @@ class Metrics:
         self.max_seqs = w("vllm_log_max_num_seqs", "max_num_seqs the server was started with, where logged.")
         self.starts = c("vllm_log_server_starts", "Server starts seen (version banner lines).")
         self.build_info = w("vllm_log_build_info", "vLLM version of the running server.", S + ["version"])
-        self.model_info = w("vllm_log_model_info", "Model the server loaded.", S + ["model"])
+        self.model_info = w("vllm_log_model_info", "Model the server loaded: model is the name it serves "
+                            "(--served-model-name) where the log gives one, else its path; path is where it "
+                            "was loaded from.", S + ["model", "path"])
 
         self.http = c("vllm_log_http_requests", "HTTP responses in vLLM's access log.", S + ["method", "endpoint", "status"])
         self.errors = c("vllm_log_errors", "Errors seen: oom, cuda_error, nccl_error, engine_dead (one per death, "
                         "however many lines log it), traceback (one that is none of the others).", S + ["kind"])
         self.last_error = g("vllm_log_last_error_timestamp_seconds", "Time of the last error of each kind.", S + ["kind"])
-        self.log_messages = c("vllm_log_log_messages", "vLLM WARNING/ERROR/CRITICAL lines not otherwise recognised.", S + ["level"])
+        self.log_messages = c("vllm_log_messages", "vLLM WARNING/ERROR/CRITICAL lines not otherwise recognised.", S + ["level"])
 
         self.last_line = g("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
         self.lines = c("vllm_log_exporter_lines", "Lines read, by result.", S + ["result"])
@@ -249,6 +251,7 @@ class Metrics:
         self._position_keys: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
         self._servers: set[str] = set()
         self._workers: dict[str, set[str]] = {}
+        self._models: dict[str, list] = {}  # server -> [served name, path] of the current run
         self._deaths: dict[str, Deaths] = {}
         self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
         self._idle_values = tuple(fam.values for fam in (self.prompt_tps, self.gen_tps, self.running,
@@ -518,6 +521,12 @@ class Metrics:
     def _on_engine_config(self, server, ev, f):
         if isinstance(f.get("max_num_seqs"), int):
             self._set(self.max_seqs, (server,), f["max_num_seqs"])
+        served = f.get("served_model_name")
+        if isinstance(served, list):  # the non-default args dump gives a list
+            served = served[0] if served else None
+        if (served and isinstance(served, str)) or isinstance(f.get("model"), str):
+            self._set_model(server, served=served if isinstance(served, str) else None,
+                            path=f.get("model") if isinstance(f.get("model"), str) else None)
 
     def _on_offload_pool(self, server, ev, f):
         self._set(self.kv_pool, (server,), f["bytes"])
@@ -528,17 +537,27 @@ class Metrics:
         self._deaths.pop(server, None)
         self.starts.inc((server,))
         self._only(self.build_info, server, str(f["version"])[:200])
+        self._models[server] = [None, None]
         if f.get("model"):
-            self._only(self.model_info, server, str(f["model"])[:300])
+            self._set_model(server, path=f["model"])
 
     def _on_model(self, server, ev, f):
-        self._only(self.model_info, server, str(f["model"])[:300])
+        self._set_model(server, path=f["model"])
 
-    def _only(self, fam: "GaugeFamily", server: str, value: str) -> None:
+    def _set_model(self, server: str, served=None, path=None) -> None:
+        known = self._models.setdefault(server, [None, None])
+        if served:
+            known[0] = str(served)[:300]
+        if path:
+            known[1] = str(path)[:300]
+        self._only(self.model_info, server, known[0] or known[1] or "", known[1] or "")
+
+    def _only(self, fam: "GaugeFamily", server: str, *values: str) -> None:
         """An info gauge's one series for the server: the latest value replaces any other."""
-        for key in [k for k in fam.values if k[0] == server and k[1] != value]:
-            del fam.values[key]
-        fam.values[(server, value)] = 1.0
+        key = (server, *values)
+        for k in [k for k in fam.values if k[0] == server and k != key]:
+            del fam.values[k]
+        fam.values[key] = 1.0
 
     def observe_access(self, server: str, counts: dict[tuple, int]) -> None:
         """Access-log responses counted by (method, path, status, version), as the pipeline's batch path gives them."""

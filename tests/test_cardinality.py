@@ -54,7 +54,7 @@ def test_a_flood_of_new_label_values_stays_under_the_ceiling():
     assert after_5k <= CEILING, after_5k
     s = samples(m.render().decode())
     models = [ls for (n, ls) in s if n == "vllm_log_model_info"]
-    assert models == [frozenset({("server", "gp"), ("model", "/models/m4999")})]
+    assert models == [frozenset({("server", "gp"), ("model", "/models/m4999"), ("path", "/models/m4999")})]
     overflow = {dict(ls)["label"]: v for (n, ls), v in s.items() if n == "vllm_log_exporter_label_overflow_total"}
     assert overflow["engine"] > 9000 and overflow["worker"] > 9000 and overflow["status"] > 1000
     assert overflow["method"] > 1000 and overflow["endpoint"] > 5000

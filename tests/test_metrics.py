@@ -156,3 +156,13 @@ def test_no_memory_figure_is_exported_twice():
     assert components == {"peak_activation", "non_torch", "cuda_graph"}
     assert value(s, "vllm_log_kv_cache_memory_bytes", worker="Worker_TP0") > 0
     assert value(s, "vllm_log_model_weights_bytes", worker="Worker_TP0") > 0
+
+
+def test_model_info_names_the_served_model_and_keeps_the_path():
+    m = Metrics(process_metrics=False)
+    m.add_server("s")
+    _, events = run_lines(SAMPLE.read_text(encoding="utf-8").splitlines())
+    m.observe_many("s", events)
+    s = samples(m.render().decode())
+    assert [dict(ls) for (n, ls) in s if n == "vllm_log_model_info"] == [
+        {"server": "s", "model": "grandpa", "path": "/models/snapshots/7872f01b1d1fe23eabc4c98b48bffcef5a386062"}]
