@@ -15,7 +15,6 @@ def _pct(x: float) -> str:
 
 
 def groups() -> list[dict]:
-    job = C.EXPORTER_JOB
     errors = [
         {
             "alert": "VllmCudaOutOfMemory",
@@ -142,7 +141,7 @@ def groups() -> list[dict]:
     exporter = [
         {
             "alert": "VllmLogExporterDown",
-            "expr": f'up{{job="{job}"}} == 0',
+            "expr": f"up{{{C.EXPORTER_SELECTOR}}} == 0",
             "for": "1m",
             "labels": {"severity": "critical"},
             "annotations": {

@@ -1,7 +1,11 @@
 """Knobs of the rendered rules and dashboards. Change them here, then `python -m mixin.build`."""
 
-# The exporter's scrape job in Prometheus (compose.yaml's prometheus.yml uses this name).
+# The exporter's scrape job in Prometheus (compose.yaml's prometheus.yml uses this name), and the
+# selector the rules use for the exporter's own `up` series (kubernetes-mixin style: set it to
+# what your scrape configs give, e.g. 'job=~"vllm-log-exporter|gpu-hosts"'). The dashboards take
+# the job from their `job` variable instead.
 EXPORTER_JOB = "vllm-log-exporter"
+EXPORTER_SELECTOR = f'job="{EXPORTER_JOB}"'
 
 # Draft acceptance below this for 10 minutes, while drafting, means speculative decoding no longer pays.
 DRAFT_ACCEPTANCE_MIN = 0.5

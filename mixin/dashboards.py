@@ -1,9 +1,13 @@
 """Grafana dashboards for vllm-log-exporter, as plain JSON models built in Python.
 
 Three boards: an overview, speculative decoding, and memory / KV. Each has template variables for
-the datasource, ``instance`` (one exporter per GPU host), ``server`` and ``engine`` (multi-select
-with "All"), stable uids, and a unit on every panel. The datasource is the ``${datasource}``
-variable, never an import-time ``${DS_...}`` input (provisioning does not resolve those).
+the datasource, ``job`` (the exporters' scrape job), ``instance`` (one exporter per GPU host),
+``server`` and ``engine`` (multi-select with "All"), stable uids, and on every panel a unit, a
+description, thresholds that mean something (never Grafana's default green/red at 80) and, where an
+alert watches the figure, the alert's threshold drawn as a line. Server starts and each error kind
+are annotations on every board, so a drop in throughput lines up with its cause. The datasource is
+the ``${datasource}`` variable, never an import-time ``${DS_...}`` input (provisioning does not
+resolve those). tests/test_mixin.py holds grafana/dashboard-linter's rules as a test.
 """
 
 from __future__ import annotations
@@ -11,9 +15,20 @@ from __future__ import annotations
 from mixin import config as C
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
-S = 'instance=~"$instance", server=~"$server"'
+J = 'job=~"$job", instance=~"$instance"'
+S = J + ', server=~"$server"'
 SE = S + ', engine=~"$engine"'
 TOKS = "suffix: tok/s"
+NEUTRAL = "blue"  # a figure that is neither good nor bad (capacity, version): not Grafana's default red
+GOOD, WARN, BAD = "green", "orange", "red"
+UP_DOWN = [{"type": "value", "options": {"0": {"text": "Down", "color": BAD, "index": 0},
+                                         "1": {"text": "Up", "color": GOOD, "index": 1}}}]
+# HTTP status colours by the legend (the status code): 5xx red, 4xx orange, 2xx green
+HTTP_COLOURS = [
+    {"matcher": {"id": "byRegexp", "options": pattern},
+     "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": colour}}]}
+    for pattern, colour in (("/^5\\d\\d/", BAD), ("/^4\\d\\d/", WARN), ("/^2\\d\\d/", GOOD), ("/^other/", "purple"))
+]
 
 
 class Board:
@@ -49,7 +64,13 @@ class Board:
 
     def panel(self, kind: str, title: str, targets: list[tuple[str, str]], unit: str, *, w: int = 12, h: int = 8,
               description: str = "", min_=None, max_=None, options: dict | None = None, instant: bool = False,
-              fmt: str | None = None, custom: dict | None = None) -> dict:
+              fmt: str | None = None, custom: dict | None = None, steps: list | None = None,
+              mappings: list | None = None, decimals: int | None = None, overrides: list | None = None,
+              line: bool = False) -> dict:
+        """``steps``: [(value or None, colour), ...] thresholds (default: one neutral colour);
+        ``line``: draw them on a time series (an alert's threshold)."""
+        if not description:
+            raise ValueError(f"panel {title!r} needs a description")
         refs = "ABCDEFGH"
         tgts = []
         for i, (expr, legend) in enumerate(targets):
@@ -58,16 +79,26 @@ class Board:
             if fmt:
                 t["format"] = fmt
             tgts.append(t)
-        defaults: dict = {"unit": unit}
+        defaults: dict = {"unit": unit, "thresholds": {"mode": "absolute", "steps": [
+            {"value": v, "color": c} for v, c in (steps or [(None, NEUTRAL)])]}}
+        if kind in ("stat", "bargauge", "gauge"):
+            defaults["color"] = {"mode": "thresholds"}
         if min_ is not None:
             defaults["min"] = min_
         if max_ is not None:
             defaults["max"] = max_
+        if decimals is not None:
+            defaults["decimals"] = decimals
+        if mappings:
+            defaults["mappings"] = mappings
+        custom = dict(custom or {})
+        if line:
+            custom["thresholdsStyle"] = {"mode": "dashed"}
         if custom:
             defaults["custom"] = custom
         p = {"id": self._id(), "type": kind, "title": title, "description": description, "datasource": DS,
              "gridPos": self._place(w, h), "targets": tgts,
-             "fieldConfig": {"defaults": defaults, "overrides": []}, "options": options or {}}
+             "fieldConfig": {"defaults": defaults, "overrides": overrides or []}, "options": options or {}}
         self.panels.append(p)
         return p
 
@@ -121,19 +152,44 @@ class Board:
             "annotations": {"list": [{
                 "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True,
                 "hide": True, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard",
-            }]},
+            }] + ANNOTATIONS},
             "links": [{"title": "vLLM boards", "type": "dashboards", "tags": ["vllm-log-exporter"], "asDropdown": True,
                        "includeVars": True, "keepTime": True, "icon": "external link", "targetBlank": False,
                        "tooltip": "", "url": ""}],
             "templating": {"list": [
                 {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
                  "current": {"text": "Prometheus", "value": C.DATASOURCE_UID}, "hide": 0, "refresh": 1, "regex": "", "options": [], "includeAll": False, "multi": False},
-                var("instance", "Exporter", "label_values(vllm_log_exporter_build_info, instance)"),
-                var("server", "Server", 'label_values(vllm_log_exporter_lines_total{instance=~"$instance"}, server)'),
-                var("engine", "Engine", 'label_values(vllm_log_stats_windows_total{instance=~"$instance", server=~"$server"}, engine)'),
+                var("job", "Job", "label_values(vllm_log_exporter_build_info, job)"),
+                var("instance", "Exporter", 'label_values(vllm_log_exporter_build_info{job=~"$job"}, instance)'),
+                var("server", "Server", f'label_values(vllm_log_exporter_lines_total{{{J}}}, server)'),
+                var("engine", "Engine", f'label_values(vllm_log_stats_windows_total{{{S}}}, engine)'),
             ]},
             "panels": self.panels,
         }
+
+
+def _annotation(name: str, expr: str, colour: str, title: str) -> dict:
+    return {"name": name, "datasource": DS, "enable": True, "hide": False, "iconColor": colour, "expr": expr,
+            "step": "1m", "titleFormat": title, "textFormat": "{{server}}", "tagKeys": "server",
+            "useValueForTime": False}
+
+
+ANNOTATIONS = [
+    _annotation("Server starts", f"sum by (server) (increase(vllm_log_server_starts_total{{{S}}}[$__interval])) > 0",
+                "blue", "server start"),
+] + [
+    _annotation(label, f'sum by (server) (increase(vllm_log_errors_total{{{S}, kind="{kind}"}}[$__interval])) > 0',
+                colour, label)
+    for kind, label, colour in (("oom", "CUDA out of memory", "red"), ("engine_dead", "Engine dead", "dark-red"),
+                                ("cuda_error", "CUDA error", "purple"), ("nccl_error", "NCCL error", "orange"))
+]
+
+
+def _http_ratio(status_match: str) -> str:
+    total = f"sum by (server) (rate(vllm_log_http_requests_total{{{S}}}[$__rate_interval]))"
+    part = f'sum by (server) (rate(vllm_log_http_requests_total{{{S}, status=~"{status_match}"}}[$__rate_interval]))'
+    # `or ... * 0`: a server without such responses reads 0, not "No data"
+    return f"({part} or {total} * 0) / {total}"
 
 
 def overview() -> dict:
@@ -141,30 +197,42 @@ def overview() -> dict:
               "Throughput, queue, KV cache, HTTP status and errors of vLLM servers, from their logs.",
               ["vllm-log-exporter", "vllm"])
     b.row("Health")
-    b.stat("Exporter up", [(f'up{{job="{C.EXPORTER_JOB}", instance=~"$instance"}}', "{{instance}}")], "bool_yes_no",
-           description="Prometheus can scrape the exporter.")
-    b.stat("Log source up", [(f"vllm_log_exporter_source_up{{{S}}}", "{{server}}")], "bool_yes_no",
+    b.stat("Exporter up", [(f"up{{{J}}}", "{{instance}}")], "none", mappings=UP_DOWN,
+           steps=[(None, BAD), (1, GOOD)], description="Prometheus can scrape the exporter (the `up` series of its job).")
+    b.stat("Log source up", [(f"vllm_log_exporter_source_up{{{S}}}", "{{server}}")], "none", mappings=UP_DOWN,
+           steps=[(None, BAD), (1, GOOD)],
            description="The exporter has the server's log open (file, container, journal).")
     b.stat("Last log line", [(f"time() - vllm_log_last_line_timestamp_seconds{{{S}}}", "{{server}}")], "s",
-           description="Seconds since the exporter last read a line. An idle vLLM that nobody scrapes is quiet.")
-    b.stat("Server starts", [(f"sum by (server) (increase(vllm_log_server_starts_total{{{S}}}[$__range]))", "{{server}}")],
-           "short", description="Start-up banners in the time range: more than one means restarts.")
-    b.stat("Errors in range", [(f"sum(increase(vllm_log_errors_total{{{S}}}[$__range]))", "errors")], "short",
-           description="OOMs, CUDA/NCCL errors, dead engines and tracebacks in the time range.")
-    b.stat("vLLM version", [(f"vllm_log_build_info{{{S}}}", "{{version}}")], "short",
+           steps=[(None, GOOD), (300, WARN), (C.LOG_STALE_MINUTES * 60, BAD)], decimals=0,
+           description="Seconds since the exporter last read a line; red from the VllmLogStale alert's "
+                       f"{C.LOG_STALE_MINUTES} minutes. An idle vLLM that nobody scrapes is quiet.")
+    b.stat("Server starts", [(f"sum by (server) (round(increase(vllm_log_server_starts_total{{{S}}}[$__range])))",
+                              "{{server}}")],
+           "none", steps=[(None, GOOD), (2, WARN)], decimals=0,
+           description="Start-up banners in the time range: more than one means restarts.")
+    b.stat("Errors in range", [(f"sum(round(increase(vllm_log_errors_total{{{S}}}[$__range])))", "errors")], "none",
+           steps=[(None, GOOD), (1, BAD)], decimals=0,
+           description="OOMs, CUDA/NCCL errors, dead engines and other tracebacks in the time range.")
+    b.stat("vLLM version", [(f"vllm_log_build_info{{{S}}}", "{{version}}")], "none",
            options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                    "textMode": "name", "colorMode": "none", "graphMode": "none"})
+                    "textMode": "name", "colorMode": "none", "graphMode": "none"},
+           description="The version in the last start-up banner of each server.")
     b.row("Throughput and queue")
     b.timeseries("Generation throughput", [(f"vllm_log_generation_throughput_tokens_per_second{{{SE}}}", "{{server}} e{{engine}}")],
-                 TOKS, description="Average generation throughput of each stats window.")
+                 TOKS, min_=0, description="Average generation throughput of each stats window; 0 two intervals "
+                                           "after the last window (vLLM logs nothing while idle).")
     b.timeseries("Prompt throughput", [(f"vllm_log_prompt_throughput_tokens_per_second{{{SE}}}", "{{server}} e{{engine}}")],
-                 TOKS, description="Average prompt (prefill) throughput of each stats window.")
+                 TOKS, min_=0, description="Average prompt (prefill) throughput of each stats window.")
     b.timeseries("Requests running and waiting", [
         (f"vllm_log_requests_running{{{SE}}}", "running {{server}} e{{engine}}"),
         (f"vllm_log_requests_waiting{{{SE}}}", "waiting {{server}} e{{engine}}"),
-    ], "short", min_=0)
+    ], "short", min_=0, decimals=0,
+        description="Requests in the batch and in the queue at each stats window. Waiting with a full KV cache: "
+                    "the server is at capacity.")
     b.timeseries("GPU KV cache usage", [(f"vllm_log_gpu_kv_cache_usage_ratio{{{SE}}}", "{{server}} e{{engine}}")],
-                 "percentunit", min_=0, max_=1)
+                 "percentunit", min_=0, max_=1, steps=[(None, GOOD), (C.KV_CACHE_FULL_RATIO, BAD)], line=True,
+                 description=f"Share of the GPU KV cache in use; the dashed line is VllmKvCacheFull's "
+                             f"{C.KV_CACHE_FULL_RATIO:.0%}.")
     b.timeseries("Prefix cache hit rate", [
         (f"vllm_log_prefix_cache_hit_ratio{{{SE}}}", "{{server}} e{{engine}}"),
         (f"vllm_log_external_prefix_cache_hit_ratio{{{SE}}}", "external {{server}} e{{engine}}"),
@@ -172,18 +240,39 @@ def overview() -> dict:
     b.timeseries("Tokens per second (from window counters)", [
         (f"sum by (server) (rate(vllm_log_generation_tokens_total{{{SE}}}[$__rate_interval]))", "generated {{server}}"),
         (f"sum by (server) (rate(vllm_log_prompt_tokens_total{{{SE}}}[$__rate_interval]))", "prompt {{server}}"),
-    ], TOKS)
+    ], TOKS, min_=0, description="Window average x window length, summed over engines: what the windows add up to.")
+    b.timeseries("Preemptions", [
+        (f"sum by (server) (increase(vllm_log_preemptions_total{{{SE}}}[$__rate_interval]))", "{{server}}")],
+        "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 80},
+        description="Requests preempted (their KV cache freed, to be recomputed): the KV cache ran out.")
     b.row("HTTP and errors")
     b.timeseries("HTTP responses by status", [
-        (f"sum by (status) (rate(vllm_log_http_requests_total{{{S}}}[$__rate_interval]))", "{{status}}")], "reqps")
+        (f"sum by (status) (rate(vllm_log_http_requests_total{{{S}}}[$__rate_interval]))", "{{status}}")], "reqps",
+        min_=0, overrides=HTTP_COLOURS, description="Every response in vLLM's access log: 5xx red, 4xx orange.")
     b.timeseries("HTTP responses by endpoint", [
         (f"sum by (method, endpoint) (rate(vllm_log_http_requests_total{{{S}}}[$__rate_interval]))", "{{method}} {{endpoint}}")],
-        "reqps")
+        "reqps", min_=0, description="vLLM's known routes by name; any other path is `other`.")
+    b.timeseries("5xx share", [(_http_ratio("5.."), "{{server}}")], "percentunit", min_=0,
+                 steps=[(None, GOOD), (C.HTTP_5XX_RATIO, BAD)], line=True,
+                 description=f"Share of responses that are 5xx; the dashed line is VllmHigh5xxRatio's {C.HTTP_5XX_RATIO:.0%}.")
+    b.timeseries("429 share", [(_http_ratio("429"), "{{server}}")], "percentunit", min_=0,
+                 steps=[(None, GOOD), (C.HTTP_429_RATIO, WARN)], line=True,
+                 description=f"Share of responses that are 429 (rate limited); the dashed line is VllmRateLimited's "
+                             f"{C.HTTP_429_RATIO:.0%}.")
     b.timeseries("Errors", [(f"sum by (server, kind) (increase(vllm_log_errors_total{{{S}}}[$__rate_interval]))", "{{server}} {{kind}}")],
-                 "short", min_=0, custom={"drawStyle": "bars", "fillOpacity": 80})
+                 "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 80},
+                 steps=[(None, BAD)],
+                 description="OOMs, CUDA/NCCL errors, engine deaths (one per death) and tracebacks that are none of those.")
+    b.timeseries("Warning and error log lines", [
+        (f"sum by (server, level) (increase(vllm_log_messages_total{{{S}}}[$__rate_interval]))", "{{server}} {{level}}")],
+        "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 60},
+        overrides=[{"matcher": {"id": "byRegexp", "options": pattern},
+                    "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": colour}}]}
+                   for pattern, colour in (("/warning/", WARN), ("/error|critical/", BAD))],
+        description="vLLM WARNING, ERROR and CRITICAL lines that are not one of the errors above.")
     b.timeseries("Log lines by result", [
         (f"sum by (result) (rate(vllm_log_exporter_lines_total{{{S}}}[$__rate_interval]))", "{{result}}")], "short",
-        description="unparsed lines are vLLM output the exporter does not understand: see `parse --stats`.")
+        min_=0, description="unparsed lines are vLLM output the exporter does not understand: see `parse --stats`.")
     return b.model()
 
 
@@ -199,23 +288,26 @@ def spec_decode() -> dict:
         (f"sum by (server) (rate(vllm_log_spec_decode_accepted_tokens_total{{{SE}}}[$__rate_interval]))"
          f" / sum by (server) (rate(vllm_log_spec_decode_drafted_tokens_total{{{SE}}}[$__rate_interval]))",
          "token-weighted {{server}}"),
-    ], "percentunit", min_=0, max_=1)
+    ], "percentunit", min_=0, max_=1, steps=[(None, BAD), (C.DRAFT_ACCEPTANCE_MIN, GOOD)], line=True,
+        description=f"Drafted tokens accepted, per window and weighted by tokens; below the dashed line "
+                    f"({C.DRAFT_ACCEPTANCE_MIN:.0%}, VllmDraftAcceptanceCollapsed) drafting costs more than it gives.")
     b.heatmap("Mean acceptance length per window",
               f"sum by (le) (increase(vllm_log_spec_decode_window_mean_acceptance_length_bucket{{{SE}}}[$__rate_interval]))",
-              "short")
+              "short", description="How the windows' mean acceptance lengths spread over time.")
     b.heatmap("Draft acceptance per window",
               f"sum by (le) (increase(vllm_log_spec_decode_window_draft_acceptance_ratio_bucket{{{SE}}}[$__rate_interval]))",
-              "percentunit")
+              "percentunit", description="How the windows' draft acceptance spreads over time.")
     b.row("Positions and tokens")
     b.bargauge("Acceptance by draft position (last window)",
                [(f"vllm_log_spec_decode_position_acceptance_ratio{{{SE}}}", "{{server}} position {{position}}")],
-               "percentunit", min_=0, max_=1, w=8)
-    b.stat("Speculative depth", [(f"vllm_log_spec_decode_depth{{{SE}}}", "{{server}} e{{engine}}")], "short", w=4, h=8,
-           description="Draft tokens proposed per step.")
+               "percentunit", min_=0, max_=1, w=8, steps=[(None, BAD), (C.DRAFT_ACCEPTANCE_MIN, WARN), (0.8, GOOD)],
+               description="Acceptance at each draft position: later positions are accepted less often.")
+    b.stat("Speculative depth", [(f"vllm_log_spec_decode_depth{{{SE}}}", "{{server}} e{{engine}}")], "none", w=4, h=8,
+           decimals=0, description="Draft tokens proposed per step (num_speculative_tokens).")
     b.timeseries("Accepted vs drafted tokens", [
         (f"sum by (server) (rate(vllm_log_spec_decode_accepted_tokens_total{{{SE}}}[$__rate_interval]))", "accepted {{server}}"),
         (f"sum by (server) (rate(vllm_log_spec_decode_drafted_tokens_total{{{SE}}}[$__rate_interval]))", "drafted {{server}}"),
-    ], TOKS)
+    ], TOKS, min_=0, description="Draft tokens proposed and accepted per second, summed over engines.")
     return b.model()
 
 
@@ -224,33 +316,44 @@ def memory_kv() -> dict:
               "Start-up capacity facts (KV tokens, concurrency, memory split) and KV offload over PCIe.",
               ["vllm-log-exporter", "vllm"])
     b.row("Capacity found at start-up")
-    b.stat("GPU KV cache", [(f"vllm_log_gpu_kv_cache_tokens{{{S}}}", "{{server}}")], "suffix: tokens")
-    b.stat("Max concurrency", [(f"vllm_log_max_concurrency{{{S}}}", "{{server}}")], "suffix:x",
-           description="Requests of the full configured length that fit in the KV cache at once.")
-    b.stat("Context length", [(f"vllm_log_max_model_len_tokens{{{S}}}", "{{server}}")], "suffix: tokens")
-    b.stat("KV cache memory (all workers)", [(f"sum by (server) (vllm_log_kv_cache_memory_bytes{{{S}}})", "{{server}}")], "bytes")
+    b.stat("GPU KV cache", [(f"vllm_log_gpu_kv_cache_tokens{{{S}}}", "{{server}}")], "suffix: tokens", decimals=0,
+           description="Tokens the GPU KV cache holds, as found by the start-up profile.")
+    b.stat("Max concurrency", [(f"vllm_log_max_concurrency{{{S}}}", "{{server}}")], "suffix:x", decimals=2,
+           steps=[(None, BAD), (1, GOOD)],
+           description="Requests of the full configured length that fit in the KV cache at once; below 1 a "
+                       "full-length request cannot be served.")
+    b.stat("Context length", [(f"vllm_log_max_model_len_tokens{{{S}}}", "{{server}}")], "suffix: tokens", decimals=0,
+           description="Tokens per request the concurrency figure assumes (max_model_len).")
+    b.stat("KV cache memory (all workers)", [(f"sum by (server) (vllm_log_kv_cache_memory_bytes{{{S}}})", "{{server}}")],
+           "bytes", description="GPU memory the workers gave to the KV cache, summed.")
     b.stat("Engine init", [(f"vllm_log_engine_init_seconds{{{S}}}", "init {{server}}"),
-                           (f"vllm_log_engine_compile_seconds{{{S}}}", "compile {{server}}")], "s")
-    b.stat("CPU offload pool", [(f"vllm_log_kv_offload_pool_bytes{{{S}}}", "{{server}}")], "bytes")
+                           (f"vllm_log_engine_compile_seconds{{{S}}}", "compile {{server}}")], "s",
+           description="Profile, KV cache creation and warm-up at start, and the compilation part of it.")
+    b.stat("CPU offload pool", [(f"vllm_log_kv_offload_pool_bytes{{{S}}}", "{{server}}")], "bytes",
+           description="Host memory set aside for KV offload at start-up.")
     b.bargauge("GPU memory split per worker",
                [(f"vllm_log_model_weights_bytes{{{S}}}", "{{server}} {{worker}} weights"),
                 (f"vllm_log_kv_cache_memory_bytes{{{S}}}", "{{server}} {{worker}} kv_cache"),
-                (f"vllm_log_startup_memory_bytes{{{S}}}", "{{server}} {{worker}} {{component}}")], "bytes", w=12, h=9)
+                (f"vllm_log_startup_memory_bytes{{{S}}}", "{{server}} {{worker}} {{component}}")], "bytes", w=12, h=9,
+               description="Weights, KV cache, peak activation, non-torch memory and CUDA graphs per worker.")
     b.bargauge("Model weights per worker", [(f"vllm_log_model_weights_bytes{{{S}}}", "{{server}} {{worker}}")], "bytes",
-               w=12, h=9)
+               w=12, h=9, description="GPU memory the model's weights take on each worker.")
     b.row("KV offload")
     b.timeseries("Offload rate (bytes / recorded copy time)", [
         (f"sum by (server, direction) (rate(vllm_log_kv_offload_bytes_total{{{S}}}[$__rate_interval]))"
          f" / sum by (server, direction) (rate(vllm_log_kv_offload_seconds_total{{{S}}}[$__rate_interval]))",
          "{{server}} {{direction}}"),
-    ], "Bps", description="Store is GPU to host RAM, load is host RAM to GPU; PCIe 5.0 x16 is ~64 GB/s one way.")
+    ], "Bps", min_=0, steps=[(None, BAD), (C.KV_OFFLOAD_MIN_BYTES_PER_SECOND, GOOD)], line=True,
+        description="Store is GPU to host RAM, load is host RAM to GPU; PCIe 5.0 x16 is ~64 GB/s one way. The dashed "
+                    f"line is VllmKvOffloadSlow's {C.KV_OFFLOAD_MIN_BYTES_PER_SECOND / 1e9:.0f} GB/s.")
     b.timeseries("Offload bytes moved", [
         (f"sum by (server, direction) (rate(vllm_log_kv_offload_bytes_total{{{S}}}[$__rate_interval]))", "{{server}} {{direction}}"),
-    ], "Bps")
+    ], "Bps", min_=0, description="Bytes moved per second of wall time, per direction.")
     b.heatmap("Per-interval offload rate",
-              f"sum by (le) (increase(vllm_log_kv_offload_throughput_bytes_per_second_bucket{{{S}}}[$__rate_interval]))", "Bps")
+              f"sum by (le) (increase(vllm_log_kv_offload_throughput_bytes_per_second_bucket{{{S}}}[$__rate_interval]))", "Bps",
+              description="How each logged interval's rate (bytes / its recorded time) spreads over time.")
     b.timeseries("CPU offload cache usage", [(f"vllm_log_kv_offload_cpu_cache_usage_ratio{{{S}}}", "{{server}}")],
-                 "percentunit", min_=0, max_=1)
+                 "percentunit", min_=0, max_=1, description="Share of the host offload pool in use.")
     return b.model()
 
 

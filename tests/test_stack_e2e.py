@@ -148,7 +148,7 @@ def _config(tmp, live):
 
 def _substitute(expr: str) -> str:
     return (expr.replace("$__rate_interval", "1m").replace("$__range", "1h").replace("$__interval", "15s")
-            .replace("$instance", ".*").replace("$server", ".*").replace("$engine", ".*"))
+            .replace("$job", ".*").replace("$instance", ".*").replace("$server", ".*").replace("$engine", ".*"))
 
 
 def test_rules_are_loaded(stack):
@@ -176,6 +176,13 @@ def test_every_dashboard_query_returns_data(stack):
             if not json.loads(body)["data"]["result"]:
                 missing.append(where)
     assert missing == [], "panels that would show No data on the demo"
+    # annotations mark events, so an empty answer is normal: each must still be a query Prometheus runs
+    for path in sorted((ROOT / "dashboards").glob("*.json")):
+        for a in json.loads(path.read_text())["annotations"]["list"]:
+            if "expr" in a:
+                status, body = http_get(prom.url + "/api/v1/query?" + urllib.parse.urlencode(
+                    {"query": _substitute(a["expr"]).replace("[15s]", "[1h]")}))
+                assert status == 200, f"{path.name}: annotation {a['name']}: {body}"
 
 
 def test_an_oom_in_the_log_reaches_the_webhook(stack):
@@ -204,3 +211,8 @@ def test_an_oom_in_the_log_reaches_the_webhook(stack):
     # the dead engine arrives too, on the same route
     wait_until(lambda: any(a["labels"].get("alertname") == "VllmEngineDead" and a["labels"].get("server") == "live"
                            for _, b in receiver.posts for a in b["alerts"]), 30, 0.5, what="VllmEngineDead notification")
+    # and the dashboards' OOM annotation marks it (the query as Grafana sends it, over a 1 m interval)
+    board = json.loads((ROOT / "dashboards" / "overview.json").read_text())
+    expr = next(a["expr"] for a in board["annotations"]["list"] if a.get("name") == "CUDA out of memory")
+    marks = prom.query(_substitute(expr).replace("[15s]", "[1m]"))
+    assert [m["metric"]["server"] for m in marks] == ["live"]
