@@ -138,10 +138,56 @@ def test_report_cli_markdown_json_and_html(tmp_path):
     assert data["errors"]["oom"]["count"] == 0  # the OOM is at 02:52:52, outside the range
     assert data["lines"]["unparsed"] == 0
     page = (tmp_path / "r.html").read_text()
-    assert page.count("<svg") == 4 and 'class="series" data-points="0"' not in page
+    # no error in this window: no Errors chart; the five others, each in its section
+    assert sections_with_charts(page) == ["Generation throughput", "Speculative decoding", "KV offload", "Capacity", "HTTP"]
     assert "<table>" in page
     bad = cli("report", sample, "--since", "yesterday-ish")
     assert bad.returncode != 0 and "--since: 'yesterday-ish' is not a time" in bad.stderr
+
+
+def sections_with_charts(page: str) -> list[str]:
+    """The <h2> sections that hold a chart, in page order (a chart belongs to the section it follows)."""
+    import re
+
+    out = []
+    parts = re.split(r"<h2>(.*?)</h2>", page)
+    for title, body in zip(parts[1::2], parts[2::2]):
+        if '<figure class="chart">' in body:
+            assert body.count('<figure class="chart">') == 1, title
+            out.append(title)
+    return out
+
+
+def test_html_charts_sit_beside_their_tables_with_time_axes_units_and_marks(tmp_path):
+    out = tmp_path / "r.html"
+    r = cli("report", str(ROOT / "exporter" / "data" / "sample.log"), "--html", str(out), "--year", "2026",
+            "--timezone", "UTC")
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+    assert sections_with_charts(page) == ["Generation throughput", "Speculative decoding", "KV offload", "Capacity",
+                                          "HTTP", "Errors"]
+    throughput = page.split("<h2>Generation throughput</h2>")[1].split("<h2>")[0]
+    # wall-clock ticks, a unit per axis (generation and prompt apart), the starts and the OOM marked
+    assert "02:45" in throughput and "02:50" in throughput and "tok/s" in throughput
+    assert ">generation<" in throughput and ">prompt<" in throughput and ">server start<" in throughput
+    assert ">oom<" in throughput and ">engine dead<" in throughput
+    offload = page.split("<h2>KV offload</h2>")[1].split("<h2>")[0]
+    assert "GB/s" in offload and "store (GPU to host)" in offload and "load (host to GPU)" in offload
+    # one self-contained file: nothing fetched, nothing run
+    assert "<script" not in page and "src=" not in page and 'href="http' not in page
+    assert len(page) < 400_000
+
+
+def test_html_without_matplotlib_is_one_line_saying_what_to_install(tmp_path):
+    shim = tmp_path / "shim" / "matplotlib"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('not installed (test shim)')\n")
+    r = subprocess.run([sys.executable, "-m", "exporter", "report", str(ROOT / "exporter" / "data" / "sample.log"),
+                        "--html", str(tmp_path / "r.html")], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ, "PYTHONPATH": str(tmp_path / "shim")})
+    assert r.returncode == 2 and not (tmp_path / "r.html").exists()
+    assert r.stderr == ("vllm-log-exporter: --html: the HTML report draws its charts with matplotlib: "
+                        "pip install 'vllm-log-exporter[report]'\n")
 
 
 @pytest.mark.skipif(not shutil.which("chromium"), reason="chromium (Debian package) not installed")
@@ -153,7 +199,7 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
              "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
     dom = subprocess.run(["chromium", *flags, "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0
-    assert dom.stdout.count("<polyline") >= 5  # two throughput series + three others, all parsed by the browser
+    assert dom.stdout.count("<svg") == 6  # every chart parsed by the browser
     r = subprocess.run(["chromium", *flags, "--window-size=1000,3000", f"--screenshot={shot}", out.as_uri()],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and shot.exists() and shot.stat().st_size > 20000

@@ -49,8 +49,13 @@ def run(args, clock: Clock) -> int:
     if args.html:
         from exporter.report import html as html_report
 
+        try:
+            page = html_report.render(stats, md, clock.tz)
+        except html_report.ChartsUnavailable as e:
+            print(f"vllm-log-exporter: --html: {e}", file=sys.stderr)
+            return 2
         with open(args.html, "w", encoding="utf-8") as f:
-            f.write(html_report.render(stats, md))
+            f.write(page)
         print(f"{args.html}: HTML report written", file=sys.stderr)
         if args.format is None:  # the page was asked for; print the tables too only when asked
             return 0

@@ -83,6 +83,8 @@ class RunStats:
         self.transfers: dict[str, list[Transfer]] = {"store": [], "load": []}
         self.cpu_cache_usage = array("d")
         self.http_status: dict[int, int] = {}
+        self.http_minutes: dict[int, dict[str, int]] = {}  # minute (unix s) -> status class -> responses
+        self.error_times: list[tuple[float, str]] = []
         self.http_endpoint: dict[tuple[str, str], int] = {}
         # kind -> [count, (ts, line) of the first, its message]; tracebacks finish out of order, so
         # "first" is decided by time and line number, not by arrival.
@@ -225,7 +227,7 @@ class RunStats:
             self.cpu_cache_usage.append(f["cpu_cache_usage"])
 
     def _on_access_log(self, ev, f):
-        self._count_access(f["method"], f["path"], f["status"], 1)
+        self._count_access(f["method"], f["path"], f["status"], 1, ev.ts)
 
     def add_access(self, counts: dict[tuple, int], span: tuple = (None, None)) -> None:
         """Access-log responses counted by (method, path, status, version), from the pipeline's batch path;
@@ -236,11 +238,20 @@ class RunStats:
             if ts is not None:
                 self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
                 self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
+        # the batch's responses, placed at the middle of its time span (batches are ~1,000 lines)
+        when = None
+        if span[0] is not None and span[1] is not None:
+            when = (span[0] + span[1]) / 2
         for (method, path, status, _version), n in counts.items():
-            self._count_access(method, path, status, n)
+            self._count_access(method, path, status, n, when)
 
-    def _count_access(self, method: str, path: str, status: int, n: int) -> None:
+    def _count_access(self, method: str, path: str, status: int, n: int, ts: float | None = None) -> None:
         self.http_status[status] = self.http_status.get(status, 0) + n
+        if ts is not None:
+            # per minute and status class: memory grows with the run's minutes, not its requests
+            minute = self.http_minutes.setdefault(int(ts // 60) * 60, {})
+            cls = f"{status // 100}xx" if 100 <= status <= 599 else "other"
+            minute[cls] = minute.get(cls, 0) + n
         key = (method, path)
         if key in self.http_endpoint or len(self.http_endpoint) < 200:
             self.http_endpoint[key] = self.http_endpoint.get(key, 0) + n
@@ -250,6 +261,8 @@ class RunStats:
     def _error(self, ev, kind):
         e = self.errors[kind]
         e[0] += 1
+        if ev.ts is not None and len(self.error_times) < 10_000:
+            self.error_times.append((ev.ts, kind))
         key = (ev.ts if ev.ts is not None else float("inf"), ev.line or 0)
         if e[1] is None or key < e[1]:
             e[1] = key
