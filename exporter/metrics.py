@@ -79,6 +79,8 @@ _POSITIONS = tuple(str(i) for i in range(32))
 _ENGINES = tuple(str(i) for i in range(64))
 MAX_WORKERS = 32
 IDLE_AFTER_WINDOWS = 2  # stats intervals without a stats line before an engine's window gauges read 0
+ALERTED_ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings")
+ALERTED_STATUSES = ("429", "500", "503")
 SOURCE_EVENTS = ("truncated", "tail_lost", "rotated_late", "file_skipped")
 HTTP_CLOSE_REASONS = ("header_timeout", "idle_timeout", "request_timeout", "evicted", "refused")
 _STATUSES = frozenset(int(s) for s in HTTPStatus)
@@ -314,6 +316,11 @@ class Metrics:
         for direction in ("store", "load"):
             self.kv_bytes.touch((server, direction))
             self.kv_seconds.touch((server, direction))
+        # the responses the 5xx and 429 alerts watch, born at 0 on the inference routes: a series made
+        # at its first value would hide the first burst from rate()
+        for endpoint in ALERTED_ENDPOINTS:
+            for status in ALERTED_STATUSES:
+                self.http.touch((server, "POST", endpoint, status))
         self.starts.touch((server,))
         self.source_restarts.touch((server,))
         for event in SOURCE_EVENTS:

@@ -86,6 +86,9 @@ def test_quadlet_units_drop_privileges():
         assert c["DropCapability"] == "all" and c["NoNewPrivileges"] == "true" and c["ReadOnly"] == "true", unit.name
         assert "127.0.0.1:" in c["Exec"], unit.name
         assert cp["Install"]["WantedBy"], unit.name
+        # OCI images drop HEALTHCHECK: the unit checks the address it listens on
+        listen = next(a for a in c["Exec"].split() if a.startswith("--web.listen-address="))
+        assert c["HealthCmd"] == f"vllm-log-exporter healthcheck {listen}", unit.name
 
 
 # --- the real `podman compose up` -------------------------------------------------------------

@@ -166,3 +166,15 @@ def test_model_info_names_the_served_model_and_keeps_the_path():
     s = samples(m.render().decode())
     assert [dict(ls) for (n, ls) in s if n == "vllm_log_model_info"] == [
         {"server": "s", "model": "grandpa", "path": "/models/snapshots/7872f01b1d1fe23eabc4c98b48bffcef5a386062"}]
+
+
+def test_the_responses_the_5xx_and_429_alerts_watch_are_born_at_0():
+    """So the first burst of a server's life is an increase rate() sees (issue 17)."""
+    m = Metrics(process_metrics=False)
+    m.add_server("s")
+    s = samples(m.render().decode())
+    for status in ("429", "500", "503"):
+        assert value(s, "vllm_log_http_requests_total", server="s", method="POST",
+                     endpoint="/v1/chat/completions", status=status) == 0
+    born = [ls for (n, ls) in s if n == "vllm_log_http_requests_total"]
+    assert len(born) == 12  # 4 inference routes x 3 statuses: bounded
