@@ -8,7 +8,8 @@ Engine stats, from each ``Engine NNN`` stats window (label ``engine``):
     vllm_log_gpu_kv_cache_usage_ratio, vllm_log_cpu_kv_cache_usage_ratio (V0),
     vllm_log_prefix_cache_hit_ratio, vllm_log_external_prefix_cache_hit_ratio,
     vllm_log_prompt_tokens_total, vllm_log_generation_tokens_total (estimated: window average
-    x window length), vllm_log_preemptions_total, vllm_log_stats_windows_total
+    x window length), vllm_log_preemptions_total, vllm_log_stats_windows_total,
+    vllm_log_engine_stalled (1: the last window was busy and no window came for 3 intervals)
 Speculative decoding (label ``engine``):
     vllm_log_spec_decode_accepted_tokens_total, vllm_log_spec_decode_drafted_tokens_total,
     vllm_log_spec_decode_mean_acceptance_length, vllm_log_spec_decode_draft_acceptance_ratio,
@@ -79,6 +80,7 @@ _POSITIONS = tuple(str(i) for i in range(32))
 _ENGINES = tuple(str(i) for i in range(64))
 MAX_WORKERS = 32
 IDLE_AFTER_WINDOWS = 2  # stats intervals without a stats line before an engine's window gauges read 0
+STALLED_AFTER_WINDOWS = 3  # ... and, when its last window was busy, before it reads stalled
 ALERTED_ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings")
 ALERTED_STATUSES = ("429", "500", "503")
 SOURCE_EVENTS = ("truncated", "tail_lost", "rotated_late", "file_skipped")
@@ -178,6 +180,9 @@ class Metrics:
         self.gen_tokens = c("vllm_log_generation_tokens", "Generated tokens, estimated as window average x window length.", SE)
         self.preemptions = c("vllm_log_preemptions", "Preemptions reported by stats windows.", SE)
         self.windows = c("vllm_log_stats_windows", "Engine stats lines seen.", SE)
+        self.stalled = w("vllm_log_engine_stalled", "1 when the engine's last stats window was busy (requests running "
+                         "or tokens produced) and no stats line came for 3 intervals since: vLLM logs one every "
+                         "interval while it works.", SE)
 
         self.spec_accepted = c("vllm_log_spec_decode_accepted_tokens", "Draft tokens accepted.", SE)
         self.spec_drafted = c("vllm_log_spec_decode_drafted_tokens", "Draft tokens proposed.", SE)
@@ -250,6 +255,7 @@ class Metrics:
         self._kids: dict[tuple, object] = {}
         self._last_window: dict[tuple[str, str], float] = {}  # log time of each engine's last window
         self._window_seen: dict[tuple[str, str], float] = {}  # when it was read (monotonic)
+        self._busy: dict[tuple[str, str], bool] = {}  # whether that last window was busy
         self._position_keys: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
         self._servers: set[str] = set()
         self._workers: dict[str, set[str]] = {}
@@ -286,11 +292,16 @@ class Metrics:
         with ``log_time`` (backfill)."""
         seen = self._last_window if log_time else self._window_seen
         limit = IDLE_AFTER_WINDOWS * self.stats_interval
+        stall = STALLED_AFTER_WINDOWS * self.stats_interval
+        stalled = self.stalled.values
         for key, t in seen.items():
-            if now - t > limit:
+            quiet = now - t
+            if quiet > limit:
                 for values in self._idle_values:
                     if values.get(key):
                         values[key] = 0.0
+                if quiet > stall and self._busy.get(key) and key in stalled:
+                    stalled[key] = 1.0
 
     def render(self) -> bytes:
         """Every metric in the text format (0.0.4), as prometheus-client's generate_latest writes
@@ -345,6 +356,8 @@ class Metrics:
             del self._last_window[key]
         for key in [k for k in self._window_seen if k[0] == server]:
             del self._window_seen[key]
+        for key in [k for k in self._busy if k[0] == server]:
+            del self._busy[key]
 
     def count_line(self, server: str, result: str, now: float | None = None) -> None:
         self.lines.inc((server, result))
@@ -409,6 +422,9 @@ class Metrics:
         # A window's length is the logging interval; a longer gap means vLLM hid idle windows at
         # DEBUG, and the window that ends now is still one interval long.
         self._window_seen[key] = time.monotonic()
+        self._busy[key] = bool(f.get("running") or f.get("generation_tokens_per_second")
+                               or f.get("prompt_tokens_per_second"))
+        self.stalled.values[key] = 0.0
         last = self._last_window.get(key)
         dt = self.stats_interval
         if ev.ts is not None:
@@ -606,6 +622,10 @@ class Metrics:
             deaths = self._deaths[server] = Deaths()
         if deaths.is_new(ev.ts):  # one death, however many processes log it
             self._error(server, ev, "engine_dead")
+        for key in [k for k in self._busy if k[0] == server]:  # dead, not stalled
+            self._busy[key] = False
+            if key in self.stalled.values:
+                self.stalled.values[key] = 0.0
 
     def _on_traceback(self, server, ev, f):
         if unclassified(f):  # an OOM's traceback is counted as the OOM

@@ -38,6 +38,20 @@ def groups() -> list[dict]:
             },
         },
         {
+            "alert": "VllmEngineStalled",
+            "expr": "max by (server, engine) (vllm_log_engine_stalled) == 1\n"
+                    "  and on (server) max by (server) (vllm_log_exporter_source_up) == 1",
+            "for": "1m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "vLLM engine {{ $labels.engine }} on {{ $labels.server }} stopped logging while busy",
+                "description": "Its last stats window had requests running, and no window came for 3 stats intervals "
+                               "since (vLLM logs one every interval while it works). The engine is hung or died without "
+                               "a word, as after some OOMs; the API server may still answer. Unlike VllmLogStale (the "
+                               "whole log silent for long), this watches one busy engine and fires within a minute or two.",
+            },
+        },
+        {
             "alert": "VllmGpuError",
             "expr": 'increase(vllm_log_errors_total{kind=~"cuda_error|nccl_error"}[10m]) > 0',
             "labels": {"severity": "critical"},

@@ -213,6 +213,10 @@ def overview() -> dict:
     b.stat("Errors in range", [(f"sum(round(increase(vllm_log_errors_total{{{S}}}[$__range])))", "errors")], "none",
            steps=[(None, GOOD), (1, BAD)], decimals=0,
            description="OOMs, CUDA/NCCL errors, dead engines and other tracebacks in the time range.")
+    b.stat("Engines stalled", [(f"sum by (server) (vllm_log_engine_stalled{{{SE}}})", "{{server}}")], "none",
+           steps=[(None, GOOD), (1, BAD)], decimals=0,
+           description="Engines whose last stats window was busy and that logged none for 3 intervals since: hung "
+                       "or died without a word (VllmEngineStalled).")
     b.stat("vLLM version", [(f"vllm_log_build_info{{{S}}}", "{{version}}")], "none",
            options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
                     "textMode": "name", "colorMode": "none", "graphMode": "none"},

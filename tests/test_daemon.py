@@ -193,3 +193,20 @@ def test_the_default_demo_shows_every_family_within_its_first_pass_of_30_seconds
             )) and v(m, "vllm_log_server_starts_total", server="demo") >= 2
         # the first pass lasts 30 s; the bound leaves room for a slow machine, not for a slower demo
         wait_until(every_family, 40, 0.5, what="every family from the demo's first pass")
+
+
+def test_a_busy_engine_that_stops_logging_reads_stalled_and_an_idle_one_does_not(tmp_path):
+    log = tmp_path / "grandpa.log"
+    log.write_text("")
+    idle_window = STATS.replace("Avg generation throughput: {g} tokens/s, Running: 1 reqs",
+                                "Avg generation throughput: 0.0 tokens/s, Running: 0 reqs").replace("Engine 000", "Engine 001")
+    with Exporter("--source", str(log), "--year", "2026", "--stats-interval", "0.5") as ex:
+        append(log, STATS.format(s=9, g=359.0), idle_window.format(s=9))
+        wait_until(lambda: ex.value("vllm_log_engine_stalled", server="grandpa", engine="0") == 0, what="a window")
+        # engine 0's last window was busy: after 3 x 0.5 s of silence it is stalled; engine 1 was idle
+        wait_until(lambda: ex.value("vllm_log_engine_stalled", server="grandpa", engine="0") == 1, 10,
+                   what="engine 0 stalled")
+        assert ex.value("vllm_log_engine_stalled", server="grandpa", engine="1") == 0
+        append(log, STATS.format(s=19, g=100.0))  # it speaks again
+        wait_until(lambda: ex.value("vllm_log_engine_stalled", server="grandpa", engine="0") == 0, 10,
+                   what="engine 0 working again")
