@@ -42,6 +42,9 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     p.add_argument("log", help="log file (.gz allowed) or - for stdin")
     p.add_argument("--stats", action="store_true",
                    help="print line counts per result and kind, and the most common unparsed line shapes")
+    p.add_argument("--explain", action="store_true",
+                   help="print every line with what it became: its event kinds, or why it gave none "
+                        "(LINE, RESULT, WHAT, TEXT separated by tabs)")
     add_time_options(p)
 
     p = sub.add_parser("report", help="the tables of a whole run from a saved log")
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "parse":
             from exporter.commands import parse
 
-            return parse.run(args.log, clock_from(args), args.stats)
+            return parse.run(args.log, clock_from(args), args.stats, explain_lines=args.explain)
         if args.command == "report":
             from exporter.commands import report
 

@@ -80,3 +80,22 @@ def test_report_with_html_prints_no_markdown_unless_asked_and_stdin_is_named_std
     assert r.stdout.startswith("# vLLM run report: ")
     r = cli("report", "-", input=SAMPLE.read_text())
     assert r.stdout.startswith("# vLLM run report: stdin\n")
+
+
+def test_parse_explain_gives_every_line_what_it_became():
+    r = cli("parse", str(SAMPLE), "--explain", "--year", "2026")
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split("\t") for ln in r.stdout.splitlines()]
+    per_line = [row for row in rows if row[3:] != [""]]  # the rest: tracebacks that ended at the end
+    assert len(per_line) == SAMPLE.read_text(encoding="utf-8").count("\n")
+    assert [int(row[0]) for row in per_line] == list(range(1, len(per_line) + 1))
+    stats = cli("parse", str(SAMPLE), "--stats", "--year", "2026").stdout
+    for result in ("parsed", "ignored", "unparsed"):
+        n = sum(1 for row in per_line if row[1] == result)
+        assert f"  {result}: {n}\n" in stats
+    whats = {row[2] for row in per_line}
+    assert {"access_log", "engine_stats", "spec_decode", "kv_transfer"} <= whats
+    r = cli("parse", "-", "--explain", input="hello world\n(APIServer pid=1) INFO 08-04 02:00:00 [x.py:1] new thing\n")
+    first, second = [ln.split("\t") for ln in r.stdout.splitlines()]
+    assert first[1] == "unparsed" and "no vLLM header" in first[2]
+    assert second[1] == "ignored" and second[2] == "a vLLM INFO line that no parser wants"

@@ -1,4 +1,5 @@
-"""``vllm-log-exporter parse FILE|-``: one JSON event per recognised line, or ``--stats``."""
+"""``vllm-log-exporter parse FILE|-``: one JSON event per recognised line, or ``--stats``, or
+``--explain``: every line with what became of it (``LINE<TAB>RESULT<TAB>WHAT<TAB>TEXT``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,25 @@ def shape(line: str, clock: Clock) -> str:
     return _DIGITS.sub("N", inner)[:160]
 
 
-def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout) -> int:
+def explain(line: str, result: str, events, pending: bool, clock: Clock) -> str:
+    """What became of one line, in words: its events, or why it gave none."""
+    if events:
+        return ", ".join(sorted({ev.kind for ev in events}))
+    if result == PARSED:
+        return "part of a traceback (its event comes when the traceback ends)" if pending else "parsed"
+    f = frame_line(line, clock)
+    if result == IGNORED:
+        if f.level:
+            return f"a vLLM {f.level} line that no parser wants"
+        if f.process:
+            return f"a line of process {f.process} with no level (e.g. progress output)"
+        return "known noise (blank, progress bar, banner art)"
+    if f.process or f.level:
+        return "unparsed: a vLLM header but a message no parser knows"
+    return "unparsed: no vLLM header (process tag or level): not vLLM output, or a wrapper the framing does not know"
+
+
+def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout, explain_lines: bool = False) -> int:
     scan = Pass(path, clock)
     pipe = scan.pipeline
     results = collections.Counter()
@@ -40,7 +59,17 @@ def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout) -> int:
             results[result] += 1
             if result == UNPARSED and stats:
                 shapes[shape(line, clock)] += 1
+            if explain_lines:
+                what = explain(line, result, events, pipe.pending_tracebacks > 0, clock)
+                out.write(f"{pipe.lineno}\t{result}\t{what}\t{line[:160]}\n")
+                for ev in events:
+                    kinds[ev.kind] += 1
+                continue
             emit(events)
+    if explain_lines:
+        for ev in pipe.flush():
+            out.write(f"{ev.line}\tparsed\t{ev.kind} (traceback ended)\t\n")
+        return 0
     emit(pipe.flush())
 
     if stats:
