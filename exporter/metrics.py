@@ -32,6 +32,7 @@ Start-up facts (reset when the server starts again):
 HTTP and errors:
     vllm_log_http_requests_total{method,endpoint,status},
     vllm_log_errors_total{kind}, vllm_log_last_error_timestamp_seconds{kind},
+    vllm_log_oom_requested_bytes{gpu}, vllm_log_oom_free_bytes{gpu} (the last OOM's, gpu 0-63 else other),
     vllm_log_messages_total{level}
 The exporter itself:
     vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
@@ -227,6 +228,11 @@ class Metrics:
         self.errors = c("vllm_log_errors", "Errors seen: oom, cuda_error, nccl_error, engine_dead (one per death, "
                         "however many lines log it), traceback (one that is none of the others).", S + ["kind"])
         self.last_error = g("vllm_log_last_error_timestamp_seconds", "Time of the last error of each kind.", S + ["kind"])
+        # the last OOM's numbers, kept across the restart it usually causes (not window gauges)
+        self.oom_requested = g("vllm_log_oom_requested_bytes", "What the last CUDA OOM tried to allocate, by GPU.",
+                               S + ["gpu"])
+        self.oom_free = g("vllm_log_oom_free_bytes", "Free memory on the GPU at the last CUDA OOM, as PyTorch reported it.",
+                          S + ["gpu"])
         self.log_messages = c("vllm_log_messages", "vLLM WARNING/ERROR/CRITICAL lines not otherwise recognised.", S + ["level"])
 
         self.last_line = g("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
@@ -318,7 +324,7 @@ class Metrics:
         self._servers.add(server)
         for kind in ERROR_KINDS:
             self.errors.touch((server, kind))
-        for label in ("engine", "worker", "method", "endpoint", "status"):
+        for label in ("engine", "worker", "method", "endpoint", "status", "gpu"):
             self.label_overflow.touch((server, label))
         for result in RESULTS:
             self.lines.touch((server, result))
@@ -609,6 +615,12 @@ class Metrics:
 
     def _on_oom(self, server, ev, f):
         self._error(server, ev, "oom")
+        if "gpu" in f:
+            gpu = _engine_label(f["gpu"]) or self._overflow(server, "gpu")
+            if "tried_to_allocate_bytes" in f:
+                self._child(self.oom_requested, (server, gpu)).set(f["tried_to_allocate_bytes"])
+            if "free_bytes" in f:
+                self._child(self.oom_free, (server, gpu)).set(f["free_bytes"])
 
     def _on_cuda_error(self, server, ev, f):
         self._error(server, ev, "cuda_error")

@@ -14,6 +14,15 @@ def _pct(x: float) -> str:
     return f"{x * 100:g}%"
 
 
+# The last OOM's own numbers, from the exporter's gauges, where the message gave them.
+OOM_NUMBERS = (
+    '{{ with printf "vllm_log_oom_requested_bytes{server=\\"%s\\"}" $labels.server | query }}{{ with first . }}'
+    " The last one on GPU {{ .Labels.gpu }} asked for {{ .Value | humanize1024 }}B{{ end }}{{ end }}"
+    '{{ with printf "vllm_log_oom_free_bytes{server=\\"%s\\"}" $labels.server | query }}{{ with first . }}'
+    " with {{ .Value | humanize1024 }}B free.{{ end }}{{ end }}"
+)
+
+
 def groups() -> list[dict]:
     errors = [
         {
@@ -22,8 +31,9 @@ def groups() -> list[dict]:
             "labels": {"severity": "critical"},
             "annotations": {
                 "summary": "CUDA out of memory on vLLM server {{ $labels.server }}",
-                "description": "vLLM on {{ $labels.server }} logged {{ $value | printf \"%.0f\" }} CUDA OOM(s) in the last 10 minutes. "
-                               "Lower --gpu-memory-utilization, --max-num-seqs or --max-num-batched-tokens, or the context length; "
+                "description": "vLLM on {{ $labels.server }} logged {{ $value | printf \"%.0f\" }} CUDA OOM(s) in the last 10 minutes."
+                               + OOM_NUMBERS +
+                               " Lower --gpu-memory-utilization, --max-num-seqs or --max-num-batched-tokens, or the context length; "
                                "`vllm-log-exporter report` on the log shows the memory split found at start-up.",
             },
         },

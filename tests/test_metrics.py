@@ -178,3 +178,17 @@ def test_the_responses_the_5xx_and_429_alerts_watch_are_born_at_0():
                      endpoint="/v1/chat/completions", status=status) == 0
     born = [ls for (n, ls) in s if n == "vllm_log_http_requests_total"]
     assert len(born) == 12  # 4 inference routes x 3 statuses: bounded
+
+
+def test_the_last_oom_numbers_are_gauges_by_gpu_and_survive_the_restart():
+    m = Metrics(process_metrics=False)
+    m.add_server("s")
+    _, events = run_lines(SAMPLE.read_text(encoding="utf-8").splitlines())  # its OOM, then two restarts
+    m.observe_many("s", events)
+    s = samples(m.render().decode())
+    assert value(s, "vllm_log_oom_requested_bytes", server="s", gpu="0") == 2 * 2**30
+    assert value(s, "vllm_log_oom_free_bytes", server="s", gpu="0") == round(1.07 * 2**30)
+    m.observe("s", Event("oom", {"gpu": 4000, "tried_to_allocate_bytes": 1.0, "free_bytes": 0.0}, 1.0))
+    s = samples(m.render().decode())
+    assert value(s, "vllm_log_oom_requested_bytes", server="s", gpu="other") == 1.0  # bounded like engines
+    assert value(s, "vllm_log_exporter_label_overflow_total", server="s", label="gpu") == 1

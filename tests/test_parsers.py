@@ -505,3 +505,27 @@ def test_the_usual_offload_body_is_plain():
     assert kv_transfer.plain_metrics(body) == {"vllm:kv_offload_cpu_cache_usage_perc": 0.0082,
                                                "vllm:kv_offload_load_bytes": 152043520.0,
                                                "vllm:kv_offload_load_time": 0.003019350341933038}
+
+
+def test_oom_keeps_the_numbers_in_every_pytorch_wording():
+    # PyTorch 2.1 (sic: "capacty")
+    f = one("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacty of "
+            "23.69 GiB of which 3.09 GiB is free. Including non-PyTorch memory, this process has 20.59 GiB memory in "
+            "use. Of the allocated memory 19.82 GiB is allocated by PyTorch, and 400.36 MiB is reserved by PyTorch but "
+            "unallocated. If reserved but unallocated memory is large try setting max_split_size_mb", "oom").fields
+    assert (f["gpu"], f["tried_to_allocate_bytes"]) == (0, 2 * GIB)
+    assert f["total_capacity_bytes"] == round(23.69 * GIB) and f["free_bytes"] == round(3.09 * GIB)
+    assert f["in_use_bytes"] == round(20.59 * GIB) and f["allocated_bytes"] == round(19.82 * GIB)
+    assert f["reserved_bytes"] == round(19.82 * GIB) + round(400.36 * MIB)
+    # 2.2 and later: other processes named too
+    f = one("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 3 has a total capacity of "
+            "79.14 GiB of which 210.75 MiB is free. Process 4242 has 78.93 GiB memory in use. Including non-PyTorch "
+            "memory, this process has 78.93 GiB memory in use. Of the allocated memory 77.10 GiB is allocated by "
+            "PyTorch, and 1.20 GiB is reserved by PyTorch but unallocated.", "oom").fields
+    assert (f["gpu"], f["free_bytes"], f["in_use_bytes"]) == (3, round(210.75 * MIB), round(78.93 * GIB))
+    # 2.0 and earlier: every number in the parenthesis, reserved included
+    f = one("RuntimeError: CUDA out of memory. Tried to allocate 36.00 MiB (GPU 1; 7.93 GiB total capacity; 130.35 MiB "
+            "already allocated; 47.06 MiB free; 188.00 MiB reserved in total by PyTorch) If reserved memory is >> "
+            "allocated memory try setting max_split_size_mb", "oom").fields
+    assert (f["gpu"], f["total_capacity_bytes"], f["free_bytes"]) == (1, round(7.93 * GIB), round(47.06 * MIB))
+    assert f["allocated_bytes"] == round(130.35 * MIB) and f["reserved_bytes"] == 188 * MIB

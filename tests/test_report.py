@@ -216,3 +216,11 @@ def test_a_window_after_the_start_up_keeps_the_configuration_of_the_server_runni
     assert s["config"]["version"] == full["config"]["version"] and s["config"]["gpu_kv_cache_tokens"] == 285336
     assert s["config"]["workers"] and s["config"]["workers"] == full["config"]["workers"]
     assert s["range"]["starts"] == 0 and full["range"]["starts"] == 3
+
+
+def test_the_report_gives_each_oom_its_numbers_and_how_short_it_was():
+    r = cli("report", str(ROOT / "exporter" / "data" / "sample.log"), "--year", "2026", "--timezone", "UTC")
+    assert "| 2026-08-04 02:52:52 UTC | 0 | 2.00 GiB | 1.07 GiB | 94.97 GiB | 93.89 GiB |" in r.stdout
+    assert "The last OOM asked for 2.00 GiB with 1.07 GiB free: 0.93 GiB short on GPU 0." in r.stdout
+    js = json.loads(cli("report", str(ROOT / "exporter" / "data" / "sample.log"), "--format", "json").stdout)
+    assert js["ooms"][0]["gpu"] == 0 and js["ooms"][0]["tried_to_allocate_bytes"] == 2 * 2**30

@@ -18,8 +18,18 @@ from exporter.parsers.base import Parser
 _SZ = r"([\d.]+) ?(B|KiB|MiB|GiB|TiB|KB|MB|GB)"
 _OOM = re.compile(r"(?:\b(CUDA|XPU|NPU|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError)")
 _TRIED = re.compile(rf"Tried to allocate {_SZ}")
-_GPU_NEW = re.compile(rf"GPU (\d+) has a total capacity of {_SZ} of which {_SZ} is free")
-_GPU_OLD = re.compile(rf"\(GPU (\d+); {_SZ} total capacity(?:; {_SZ} already allocated)?(?:; {_SZ} free)?")
+# Every wording PyTorch's CUDA caching allocator has used for the numbers (c10/cuda/CUDACachingAllocator.cpp):
+#   <= 2.0: "Tried to allocate X (GPU 0; T total capacity; A already allocated; F free; R reserved in total by PyTorch)"
+#   2.1:    "Tried to allocate X. GPU 0 has a total capacty of T of which F is free. Including non-PyTorch memory,
+#            this process has U memory in use. Of the allocated memory A is allocated by PyTorch, and R' is
+#            reserved by PyTorch but unallocated."  (sic: "capacty")
+#   >= 2.2: the same with "capacity", and "Process P has U memory in use." for each process on the GPU
+_GPU_NEW = re.compile(rf"GPU (\d+) has a total capac(?:i)?ty of {_SZ} of which {_SZ} is free")
+_GPU_OLD = re.compile(rf"\(GPU (\d+); {_SZ} total capacity(?:; {_SZ} already allocated)?(?:; {_SZ} free)?"
+                      rf"(?:; {_SZ} reserved in total by PyTorch)?")
+_IN_USE = re.compile(rf"this process has {_SZ} memory in use")
+_BY_PYTORCH = re.compile(rf"Of the allocated memory {_SZ} is allocated by PyTorch, and {_SZ} is reserved by PyTorch "
+                         r"but unallocated")
 _EXC_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):")
 
 _CUDA_ERROR = re.compile(r"CUDA error: (.+?)\s*$|(cuMemcpyBatchAsync failed.*)$|(CUBLAS_STATUS_\w+)")
@@ -67,6 +77,14 @@ def _oom(frame: Frame) -> list[Event] | None:
         fields["gpu"] = int(m.group(1))
         fields["total_capacity_bytes"] = to_bytes(float(m.group(2)), m.group(3))
         fields["free_bytes"] = to_bytes(float(m.group(4)), m.group(5))
+        m = _IN_USE.search(msg)
+        if m:
+            fields["in_use_bytes"] = to_bytes(float(m.group(1)), m.group(2))
+        m = _BY_PYTORCH.search(msg)
+        if m:
+            fields["allocated_bytes"] = to_bytes(float(m.group(1)), m.group(2))
+            # what PyTorch reserved = what it allocated + what it holds unallocated
+            fields["reserved_bytes"] = fields["allocated_bytes"] + to_bytes(float(m.group(3)), m.group(4))
     else:
         m = _GPU_OLD.search(msg)
         if m:
@@ -76,6 +94,8 @@ def _oom(frame: Frame) -> list[Event] | None:
                 fields["allocated_bytes"] = to_bytes(float(m.group(4)), m.group(5))
             if m.group(6):
                 fields["free_bytes"] = to_bytes(float(m.group(6)), m.group(7))
+            if m.group(8):
+                fields["reserved_bytes"] = to_bytes(float(m.group(8)), m.group(9))
     return [Event("oom", fields)]
 
 

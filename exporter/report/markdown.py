@@ -143,4 +143,18 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
         msg = (e["first_message"] or "").replace("|", "\\|")
         parts.append(f"| {kind} | {e['count']} | {_time(e['first'], tz) if e['count'] else '–'} | {msg if e['count'] else ''} |")
     parts.append("")
+    ooms = [o for o in s.get("ooms", []) if "tried_to_allocate_bytes" in o or "free_bytes" in o]
+    if ooms:
+        parts += ["| OOM at | GPU | Asked for | Free | Total | In use by the process | Allocated by PyTorch | Reserved by PyTorch |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for o in ooms:
+            parts.append(f"| {_time(o['ts'], tz)} | {o.get('gpu', '–')} | {_gib(o.get('tried_to_allocate_bytes'))} | "
+                         f"{_gib(o.get('free_bytes'))} | {_gib(o.get('total_capacity_bytes'))} | {_gib(o.get('in_use_bytes'))} | "
+                         f"{_gib(o.get('allocated_bytes'))} | {_gib(o.get('reserved_bytes'))} |")
+        o = ooms[-1]
+        if "tried_to_allocate_bytes" in o and "free_bytes" in o:
+            short = o["tried_to_allocate_bytes"] - o["free_bytes"]
+            parts += ["", f"The last OOM asked for {_gib(o['tried_to_allocate_bytes'])} with {_gib(o['free_bytes'])} free: "
+                          f"{_gib(max(0, short))} short on GPU {o.get('gpu', '?')}."]
+        parts.append("")
     return "\n".join(parts)

@@ -57,6 +57,9 @@ class Transfer:
     ts: float | None
 
 
+_OOM_NUMBERS = ("gpu", "tried_to_allocate_bytes", "free_bytes", "total_capacity_bytes", "in_use_bytes",
+                "allocated_bytes", "reserved_bytes")
+
 # Start-up facts: before --since they still describe the server the window sees.
 FACT_KINDS = frozenset({"version", "model", "engine_config", "kv_cache_size", "gpu_blocks", "max_concurrency",
                         "kv_cache_memory", "model_load", "memory_profile", "init_engine", "offload_pool"})
@@ -85,6 +88,7 @@ class RunStats:
         self.http_status: dict[int, int] = {}
         self.http_minutes: dict[int, dict[str, int]] = {}  # minute (unix s) -> status class -> responses
         self.error_times: list[tuple[float, str]] = []
+        self.ooms: list[dict] = []  # each OOM's GPU and numbers, where its message gave them
         self.http_endpoint: dict[tuple[str, str], int] = {}
         # kind -> [count, (ts, line) of the first, its message]; tracebacks finish out of order, so
         # "first" is decided by time and line number, not by arrival.
@@ -274,6 +278,8 @@ class RunStats:
 
     def _on_oom(self, ev, f):
         self._error(ev, "oom")
+        if len(self.ooms) < 100:
+            self.ooms.append({"ts": ev.ts, **{k: f[k] for k in _OOM_NUMBERS if k in f}})
 
     def _on_cuda_error(self, ev, f):
         self._error(ev, "cuda_error")
@@ -302,6 +308,7 @@ class RunStats:
             "http": self._http(),
             "errors": {k: {"count": v[0], "first": v[1][0] if v[1] and v[1][0] != float("inf") else None,
                            "first_message": v[2]} for k, v in self.errors.items()},
+            "ooms": sorted(self.ooms, key=lambda o: o["ts"] if o["ts"] is not None else float("inf")),
         }
         return out
 
