@@ -28,12 +28,15 @@ KINDS = (
     "cuda_error",
     "nccl_error",
     "engine_dead",
+    "startup_failure",
     "traceback",
     "log",
 )
 
 # Error kinds, in the order an alert cares about them.
-ERROR_KINDS = ("oom", "cuda_error", "nccl_error", "engine_dead", "traceback")
+ERROR_KINDS = ("oom", "cuda_error", "nccl_error", "engine_dead", "startup_failure", "traceback")
+# Why a start-up failed (exporter.parsers.startup_failure), a bounded label.
+STARTUP_FAILURE_REASONS = ("kv_cache_too_small", "no_kv_memory", "weights_oom", "bad_argument", "other")
 
 
 @dataclass(slots=True)

@@ -6,6 +6,12 @@ for the sample log's two deaths. ``Deaths`` makes them one: an ``engine_dead`` s
 death when none was seen since the server last started (its version banner), or when the last
 signal is more than ``DEATH_WINDOW_SECONDS`` away in log time (a log that holds no banner).
 
+A failed start-up is logged several times too: the EngineCore or worker's "failed to start" line,
+the traceback of its exception (whose last line says why: a KV cache too small, weights that did
+not fit...), the API server's "Engine core initialization failed". ``StartFailures`` makes them one
+failed start, and gives each reason the log states once; a failed start whose log names no reason
+counts as ``other`` when it is over (the next start, or a signal beyond the window).
+
 A traceback counts as ``traceback`` only when it is none of the named kinds: the OOM, CUDA, NCCL or
 dead-engine error it raised is counted as that kind instead (``unclassified``).
 """
@@ -37,3 +43,34 @@ class Deaths:
 def unclassified(traceback_fields: dict) -> bool:
     """A traceback that raised none of the named error kinds."""
     return not traceback_fields.get("kinds")
+
+
+class StartFailures:
+    def __init__(self) -> None:
+        self._open = False
+        self._last: float | None = None
+        self._reasons: set[str] = set()
+
+    def signal(self, ts: float | None, reason: str) -> tuple[bool, list[str]]:
+        """(a new failed start?, the reasons to count now)."""
+        counted: list[str] = []
+        far = ts is not None and self._last is not None and abs(ts - self._last) > DEATH_WINDOW_SECONDS
+        new = not self._open or far
+        if new:
+            counted += self._close()
+            self._open = True
+        if ts is not None:
+            self._last = ts if new or self._last is None else max(self._last, ts)
+        if reason != "other" and reason not in self._reasons:
+            self._reasons.add(reason)
+            counted.append(reason)
+        return new, counted
+
+    def started(self) -> list[str]:
+        """A server start: an open failed start is over."""
+        return self._close()
+
+    def _close(self) -> list[str]:
+        counted = ["other"] if self._open and not self._reasons else []
+        self._open, self._last, self._reasons = False, None, set()
+        return counted

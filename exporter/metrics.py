@@ -33,6 +33,7 @@ HTTP and errors:
     vllm_log_http_requests_total{method,endpoint,status},
     vllm_log_errors_total{kind}, vllm_log_last_error_timestamp_seconds{kind},
     vllm_log_oom_requested_bytes{gpu}, vllm_log_oom_free_bytes{gpu} (the last OOM's, gpu 0-63 else other),
+    vllm_log_startup_failures_total{reason},
     vllm_log_messages_total{level}
 The exporter itself:
     vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
@@ -60,8 +61,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client import PlatformCollector, ProcessCollector, disable_created_metrics
 
 from exporter import __version__
-from exporter.events import ERROR_KINDS, KINDS, Event
-from exporter.incidents import Deaths, unclassified
+from exporter.events import ERROR_KINDS, KINDS, STARTUP_FAILURE_REASONS, Event
+from exporter.incidents import Deaths, StartFailures, unclassified
 from exporter.pipeline import RESULTS
 from exporter.tables import CounterFamily, GaugeFamily, Table
 
@@ -226,13 +227,15 @@ class Metrics:
 
         self.http = c("vllm_log_http_requests", "HTTP responses in vLLM's access log.", S + ["method", "endpoint", "status"])
         self.errors = c("vllm_log_errors", "Errors seen: oom, cuda_error, nccl_error, engine_dead (one per death, "
-                        "however many lines log it), traceback (one that is none of the others).", S + ["kind"])
+                        "however many lines log it), startup_failure, traceback (one that is none of the others).", S + ["kind"])
         self.last_error = g("vllm_log_last_error_timestamp_seconds", "Time of the last error of each kind.", S + ["kind"])
         # the last OOM's numbers, kept across the restart it usually causes (not window gauges)
         self.oom_requested = g("vllm_log_oom_requested_bytes", "What the last CUDA OOM tried to allocate, by GPU.",
                                S + ["gpu"])
         self.oom_free = g("vllm_log_oom_free_bytes", "Free memory on the GPU at the last CUDA OOM, as PyTorch reported it.",
                           S + ["gpu"])
+        self.startup_failures = c("vllm_log_startup_failures", "Start-ups that failed, by reason (kv_cache_too_small, "
+                                  "no_kv_memory, weights_oom, bad_argument, other).", S + ["reason"])
         self.log_messages = c("vllm_log_messages", "vLLM WARNING/ERROR/CRITICAL lines not otherwise recognised.", S + ["level"])
 
         self.last_line = g("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
@@ -267,6 +270,7 @@ class Metrics:
         self._workers: dict[str, set[str]] = {}
         self._models: dict[str, list] = {}  # server -> [served name, path] of the current run
         self._deaths: dict[str, Deaths] = {}
+        self._start_failures: dict[str, StartFailures] = {}
         self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
         self._idle_values = tuple(fam.values for fam in (self.prompt_tps, self.gen_tps, self.running,
                                                           self.waiting, self.swapped))
@@ -324,6 +328,8 @@ class Metrics:
         self._servers.add(server)
         for kind in ERROR_KINDS:
             self.errors.touch((server, kind))
+        for reason in STARTUP_FAILURE_REASONS:
+            self.startup_failures.touch((server, reason))
         for label in ("engine", "worker", "method", "endpoint", "status", "gpu"):
             self.label_overflow.touch((server, label))
         for result in RESULTS:
@@ -564,6 +570,10 @@ class Metrics:
         # A version line opens a new start-up: everything learnt about the previous run goes.
         self.reset_server(server)
         self._deaths.pop(server, None)
+        tracker = self._start_failures.get(server)
+        if tracker is not None:
+            for r in tracker.started():
+                self.startup_failures.inc((server, r))
         self.starts.inc((server,))
         self._only(self.build_info, server, str(f["version"])[:200])
         self._models[server] = [None, None]
@@ -638,6 +648,15 @@ class Metrics:
             self._busy[key] = False
             if key in self.stalled.values:
                 self.stalled.values[key] = 0.0
+
+    def _on_startup_failure(self, server, ev, f):
+        tracker = self._start_failures.setdefault(server, StartFailures())
+        reason = f.get("reason") if f.get("reason") in STARTUP_FAILURE_REASONS else "other"
+        new, reasons = tracker.signal(ev.ts, reason)  # one failed start, however many lines say so
+        if new:
+            self._error(server, ev, "startup_failure")
+        for r in reasons:
+            self.startup_failures.inc((server, r))
 
     def _on_traceback(self, server, ev, f):
         if unclassified(f):  # an OOM's traceback is counted as the OOM

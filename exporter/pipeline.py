@@ -108,6 +108,11 @@ MAX_EXCEPTION_EXTRA_LINES = 20
 TRACEBACK_IDLE_SECONDS = 2.0
 
 
+# vLLM's model loaders: a CUDA OOM raised inside one is weights that do not fit, a failed start-up.
+_LOADING_FUNCTIONS = frozenset({"load_model", "load_weights", "_load_weights", "initialize_model", "_initialize_model",
+                                "load_model_weights", "download_and_load_weights"})
+
+
 @dataclass
 class _Traceback:
     ts: float | None
@@ -119,6 +124,7 @@ class _Traceback:
     exceptions: list[list[str]] = field(default_factory=list)
     frames: int = 0
     where: str | None = None
+    loading: bool = False  # a frame was loading the model's weights (an OOM there: the weights do not fit)
     lines: int = 1
     extra: int = 0
     touched: float = 0.0
@@ -145,6 +151,8 @@ class _Traceback:
                 if m:
                     self.frames += 1
                     self.where = f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)}" + (f" in {m.group(3)}" if m.group(3) else "")
+                    if m.group(3) in _LOADING_FUNCTIONS:
+                        self.loading = True
             else:
                 self.exceptions.append([s])
                 self.phase = "exception"
@@ -190,6 +198,9 @@ class _Traceback:
                 if ev.kind not in seen:
                     seen.add(ev.kind)
                     out.append(ev)
+        if "oom" in seen and self.loading and "startup_failure" not in seen:
+            seen.add("startup_failure")
+            out.append(Event("startup_failure", {"reason": "weights_oom", "message": fields.get("message", "")[:500]}))
         # what the traceback was recognised as (exporter.incidents: such a traceback is counted as that kind)
         fields["kinds"] = sorted(seen)
         for ev in out:

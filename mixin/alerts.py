@@ -48,6 +48,20 @@ def groups() -> list[dict]:
             },
         },
         {
+            "alert": "VllmStartupFailed",
+            "expr": 'increase(vllm_log_errors_total{kind="startup_failure"}[10m]) > 0',
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "vLLM server {{ $labels.server }} failed to start",
+                "description": "vLLM on {{ $labels.server }} did not start"
+                               '{{ with printf "topk(1, increase(vllm_log_startup_failures_total{server=\\"%s\\"}[10m]) > 0)" '
+                               "$labels.server | query }}{{ with first . }} ({{ .Labels.reason }}){{ end }}{{ end }}. "
+                               "kv_cache_too_small: one max-length request needs more KV cache than there is; lower "
+                               "--max-model-len or raise --gpu-memory-utilization. `vllm-log-exporter report` on the log "
+                               "gives the numbers and the setting that would fit.",
+            },
+        },
+        {
             "alert": "VllmEngineStalled",
             "expr": "max by (server, engine) (vllm_log_engine_stalled) == 1\n"
                     "  and on (server) max by (server) (vllm_log_exporter_source_up) == 1",

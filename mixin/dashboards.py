@@ -181,6 +181,7 @@ ANNOTATIONS = [
     _annotation(label, f'sum by (server) (increase(vllm_log_errors_total{{{S}, kind="{kind}"}}[$__interval])) > 0',
                 colour, label)
     for kind, label, colour in (("oom", "CUDA out of memory", "red"), ("engine_dead", "Engine dead", "dark-red"),
+                                ("startup_failure", "Start-up failed", "dark-orange"),
                                 ("cuda_error", "CUDA error", "purple"), ("nccl_error", "NCCL error", "orange"))
 ]
 

@@ -68,3 +68,15 @@ def test_a_traceback_is_counted_as_traceback_only_when_it_is_none_of_the_named_k
     assert value(s, "vllm_log_errors_total", kind="oom") == 1
     assert value(s, "vllm_log_exporter_events_total", kind="traceback") == 2
     assert stats.errors["traceback"][0] == 1 and stats.errors["traceback"][2].startswith("json.decoder.JSONDecodeError")
+
+
+def test_a_failed_start_logged_three_times_is_one_with_its_reason_and_one_without_any_is_other():
+    from exporter.incidents import StartFailures
+
+    t = StartFailures()
+    assert t.signal(100.0, "other") == (True, [])            # "EngineCore failed to start."
+    assert t.signal(100.5, "kv_cache_too_small") == (False, ["kv_cache_too_small"])  # its traceback says why
+    assert t.signal(101.0, "other") == (False, [])           # "Engine core initialization failed"
+    assert t.started() == []                                 # the next start: nothing left to count
+    assert t.signal(500.0, "other") == (True, [])            # a failed start that never says why ...
+    assert t.started() == ["other"]                          # ... is "other" once it is over

@@ -322,7 +322,6 @@ def test_nccl_errors_and_non_errors():
         "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already.",
         "CRITICAL 01-01 00:00:00 [multiproc_executor.py:48] MulitprocExecutor got fatal signal from worker processes, shutting down.",
         "!!!!!!! Segfault encountered !!!!!!!",
-        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
     ],
 )
 def test_engine_dead_signatures(line):
@@ -529,3 +528,62 @@ def test_oom_keeps_the_numbers_in_every_pytorch_wording():
             "allocated memory try setting max_split_size_mb", "oom").fields
     assert (f["gpu"], f["total_capacity_bytes"], f["free_bytes"]) == (1, round(7.93 * GIB), round(47.06 * MIB))
     assert f["allocated_bytes"] == round(130.35 * MIB) and f["reserved_bytes"] == 188 * MIB
+
+
+@pytest.mark.parametrize("line, reason, numbers", [
+    ("(EngineCore_DP0 pid=18799) ERROR 10-08 20:33:48 [core.py:708] ValueError: To serve at least one request with the "
+     "models's max seq len (40960), (5.62 GiB KV cache is needed, which is larger than the available KV cache memory "
+     "(4.50 GiB). Based on the available memory, the estimated maximum model length is 32768. Try increasing "
+     "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+     "kv_cache_too_small", {"max_model_len": 40960, "needed_bytes": round(5.62 * GIB), "available_bytes": round(4.5 * GIB),
+                            "estimated_max_model_len": 32768}),
+    ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV "
+     "cache (22512). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+     "kv_cache_too_small", {"max_model_len": 32768, "kv_cache_tokens": 22512}),
+    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+     "the engine.", "no_kv_memory", {}),
+    ("ValueError: Model architectures ['FooForCausalLM'] are not supported for now. Supported architectures: "
+     "dict_keys(['LlamaForCausalLM'])", "bad_argument", {"architecture": "FooForCausalLM"}),
+    ("vllm serve: error: unrecognized arguments: --max-modle-len 4096", "bad_argument",
+     {"argument": "unrecognized arguments: --max-modle-len 4096"}),
+    ("api_server.py: error: argument --dtype: invalid choice: 'fp7' (choose from 'auto', 'half')", "bad_argument", {}),
+    ("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}", "other", {}),
+])
+def test_startup_failures_keep_their_reason_and_numbers(line, reason, numbers):
+    f = one(line, "startup_failure").fields
+    assert f["reason"] == reason
+    for k, v in numbers.items():
+        assert f[k] == v, k
+
+
+def test_an_oom_while_loading_the_weights_is_a_failed_start_up_as_well():
+    from tests.conftest import run_lines
+
+    tb = [
+        "(Worker_TP0 pid=7) ERROR 08-04 02:43:20 [multiproc_executor.py:1] WorkerProc failed to start.",
+        "(Worker_TP0 pid=7) Traceback (most recent call last):",
+        '(Worker_TP0 pid=7)   File "/v/gpu_model_runner.py", line 1800, in load_model',
+        "(Worker_TP0 pid=7)     self.model = model_loader.load_model(",
+        '(Worker_TP0 pid=7)   File "/v/default_loader.py", line 300, in load_weights',
+        "(Worker_TP0 pid=7)     param.data.copy_(w)",
+        "(Worker_TP0 pid=7) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
+        "capacity of 23.55 GiB of which 512.00 MiB is free.",
+        "(APIServer pid=1) INFO 08-04 02:43:30 [api_server.py:1] after",
+    ]
+    _, events = run_lines(tb)
+    kinds = [e.kind for e in events]
+    # two lines say the start failed ("failed to start", the OOM inside load_weights) ...
+    assert "oom" in kinds and [e.fields["reason"] for e in events if e.kind == "startup_failure"] == ["other", "weights_oom"]
+    tb_fields = next(e.fields for e in events if e.kind == "traceback")
+    assert "startup_failure" in tb_fields["kinds"]
+    # ... and they are one failed start, for the reason the log gives
+    from exporter.metrics import Metrics
+    from tests.helpers import samples, value
+
+    m = Metrics(process_metrics=False)
+    m.add_server("s")
+    m.observe_many("s", events)
+    s = samples(m.render().decode())
+    assert value(s, "vllm_log_errors_total", server="s", kind="startup_failure") == 1
+    assert value(s, "vllm_log_startup_failures_total", server="s", reason="weights_oom") == 1
+    assert value(s, "vllm_log_startup_failures_total", server="s", reason="other") == 0

@@ -318,6 +318,10 @@ def v0_sample() -> list[str]:
            f"Number of speculative tokens: 3, Number of accepted tokens: {int(drafted * acc)}, "
            f"Number of draft tokens: {drafted}, Number of emitted tokens: {int(drafted * acc) + drafted // 3}.")
     v0("WARNING", "scheduler.py:1089", "Sequence group 12 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space.")
+    # a restart with a longer context that no longer fits (V0's wording of the start-up failure)
+    v0("ERROR", "engine.py:366", "ValueError: The model's max seq len (65536) is larger than the maximum number of "
+       "tokens that can be stored in KV cache (28123). Try increasing `gpu_memory_utilization` or decreasing "
+       "`max_model_len` when initializing the engine.")
     return out
 
 

@@ -42,10 +42,7 @@ _ENGINE_DEAD = (
     "EngineDeadError",
     "AsyncLLM output_handler failed",
     "died unexpectedly, shutting down client",
-    "EngineCore failed to start",
-    "Engine core initialization failed",
     "WorkerProc hit an exception",
-    "WorkerProc failed to start",
     "AsyncEngineDeadError",
     "is already dead, terminating server process",
     "Engine background task failed",
@@ -142,9 +139,12 @@ CUDA_ERROR = Parser("cuda_error", ("CUDA error", "cuMemcpyBatchAsync", "CUBLAS_S
 NCCL_ERROR = Parser("nccl_error", ("NCCL error", "nccl", "Watchdog caught"), _nccl)
 ENGINE_DEAD = Parser(
     "engine_dead",
-    ("EngineCore", "EngineDead", "AsyncLLM", "died unexpectedly", "Engine core", "WorkerProc", "already dead",
+    ("EngineCore", "EngineDead", "AsyncLLM", "died unexpectedly", "WorkerProc", "already dead",
      "Engine background", "Engine loop", "fatal signal", "Segfault"),
     _engine_dead,
 )
 
-ERROR_PARSERS = (OOM, CUDA_ERROR, NCCL_ERROR, ENGINE_DEAD)
+from exporter.parsers import startup_failure  # noqa: E402 - one family of its own, checked among the errors
+
+# A failed start-up before a dead engine: "Engine core initialization failed" is how a start fails.
+ERROR_PARSERS = (OOM, CUDA_ERROR, NCCL_ERROR, startup_failure.PARSER, ENGINE_DEAD)

@@ -32,6 +32,37 @@ def _table(rows: list[tuple[str, str]], head=("Item", "Value")) -> str:
     return "\n".join(out)
 
 
+def startup_failure_line(sf: dict, config: dict, tz) -> str:
+    """What failed at start-up, with the arithmetic a user needs to fix it."""
+    when = _time(sf.get("ts"), tz)
+    reason = sf.get("reason")
+    if reason == "kv_cache_too_small" and "needed_bytes" in sf:
+        line = (f"Start-up failed at {when}: one request of max_model_len {sf['max_model_len']:,} tokens needs "
+                f"{_gib(sf['needed_bytes'])} of KV cache, the KV cache holds {_gib(sf['available_bytes'])}.")
+        if sf.get("estimated_max_model_len"):
+            line += f" It would fit with --max-model-len {sf['estimated_max_model_len']:,} (vLLM's estimate)"
+        util = config.get("gpu_memory_utilization")
+        total = max((w.get("total_bytes") or 0 for w in config.get("workers", {}).values()), default=0)
+        if isinstance(util, (int, float)) and total:
+            need = util + (sf["needed_bytes"] - sf["available_bytes"]) / total
+            line += (f", or with --gpu-memory-utilization {need:.3f} (now {util:g}; "
+                     f"{_gib(sf['needed_bytes'] - sf['available_bytes'])} more of {_gib(total)} per GPU)" if need < 1
+                     else f"; raising --gpu-memory-utilization cannot make room ({need:.2f} of the GPU would be needed)")
+        return line + "."
+    if reason == "kv_cache_too_small" and "kv_cache_tokens" in sf:
+        return (f"Start-up failed at {when}: max_model_len {sf['max_model_len']:,} tokens is more than the KV cache "
+                f"holds ({sf['kv_cache_tokens']:,} tokens): set --max-model-len {sf['kv_cache_tokens']:,} or less, or "
+                f"raise --gpu-memory-utilization.")
+    words = {"no_kv_memory": "no memory is left for the KV cache blocks after the weights and activations: raise "
+                             "--gpu-memory-utilization, or use a smaller or quantized model",
+             "weights_oom": "the model's weights do not fit in GPU memory (a CUDA OOM while loading them): more "
+                            "tensor parallelism, a quantized model, or a larger GPU",
+             "bad_argument": f"an argument or model vLLM does not accept "
+                             f"({sf.get('argument') or sf.get('architecture') or 'see the log'})",
+             "other": "the engine core failed to initialise; the traceback before it has the root cause"}
+    return f"Start-up failed at {when}: {words.get(reason, words['other'])}."
+
+
 def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
     c, t, sd, kv, cap, http, err = (s["config"], s["throughput"], s["spec_decode"], s["kv_offload"],
                                      s["capacity"], s["http"], s["errors"])
@@ -143,6 +174,8 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
         msg = (e["first_message"] or "").replace("|", "\\|")
         parts.append(f"| {kind} | {e['count']} | {_time(e['first'], tz) if e['count'] else '–'} | {msg if e['count'] else ''} |")
     parts.append("")
+    for sf in s.get("startup_failures", []):
+        parts += [startup_failure_line(sf, s.get("config", {}), tz), ""]
     ooms = [o for o in s.get("ooms", []) if "tried_to_allocate_bytes" in o or "free_bytes" in o]
     if ooms:
         parts += ["| OOM at | GPU | Asked for | Free | Total | In use by the process | Allocated by PyTorch | Reserved by PyTorch |",

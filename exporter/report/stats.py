@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.events import ERROR_KINDS, KINDS, Event
-from exporter.incidents import Deaths, unclassified
+from exporter.incidents import Deaths, StartFailures, unclassified
 
 GB = 1e9  # rates are reported in GB/s (10^9), as PCIe is specified
 
@@ -89,6 +89,8 @@ class RunStats:
         self.http_minutes: dict[int, dict[str, int]] = {}  # minute (unix s) -> status class -> responses
         self.error_times: list[tuple[float, str]] = []
         self.ooms: list[dict] = []  # each OOM's GPU and numbers, where its message gave them
+        self.startup_failures: list[dict] = []
+        self._start_failures = StartFailures()
         self.http_endpoint: dict[tuple[str, str], int] = {}
         # kind -> [count, (ts, line) of the first, its message]; tracebacks finish out of order, so
         # "first" is decided by time and line number, not by arrival.
@@ -135,6 +137,7 @@ class RunStats:
     def _on_version(self, ev, f):
         self.starts.append(ev.ts)
         self._deaths.started()
+        self._start_failures.started()
         self.facts["version"] = f["version"]
         if f.get("model"):
             self.facts["model"] = f["model"]
@@ -281,6 +284,18 @@ class RunStats:
         if len(self.ooms) < 100:
             self.ooms.append({"ts": ev.ts, **{k: f[k] for k in _OOM_NUMBERS if k in f}})
 
+    def _on_startup_failure(self, ev, f):
+        new, reasons = self._start_failures.signal(ev.ts, f.get("reason", "other"))
+        if new:
+            self._error(ev, "startup_failure")
+            if len(self.startup_failures) < 100:
+                self.startup_failures.append({"ts": ev.ts, "reason": "other"})
+        if reasons and reasons[-1] != "other" and self.startup_failures:
+            # the failed start's own reason and numbers replace the generic "failed to start"
+            current = self.startup_failures[-1]
+            if current["reason"] == "other" or current["reason"] == "weights_oom":
+                self.startup_failures[-1] = {"ts": current["ts"], **{k: v for k, v in f.items() if k != "message"}}
+
     def _on_cuda_error(self, ev, f):
         self._error(ev, "cuda_error")
 
@@ -309,6 +324,7 @@ class RunStats:
             "errors": {k: {"count": v[0], "first": v[1][0] if v[1] and v[1][0] != float("inf") else None,
                            "first_message": v[2]} for k, v in self.errors.items()},
             "ooms": sorted(self.ooms, key=lambda o: o["ts"] if o["ts"] is not None else float("inf")),
+            "startup_failures": self.startup_failures,
         }
         return out
 

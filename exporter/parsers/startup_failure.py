@@ -1,0 +1,74 @@
+"""Why a server did not start: the KV cache too small for one max-length request, no memory left
+for the cache blocks, an unknown architecture or argument, the engine core failing to initialise.
+
+vLLM raises these as exceptions at start-up, so they usually end a traceback (whose exception line
+the traceback joiner runs through the error parsers) or stand alone in the EngineCore's ERROR lines.
+Wordings, from vLLM's source:
+
+- V1 (``v1/core/kv_cache_utils.py``): "To serve at least one request with the models's max seq len
+  (N), (X GiB KV cache is needed, which is larger than the available KV cache memory (Y GiB). Based
+  on the available memory, the estimated maximum model length is M. Try increasing
+  `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+- V0: "The model's max seq len (N) is larger than the maximum number of tokens that can be stored in
+  KV cache (M). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` ..."
+- both: "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` ..."
+- "Model architectures ['X'] are not supported for now" / argparse's "error: unrecognized
+  arguments" and "error: argument --x: invalid choice": ``bad_argument``
+- "Engine core initialization failed. See root cause above." / "EngineCore failed to start" /
+  "WorkerProc failed to start": ``other`` (the root cause, when it is one of the above, comes first and is counted by its reason)
+"""
+
+from __future__ import annotations
+
+import re
+
+from exporter.events import STARTUP_FAILURE_REASONS as REASONS, Event
+from exporter.framing import Frame
+from exporter.parsers._values import to_bytes
+from exporter.parsers.base import Parser
+
+__all__ = ["PARSER", "REASONS"]
+
+_SZ = r"([\d.]+) ?(B|KiB|MiB|GiB|TiB|KB|MB|GB)"
+_V1_TOO_SMALL = re.compile(
+    rf"max seq len \((\d+)\), \({_SZ} KV cache is needed, which is larger than the available KV cache memory "
+    rf"\({_SZ}\)\.(?: Based on the available memory, the estimated maximum model length is (\d+)\.)?")
+_V0_TOO_SMALL = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in "
+                           r"KV cache \((\d+)\)")
+_ARCH = re.compile(r"Model architectures? \[?([^\]]*?)\]? (?:are|is) not supported")
+_ARGPARSE = re.compile(r"error: (unrecognized arguments: .*|argument [^:]+: .*)$")
+
+
+def _parse(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    fields: dict
+    m = _V1_TOO_SMALL.search(msg)
+    if m:
+        fields = {"reason": "kv_cache_too_small", "max_model_len": int(m.group(1)),
+                  "needed_bytes": to_bytes(float(m.group(2)), m.group(3)),
+                  "available_bytes": to_bytes(float(m.group(4)), m.group(5))}
+        if m.group(6):
+            fields["estimated_max_model_len"] = int(m.group(6))
+    elif (m := _V0_TOO_SMALL.search(msg)):
+        fields = {"reason": "kv_cache_too_small", "max_model_len": int(m.group(1)), "kv_cache_tokens": int(m.group(2))}
+    elif "No available memory for the cache blocks" in msg:
+        fields = {"reason": "no_kv_memory"}
+    elif (m := _ARCH.search(msg)):
+        fields = {"reason": "bad_argument", "architecture": m.group(1).strip("'\" ")[:200]}
+    elif (m := _ARGPARSE.search(msg)):
+        fields = {"reason": "bad_argument", "argument": m.group(1)[:300]}
+    elif any(w in msg for w in ("Engine core initialization failed", "EngineCore failed to start",
+                                "WorkerProc failed to start")):
+        fields = {"reason": "other"}
+    else:
+        return None
+    fields["message"] = msg[:500]
+    return [Event("startup_failure", fields)]
+
+
+PARSER = Parser(
+    "startup_failure",
+    ("max seq len", "No available memory for the cache blocks", "not supported", "error: unrecognized arguments",
+     "error: argument", "Engine core initialization failed", "EngineCore failed to start", "WorkerProc failed to start"),
+    _parse,
+)
