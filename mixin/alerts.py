@@ -16,14 +16,21 @@ def _pct(x: float) -> str:
 
 # The last OOM's own numbers, from the exporter's gauges, where the message gave them.
 OOM_NUMBERS = (
-    '{{ with printf "vllm_log_oom_requested_bytes{server=\\"%s\\"}" $labels.server | query }}{{ with first . }}'
+    '{{ with printf "vllm_log_oom_requested_bytes{server=\\"%s\\",instance=\\"%s\\"}" $labels.server $labels.instance'
+    ' | query }}{{ with first . }}'
     " The last one on GPU {{ .Labels.gpu }} asked for {{ .Value | humanize1024 }}B{{ end }}{{ end }}"
-    '{{ with printf "vllm_log_oom_free_bytes{server=\\"%s\\"}" $labels.server | query }}{{ with first . }}'
+    '{{ with printf "vllm_log_oom_free_bytes{server=\\"%s\\",instance=\\"%s\\"}" $labels.server $labels.instance'
+    ' | query }}{{ with first . }}'
     " with {{ .Value | humanize1024 }}B free.{{ end }}{{ end }}"
 )
 
 
+def _by(*labels: str) -> str:
+    return ", ".join([*C.KEEP_LABELS, *labels])
+
+
 def groups() -> list[dict]:
+    BS, BSE, BSD = _by("server"), _by("server", "engine"), _by("server", "direction")
     errors = [
         {
             "alert": "VllmCudaOutOfMemory",
@@ -54,8 +61,9 @@ def groups() -> list[dict]:
             "annotations": {
                 "summary": "vLLM server {{ $labels.server }} failed to start",
                 "description": "vLLM on {{ $labels.server }} did not start"
-                               '{{ with printf "topk(1, increase(vllm_log_startup_failures_total{server=\\"%s\\"}[10m]) > 0)" '
-                               "$labels.server | query }}{{ with first . }} ({{ .Labels.reason }}){{ end }}{{ end }}. "
+                               '{{ with printf "topk(1, increase(vllm_log_startup_failures_total{server=\\"%s\\",'
+                               'instance=\\"%s\\"}[10m]) > 0)" $labels.server $labels.instance | query }}'
+                               "{{ with first . }} ({{ .Labels.reason }}){{ end }}{{ end }}. "
                                "kv_cache_too_small: one max-length request needs more KV cache than there is; lower "
                                "--max-model-len or raise --gpu-memory-utilization. `vllm-log-exporter report` on the log "
                                "gives the numbers and the setting that would fit.",
@@ -63,8 +71,8 @@ def groups() -> list[dict]:
         },
         {
             "alert": "VllmEngineStalled",
-            "expr": "max by (server, engine) (vllm_log_engine_stalled) == 1\n"
-                    "  and on (server) max by (server) (vllm_log_exporter_source_up) == 1",
+            "expr": f"max by ({BSE}) (vllm_log_engine_stalled) == 1\n"
+                    f"  and on ({BS}) max by ({BS}) (vllm_log_exporter_source_up) == 1",
             "for": "1m",
             "labels": {"severity": "critical"},
             "annotations": {
@@ -100,8 +108,8 @@ def groups() -> list[dict]:
         {
             "alert": "VllmHigh5xxRatio",
             "expr": (
-                'sum by (server) (rate(vllm_log_http_requests_total{status=~"5.."}[5m]))\n'
-                "  / sum by (server) (rate(vllm_log_http_requests_total[5m]))\n"
+                f'sum by ({BS}) (rate(vllm_log_http_requests_total{{status=~"5.."}}[5m]))\n'
+                f"  / sum by ({BS}) (rate(vllm_log_http_requests_total[5m]))\n"
                 f"  > {C.HTTP_5XX_RATIO:g}"
             ),
             "for": "5m",
@@ -115,8 +123,8 @@ def groups() -> list[dict]:
         {
             "alert": "VllmRateLimited",
             "expr": (
-                'sum by (server) (rate(vllm_log_http_requests_total{status="429"}[5m]))\n'
-                "  / sum by (server) (rate(vllm_log_http_requests_total[5m]))\n"
+                f'sum by ({BS}) (rate(vllm_log_http_requests_total{{status="429"}}[5m]))\n'
+                f"  / sum by ({BS}) (rate(vllm_log_http_requests_total[5m]))\n"
                 f"  > {C.HTTP_429_RATIO:g}"
             ),
             "for": "10m",
@@ -132,8 +140,8 @@ def groups() -> list[dict]:
         {
             "alert": "VllmDraftAcceptanceCollapsed",
             "expr": (
-                "sum by (server, engine) (rate(vllm_log_spec_decode_accepted_tokens_total[10m]))\n"
-                "  / sum by (server, engine) (rate(vllm_log_spec_decode_drafted_tokens_total[10m]))\n"
+                f"sum by ({BSE}) (rate(vllm_log_spec_decode_accepted_tokens_total[10m]))\n"
+                f"  / sum by ({BSE}) (rate(vllm_log_spec_decode_drafted_tokens_total[10m]))\n"
                 f"  < {C.DRAFT_ACCEPTANCE_MIN:g}"
             ),
             "for": "10m",
@@ -148,8 +156,8 @@ def groups() -> list[dict]:
         {
             "alert": "VllmKvCacheFull",
             "expr": (
-                f"max by (server, engine) (vllm_log_gpu_kv_cache_usage_ratio) > {C.KV_CACHE_FULL_RATIO:g}\n"
-                "  and on (server, engine) max by (server, engine) (vllm_log_requests_waiting) > 0"
+                f"max by ({BSE}) (vllm_log_gpu_kv_cache_usage_ratio) > {C.KV_CACHE_FULL_RATIO:g}\n"
+                f"  and on ({BSE}) max by ({BSE}) (vllm_log_requests_waiting) > 0"
             ),
             "for": "5m",
             "labels": {"severity": "warning"},
@@ -162,8 +170,8 @@ def groups() -> list[dict]:
         {
             "alert": "VllmKvOffloadSlow",
             "expr": (
-                "sum by (server, direction) (rate(vllm_log_kv_offload_bytes_total[10m]))\n"
-                "  / sum by (server, direction) (rate(vllm_log_kv_offload_seconds_total[10m]))\n"
+                f"sum by ({BSD}) (rate(vllm_log_kv_offload_bytes_total[10m]))\n"
+                f"  / sum by ({BSD}) (rate(vllm_log_kv_offload_seconds_total[10m]))\n"
                 f"  < {C.KV_OFFLOAD_MIN_BYTES_PER_SECOND:g}"
             ),
             "for": "10m",
@@ -189,6 +197,20 @@ def groups() -> list[dict]:
             },
         },
         {
+            # A central Prometheus fed by per-host agents: a host whose agent died sends no `up` at
+            # all, so VllmLogExporterDown (up == 0) cannot fire for it.
+            "alert": "VllmLogExporterGone",
+            "expr": f"max_over_time(up{{{C.EXPORTER_SELECTOR}}}[1h]) unless up{{{C.EXPORTER_SELECTOR}}}",
+            "for": "5m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "vllm-log-exporter {{ $labels.instance }}{{ with $labels.host }} on {{ . }}{{ end }} is no longer scraped",
+                "description": "Its up series was there in the last hour and is gone: the host, or the Prometheus agent "
+                               "that scrapes it and writes to this store, stopped. Nothing else fires for a target "
+                               "nobody scrapes; this resolves an hour after it went, or when it is back.",
+            },
+        },
+        {
             "alert": "VllmLogSourceDown",
             "expr": "vllm_log_exporter_source_up == 0",
             "for": "5m",
@@ -203,7 +225,7 @@ def groups() -> list[dict]:
             "alert": "VllmLogStale",
             "expr": (
                 f"time() - vllm_log_last_line_timestamp_seconds > {C.LOG_STALE_MINUTES * 60}\n"
-                "  and on (server) vllm_log_exporter_source_up == 1"
+                f"  and on ({BS}) vllm_log_exporter_source_up == 1"
             ),
             "labels": {"severity": "warning"},
             "annotations": {
@@ -215,8 +237,8 @@ def groups() -> list[dict]:
         {
             "alert": "VllmLogLinesNotUnderstood",
             "expr": (
-                'sum by (server) (rate(vllm_log_exporter_lines_total{result="unparsed"}[15m]))\n'
-                "  / sum by (server) (rate(vllm_log_exporter_lines_total[15m])) > 0.2"
+                f'sum by ({BS}) (rate(vllm_log_exporter_lines_total{{result="unparsed"}}[15m]))\n'
+                f"  / sum by ({BS}) (rate(vllm_log_exporter_lines_total[15m])) > 0.2"
             ),
             "for": "15m",
             "labels": {"severity": "warning"},

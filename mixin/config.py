@@ -27,3 +27,9 @@ LOG_STALE_MINUTES = 15
 
 # Grafana datasource uid the provisioned datasource gets.
 DATASOURCE_UID = "vllm-log-prometheus"
+
+# Labels every alert keeps besides server (and engine, direction where it has them), so two hosts
+# that both run a server called "vllm" stay two alerts: `host` (set as an external label by each
+# host's Prometheus agent, deploy/prometheus/agent.yml) and `instance` (the exporter). Labels a
+# series does not have are simply absent from the alert.
+KEEP_LABELS = ["host", "instance"]

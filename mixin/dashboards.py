@@ -1,7 +1,8 @@
 """Grafana dashboards for vllm-log-exporter, as plain JSON models built in Python.
 
 Three boards: an overview, speculative decoding, and memory / KV. Each has template variables for
-the datasource, ``job`` (the exporters' scrape job), ``instance`` (one exporter per GPU host),
+the datasource, ``job`` (the exporters' scrape job), ``host`` (the external label of each host's
+Prometheus agent), ``instance`` (the exporter),
 ``server`` and ``engine`` (multi-select with "All"), stable uids, and on every panel a unit, a
 description, thresholds that mean something (never Grafana's default green/red at 80) and, where an
 alert watches the figure, the alert's threshold drawn as a line. Server starts and each error kind
@@ -15,7 +16,7 @@ from __future__ import annotations
 from mixin import config as C
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
-J = 'job=~"$job", instance=~"$instance"'
+J = 'job=~"$job", host=~"$host", instance=~"$instance"'
 S = J + ', server=~"$server"'
 SE = S + ', engine=~"$engine"'
 TOKS = "suffix: tok/s"
@@ -160,7 +161,9 @@ class Board:
                 {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
                  "current": {"text": "Prometheus", "value": C.DATASOURCE_UID}, "hide": 0, "refresh": 1, "regex": "", "options": [], "includeAll": False, "multi": False},
                 var("job", "Job", "label_values(vllm_log_exporter_build_info, job)"),
-                var("instance", "Exporter", 'label_values(vllm_log_exporter_build_info{job=~"$job"}, instance)'),
+                # `host`: the external label of each host's Prometheus agent (deploy/prometheus/agent.yml)
+                var("host", "Host", 'label_values(vllm_log_exporter_build_info{job=~"$job"}, host)'),
+                var("instance", "Exporter", 'label_values(vllm_log_exporter_build_info{job=~"$job", host=~"$host"}, instance)'),
                 var("server", "Server", f'label_values(vllm_log_exporter_lines_total{{{J}}}, server)'),
                 var("engine", "Engine", f'label_values(vllm_log_stats_windows_total{{{S}}}, engine)'),
             ]},

@@ -64,7 +64,7 @@ def test_check_catches_a_stale_file(tmp_path, monkeypatch, capsys):
 @promtool
 def test_promtool_check_and_unit_test_the_rules():
     r = run("promtool", "check", "rules", str(RULES))
-    assert r.returncode == 0 and "SUCCESS: 15 rules found" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "SUCCESS: 16 rules found" in r.stdout, r.stdout + r.stderr
     r = run("promtool", "test", "rules", str(RULES_TEST))
     assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
 
@@ -124,7 +124,7 @@ def test_dashboard_layout_and_conventions(path):
     assert len(ids) == len(set(ids)), "panel ids must be unique"
     assert d["uid"].startswith("vllm-log-") and len(d["uid"]) <= 40
     names = [v["name"] for v in d["templating"]["list"]]
-    assert names == ["datasource", "job", "instance", "server", "engine"]
+    assert names == ["datasource", "job", "host", "instance", "server", "engine"]
     for v in d["templating"]["list"][1:]:
         assert v["multi"] and v["includeAll"]
     cells = set()
@@ -170,7 +170,7 @@ def lint(d: dict) -> list[str]:
     variables = {v["name"]: v for v in d["templating"]["list"]}
     if variables.get("datasource", {}).get("type") != "datasource":
         problems.append("no templated datasource")
-    for name in ("job", "instance"):
+    for name in ("job", "host", "instance"):
         if variables.get(name, {}).get("type") != "query":
             problems.append(f"no {name} variable")
     queries = []
@@ -203,7 +203,7 @@ def lint(d: dict) -> list[str]:
                 problems.append(f"{where}: {m.group(1)}() over {rng.group(1) if rng else '?'}, not $__rate_interval")
         for m in _SELECTOR.finditer(expr):
             matchers = m.group(2)
-            for var in ("job", "instance"):
+            for var in ("job", "host", "instance"):
                 if f'{var}=~"${var}"' not in matchers:
                     problems.append(f"{where}: {m.group(1)} without {var}=~\"${var}\"")
     return problems

@@ -148,7 +148,7 @@ def _config(tmp, live):
 
 def _substitute(expr: str) -> str:
     return (expr.replace("$__rate_interval", "1m").replace("$__range", "1h").replace("$__interval", "15s")
-            .replace("$job", ".*").replace("$instance", ".*").replace("$server", ".*").replace("$engine", ".*"))
+            .replace("$job", ".*").replace("$host", ".*").replace("$instance", ".*").replace("$server", ".*").replace("$engine", ".*"))
 
 
 def test_rules_are_loaded(stack):
@@ -206,7 +206,9 @@ def test_an_oom_in_the_log_reaches_the_webhook(stack):
     assert alert["labels"]["severity"] == "critical" and alert["labels"]["kind"] == "oom"
     assert alert["labels"]["job"] == "vllm-log-exporter"
     assert alert["annotations"]["summary"] == "CUDA out of memory on vLLM server live"
-    assert body["groupLabels"] == {"alertname": "VllmCudaOutOfMemory", "server": "live"}
+    # grouped per host and exporter too, so same-named servers on two hosts are two notifications
+    assert body["groupLabels"] == {"alertname": "VllmCudaOutOfMemory", "server": "live",
+                                   "instance": alert["labels"]["instance"]}
     assert elapsed < 60
     # the dead engine arrives too, on the same route
     wait_until(lambda: any(a["labels"].get("alertname") == "VllmEngineDead" and a["labels"].get("server") == "live"
