@@ -232,3 +232,22 @@ def test_the_linter_rules_catch_what_they_are_for():
 def test_annotations_mark_server_starts_and_every_error_kind(path):
     names = {a["name"] for a in json.loads(path.read_text())["annotations"]["list"]}
     assert {"Server starts", "CUDA out of memory", "Engine dead", "CUDA error", "NCCL error"} <= names
+
+
+@promtool
+def test_the_commented_examples_in_prometheus_yml_are_valid_once_uncommented(tmp_path):
+    """Code lines are commented with one "# ", explanations with "## ": uncomment every code line
+    where it stands, as a user would, and the file must still be a valid config."""
+    lines = []
+    for line in PROM.read_text().splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith("# ") and not stripped.startswith("## "):
+            indent = line[: len(line) - len(stripped)]
+            line = indent + stripped[2:]
+        lines.append(line)
+    uncommented = tmp_path / "prometheus.yml"
+    uncommented.write_text("\n".join(lines) + "\n")
+    assert "remote_write:" in uncommented.read_text() and "file_sd_configs:" in uncommented.read_text()
+    (tmp_path / "rules").mkdir()
+    r = run("promtool", "check", "config", "--syntax-only", str(uncommented))
+    assert r.returncode == 0, r.stdout + r.stderr
