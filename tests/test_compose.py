@@ -341,3 +341,11 @@ def test_the_grafana_secret_made_as_secrets_readme_says_is_readable_by_grafanas_
     secret.chmod(0o600)  # what the README said before: Grafana cannot read it
     r = read_as_grafana()
     assert r.returncode != 0 and "Permission denied" in r.stderr
+
+
+def test_the_central_datasource_is_provisioned_from_compose_configuration():
+    central = yaml.safe_load((ROOT / "deploy" / "grafana" / "provisioning" / "datasources" / "central.yml").read_text())
+    (ds,) = central["datasources"]
+    assert ds["url"] == "$CENTRAL_PROMETHEUS_URL" and ds["uid"] != "vllm-log-prometheus" and not ds["isDefault"]
+    env = yaml.safe_load(COMPOSE.read_text())["services"]["grafana"]["environment"]
+    assert env["CENTRAL_PROMETHEUS_URL"] == "${CENTRAL_PROMETHEUS_URL:-http://127.0.0.1:9090}"
