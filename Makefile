@@ -11,10 +11,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 # Real Prometheus, promtool, Alertmanager and amtool for the integration tests; Chromium renders the
 # HTML report; podman (runc: crun fails under cgroup v1 hybrid) and what makes stand-in images
-# without a registry; systemd-journal-remote writes real journal files for the journald tests.
+# without a registry; systemd-journal-remote writes real journal files for the journald tests;
+# VictoriaMetrics (and vmalert) is the second central store of the many-hosts test.
 TEST_PACKAGES := prometheus prometheus-alertmanager chromium \
   podman netavark aardvark-dns iptables runc catatonit fuse-overlayfs slirp4netns uidmap busybox-static debootstrap \
-  systemd-journal-remote
+  systemd-journal-remote victoria-metrics
 
 .PHONY: demo test venv
 

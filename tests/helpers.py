@@ -175,3 +175,26 @@ class Prometheus:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def dashboard_queries(root: Path = ROOT) -> list[tuple[str, str]]:
+    """(where, PromQL) for every panel target and query variable of the rendered dashboards."""
+    import re
+
+    out = []
+    for path in sorted((root / "dashboards").glob("*.json")):
+        d = json.loads(path.read_text())
+        out += [(f"{path.name}: {p['title']}", t["expr"]) for p in d["panels"] for t in p.get("targets", [])]
+        for v in d["templating"]["list"]:
+            if v["type"] == "query":
+                m = re.fullmatch(r"label_values\((.*), *(\w+)\)", v["query"]["query"])
+                out.append((f"{path.name}: variable {v['name']}", m.group(1)))
+    return out
+
+
+def grafana_substitute(expr: str, **variables: str) -> str:
+    """A dashboard query as Grafana sends it: intervals filled in, variables as given or `.*` (All)."""
+    expr = expr.replace("$__rate_interval", "1m").replace("$__range", "1h").replace("$__interval", "15s")
+    for name in ("job", "host", "instance", "server", "engine"):
+        expr = expr.replace(f"${name}", variables.get(name, ".*"))
+    return expr

@@ -10,7 +10,9 @@ import time
 import pytest
 import yaml
 
-from tests.helpers import ROOT, Exporter, Prometheus, free_port, have, http_get, terminate, wait_until
+from tests.conftest import SAMPLE
+from tests.helpers import (ROOT, Exporter, Prometheus, dashboard_queries, free_port, grafana_substitute, have, http_get,
+                           terminate, wait_until)
 
 pytestmark = pytest.mark.skipif(not (have("prometheus") and have("promtool")), reason="prometheus not installed")
 
@@ -25,14 +27,14 @@ def test_the_shipped_agent_config_is_valid_and_asks_for_the_host():
     assert "REQUIRED" in AGENT.read_text()
 
 
-def _agent(tmp, name: str, exporter_port: int, central_url: str):
+def _agent(tmp, name: str, exporter_port: int, stores: list[str]):
     cfg = yaml.safe_load(AGENT.read_text())
     cfg["global"]["external_labels"]["host"] = name
     cfg["global"]["scrape_interval"] = "1s"
     cfg["scrape_configs"][0]["static_configs"][0]["targets"] = [f"127.0.0.1:{exporter_port}"]
     # on real hosts both agents scrape 127.0.0.1:10825: give both that instance, as there
     cfg["scrape_configs"][0]["relabel_configs"] = [{"target_label": "instance", "replacement": "127.0.0.1:10825"}]
-    cfg["remote_write"] = [{"url": f"{central_url}/api/v1/write", "queue_config": {"batch_send_deadline": "1s"}}]
+    cfg["remote_write"] = [{"url": url, "queue_config": {"batch_send_deadline": "1s"}} for url in stores]
     d = tmp / name
     d.mkdir()
     (d / "agent.yml").write_text(yaml.safe_dump(cfg))
@@ -44,34 +46,91 @@ def _agent(tmp, name: str, exporter_port: int, central_url: str):
     return proc, log
 
 
-def test_two_hosts_through_agents_stay_two_hosts_in_the_central_store(tmp_path):
-    central = Prometheus(tmp_path, {"global": {"scrape_interval": "15s"}, "scrape_configs": []},
+class _Store:
+    """A query API: the central Prometheus or VictoriaMetrics (which answers the same API)."""
+
+    def __init__(self, name: str, url: str):
+        self.name, self.url = name, url
+
+    def query(self, expr: str) -> list[dict]:
+        import urllib.parse
+
+        status, body = http_get(self.url + "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        data = json.loads(body)
+        assert status == 200 and data["status"] == "success", (self.name, expr, body)
+        return data["data"]["result"]
+
+
+def _start(cmd: list[str], log_path, ready_url: str, what: str):
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    wait_until(lambda: proc.poll() is None and http_get(ready_url)[0] == 200, 30, 0.2, what=what)
+    return proc, log
+
+
+@pytest.mark.skipif(not (have("victoria-metrics") and have("vmalert")), reason="victoria-metrics (Debian) not installed")
+def test_two_hosts_through_agents_stay_apart_on_a_central_prometheus_and_victoriametrics(tmp_path):
+    rules = ROOT / "deploy" / "prometheus" / "rules" / "vllm-log-exporter.rules.yml"
+    central = Prometheus(tmp_path, {"global": {"scrape_interval": "15s", "evaluation_interval": "1s"},
+                                    "rule_files": [str(rules)], "scrape_configs": []},
                          extra_args=["--web.enable-remote-write-receiver"]).start()
+    vm_port, vmalert_port = free_port(), free_port()
+    started = []
     exporters, agents = [], []
     try:
+        # the newest 30 s are hidden by default (-search.latencyOffset): 1 s, so the test need not wait
+        started.append(_start(["victoria-metrics", f"-httpListenAddr=127.0.0.1:{vm_port}",
+                               f"-storageDataPath={tmp_path / 'vm'}", "-search.latencyOffset=1s",
+                               "-retentionPeriod=100y"], tmp_path / "vm.log",
+                              f"http://127.0.0.1:{vm_port}/health", "VictoriaMetrics up"))
+        started.append(_start(["vmalert", f"-rule={rules}", f"-datasource.url=http://127.0.0.1:{vm_port}",
+                               # Debian's vmalert (1.79) has no -notifier.blackhole: a port nobody
+                               # listens on (sending fails, evaluating does not)
+                               f"-notifier.url=http://127.0.0.1:{free_port()}", "-evaluationInterval=1s", f"-httpListenAddr=127.0.0.1:{vmalert_port}"],
+                              tmp_path / "vmalert.log", f"http://127.0.0.1:{vmalert_port}/health", "vmalert up"))
+        stores = [_Store("prometheus", central.url), _Store("victoria-metrics", f"http://127.0.0.1:{vm_port}")]
         for host in ("gpu-01", "gpu-02"):
-            ex = Exporter("--demo").start()  # both: server "demo", job and (relabelled) instance alike
+            d = tmp_path / f"{host}-logs"
+            d.mkdir()
+            (d / "vllm.log").write_text(SAMPLE.read_text(encoding="utf-8"))
+            # the default server name on both: the file stem, "vllm"
+            ex = Exporter("--source", str(d / "vllm.log"), "--from-start", "--year", "2026").start()
             exporters.append(ex)
-            agents.append(_agent(tmp_path, host, ex.port, central.url))
-
-        def hosts():
-            return {r["metric"].get("host") for r in central.query('vllm_log_exporter_build_info{job="vllm-log-exporter"}')}
-
-        wait_until(lambda: hosts() == {"gpu-01", "gpu-02"}, 60, 0.5, what="both hosts in the central store")
-        # every line counter climbs per host: no zigzag of two hosts' counts in one series
-        wait_until(lambda: len(central.query('vllm_log_exporter_lines_total{result="parsed",server="demo"}')) == 2, 30,
-                   0.5, what="one parsed-lines series per host")
-        time.sleep(4)
-        resets = central.query('resets(vllm_log_exporter_lines_total{result="parsed",server="demo"}[1m])')
-        assert sorted(r["metric"]["host"] for r in resets) == ["gpu-01", "gpu-02"]
-        assert all(float(r["value"][1]) == 0 for r in resets), resets
-        # the rules aggregate by host too: one HTTP series per host for the same server name
-        ratio = central.query('sum by (host, instance, server) (rate(vllm_log_http_requests_total{server="demo"}[1m]))')
-        assert sorted(r["metric"]["host"] for r in ratio) == ["gpu-01", "gpu-02"]
-        status, body = http_get(central.url + "/api/v1/label/host/values")
-        assert status == 200 and json.loads(body)["data"] == ["gpu-01", "gpu-02"]
+            agents.append(_agent(tmp_path, host, ex.port, [f"{central.url}/api/v1/write",
+                                                          f"http://127.0.0.1:{vm_port}/api/v1/write"]))
+        for store in stores:
+            wait_until(lambda: {r["metric"].get("host") for r in store.query(
+                'vllm_log_exporter_build_info{job="vllm-log-exporter"}')} == {"gpu-01", "gpu-02"}, 60, 0.5,
+                what=f"both hosts on {store.name}")
+        # live traffic for a few seconds, so rates are not 0/0 (VictoriaMetrics drops NaN: a ratio of
+        # idle counters is "No data" there, unlike Prometheus)
+        sample = SAMPLE.read_text(encoding="utf-8").splitlines()
+        live = [next(ln for ln in sample if marker in ln) for marker in
+                ("KV Transfer metrics", "SpecDecoding metrics", '" 200 OK', '" 500 ', '" 429 ')]
+        for _ in range(15):
+            for host in ("gpu-01", "gpu-02"):
+                with open(tmp_path / f"{host}-logs" / "vllm.log", "a") as f:
+                    f.write("\n".join(live) + "\n")
+            time.sleep(0.3)
+        for store in stores:
+            # apart, with counters that never go down (two hosts in one series would zigzag)
+            resets = store.query('resets(vllm_log_exporter_lines_total{server="vllm"}[1m])')
+            assert sorted({r["metric"]["host"] for r in resets}) == ["gpu-01", "gpu-02"], store.name
+            assert all(float(r["value"][1]) == 0 for r in resets), (store.name, resets)
+            # every dashboard query has data for each host
+            missing = [f"{where} ({host})" for host in ("gpu-01", "gpu-02") for where, expr in dashboard_queries()
+                       if not store.query(grafana_substitute(expr, host=host))]
+            assert missing == [], (store.name, missing)
+        # the rules run centrally on both, with no evaluation errors
+        groups = central.api("/api/v1/rules")["groups"]
+        assert groups and all(r["health"] == "ok" for g in groups for r in g["rules"]), groups
+        status, body = http_get(f"http://127.0.0.1:{vmalert_port}/api/v1/rules")
+        vm_groups = json.loads(body)["data"]["groups"]
+        vm_rules = [r for g in vm_groups for r in g["rules"]]
+        assert status == 200 and len(vm_rules) == len([r for g in groups for r in g["rules"]])
+        assert all(not r.get("lastError") for r in vm_rules), [r for r in vm_rules if r.get("lastError")]
     finally:
-        for proc, log in agents:
+        for proc, log in agents + started:
             terminate(proc)
             log.close()
         for ex in exporters:

@@ -251,3 +251,10 @@ def test_the_commented_examples_in_prometheus_yml_are_valid_once_uncommented(tmp
     (tmp_path / "rules").mkdir()
     r = run("promtool", "check", "config", "--syntax-only", str(uncommented))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@promtool
+@pytest.mark.parametrize("path", sorted((ROOT / "deploy" / "prometheus" / "examples").glob("*.yml")), ids=lambda p: p.name)
+def test_every_example_config_is_a_file_promtool_accepts(path):
+    r = run("promtool", "check", "config", "--syntax-only", str(path))
+    assert r.returncode == 0, r.stdout + r.stderr
