@@ -11,6 +11,7 @@ KINDS = (
     "prefix_cache",
     "spec_decode",
     "kv_transfer",
+    "lmcache",
     "kv_cache_size",
     "max_concurrency",
     "kv_cache_memory",

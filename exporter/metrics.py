@@ -20,7 +20,10 @@ KV offload / connectors:
     vllm_log_kv_offload_bytes_total{direction="store|load"}, vllm_log_kv_offload_seconds_total{direction},
     vllm_log_kv_offload_throughput_bytes_per_second{direction} (histogram of per-interval rates),
     vllm_log_kv_offload_cpu_cache_usage_ratio, vllm_log_kv_offload_pool_bytes,
-    vllm_log_kv_connector_transfers_total{result="ok|failed"}
+    vllm_log_kv_connector_transfers_total{result="ok|failed"},
+    vllm_log_lmcache_bytes_total{direction="store|retrieve"}, vllm_log_lmcache_seconds_total{direction},
+    vllm_log_lmcache_tokens_total{direction}, vllm_log_lmcache_requested_tokens_total,
+    vllm_log_lmcache_hit_tokens_total (LMCache's own lines; made at the first one)
 Start-up facts (reset when the server starts again):
     vllm_log_gpu_kv_cache_tokens, vllm_log_gpu_kv_cache_blocks, vllm_log_max_concurrency,
     vllm_log_max_model_len_tokens, vllm_log_kv_cache_memory_bytes{worker},
@@ -206,6 +209,13 @@ class Metrics:
         self.kv_cpu_usage = w("vllm_log_kv_offload_cpu_cache_usage_ratio", "CPU offload cache usage (0-1).")
         self.kv_pool = w("vllm_log_kv_offload_pool_bytes", "Size of the CPU KV offload pool created at start-up.")
         self.kv_connector = c("vllm_log_kv_connector_transfers", "KV connector (NIXL, Mooncake) transfers.", S + ["result"])
+        L = S + ["direction"]
+        self.lmcache_bytes = c("vllm_log_lmcache_bytes", "KV bytes LMCache moved (store: to its cache, retrieve: back "
+                               "to the GPU).", L)
+        self.lmcache_seconds = c("vllm_log_lmcache_seconds", "Time LMCache reported for those moves.", L)
+        self.lmcache_tokens = c("vllm_log_lmcache_tokens", "Tokens LMCache stored or retrieved.", L)
+        self.lmcache_requested = c("vllm_log_lmcache_requested_tokens", "Prompt tokens LMCache looked up.")
+        self.lmcache_hit = c("vllm_log_lmcache_hit_tokens", "Of those, tokens LMCache had (its hit tokens).")
 
         W = S + ["worker"]
         self.kv_tokens = w("vllm_log_gpu_kv_cache_tokens", "GPU KV cache capacity in tokens, from start-up.")
@@ -507,6 +517,17 @@ class Metrics:
             self.kv_connector.inc((server, "ok"), f["transfers"])
         if f.get("failed_transfers"):
             self.kv_connector.inc((server, "failed"), f["failed_transfers"])
+
+    def _on_lmcache(self, server: str, ev: Event, f: dict) -> None:
+        op = f.get("op")
+        if op in ("store", "retrieve"):
+            key = (server, op)
+            self.lmcache_bytes.inc(key, f.get("bytes", 0))
+            self.lmcache_seconds.inc(key, f.get("seconds", 0.0))
+            self.lmcache_tokens.inc(key, f.get("tokens", 0))
+        elif op == "lookup":
+            self.lmcache_requested.inc((server,), f.get("total_tokens", 0))
+            self.lmcache_hit.inc((server,), f.get("hit_tokens", 0))
 
     def _worker(self, server: str, ev: Event) -> str:
         name = ev.process or "main"

@@ -53,13 +53,13 @@ def render_dashboards() -> dict[str, str]:
 
 
 def exported_metric_names() -> set[str]:
-    """Every sample name the exporter produces, found by feeding it both sample logs."""
+    """Every sample name the exporter produces, found by feeding it every sample log."""
     from exporter.framing import Clock
     from exporter.metrics import Metrics
     from exporter.pipeline import Pipeline
 
     m = Metrics(process_metrics=False)
-    for i, name in enumerate(("sample.log", "sample-v0.log")):
+    for i, name in enumerate(("sample.log", "sample-v0.log", "sample-lmcache.log")):
         server = f"s{i}"
         m.add_server(server)
         pipe = Pipeline(Clock(year=2026))

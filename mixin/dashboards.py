@@ -362,6 +362,21 @@ def memory_kv() -> dict:
               description="How each logged interval's rate (bytes / its recorded time) spreads over time.")
     b.timeseries("CPU offload cache usage", [(f"vllm_log_kv_offload_cpu_cache_usage_ratio{{{S}}}", "{{server}}")],
                  "percentunit", min_=0, max_=1, description="Share of the host offload pool in use.")
+    b.row("LMCache")
+    b.timeseries("LMCache rate (bytes / recorded time)", [
+        (f"sum by (server, direction) (rate(vllm_log_lmcache_bytes_total{{{S}}}[$__rate_interval]))"
+         f" / sum by (server, direction) (rate(vllm_log_lmcache_seconds_total{{{S}}}[$__rate_interval]))",
+         "{{server}} {{direction}}"),
+    ], "Bps", min_=0, description="LMCache's stores (GPU to its cache) and retrievals (back to the GPU): bytes over "
+                                  "the time LMCache recorded, not its own logged throughput.")
+    b.timeseries("LMCache hit ratio", [
+        (f"sum by (server) (rate(vllm_log_lmcache_hit_tokens_total{{{S}}}[$__rate_interval]))"
+         f" / sum by (server) (rate(vllm_log_lmcache_requested_tokens_total{{{S}}}[$__rate_interval]))", "{{server}}"),
+    ], "percentunit", min_=0, max_=1, description="Of the prompt tokens LMCache looked up, the share it had cached.")
+    b.timeseries("LMCache tokens moved", [
+        (f"sum by (server, direction) (rate(vllm_log_lmcache_tokens_total{{{S}}}[$__rate_interval]))",
+         "{{server}} {{direction}}"),
+    ], TOKS, min_=0, description="Tokens of KV cache LMCache stored and retrieved per second.")
     return b.model()
 
 

@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SAMPLE = ROOT / "exporter" / "data" / "sample.log"
 SAMPLE_V0 = ROOT / "exporter" / "data" / "sample-v0.log"
+SAMPLE_LMCACHE = ROOT / "exporter" / "data" / "sample-lmcache.log"
 
 
 @pytest.fixture

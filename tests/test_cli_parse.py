@@ -3,7 +3,7 @@ import subprocess
 import sys
 
 from exporter.events import KINDS
-from tests.conftest import ROOT, SAMPLE, SAMPLE_V0
+from tests.conftest import ROOT, SAMPLE, SAMPLE_LMCACHE, SAMPLE_V0
 
 
 def cli(*args, input=None):
@@ -13,7 +13,7 @@ def cli(*args, input=None):
 
 def test_parse_prints_every_kind_across_the_samples():
     seen = set()
-    for path in (SAMPLE, SAMPLE_V0):
+    for path in (SAMPLE, SAMPLE_V0, SAMPLE_LMCACHE):
         out = cli("parse", str(path), "--year", "2026")
         assert out.returncode == 0, out.stderr
         for line in out.stdout.splitlines():

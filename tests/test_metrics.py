@@ -192,3 +192,25 @@ def test_the_last_oom_numbers_are_gauges_by_gpu_and_survive_the_restart():
     s = samples(m.render().decode())
     assert value(s, "vllm_log_oom_requested_bytes", server="s", gpu="other") == 1.0  # bounded like engines
     assert value(s, "vllm_log_exporter_label_overflow_total", server="s", label="gpu") == 1
+
+
+def test_lmcache_bytes_seconds_tokens_and_hits_from_its_sample():
+    from tests.conftest import SAMPLE_LMCACHE
+
+    m = Metrics(process_metrics=False)
+    m.add_server("s")
+    _, events = run_lines(SAMPLE_LMCACHE.read_text(encoding="utf-8").splitlines())
+    m.observe_many("s", events)
+    s = samples(m.render().decode())
+    lm = [e.fields for e in events if e.kind == "lmcache"]
+    for direction in ("store", "retrieve"):
+        moves = [f for f in lm if f["op"] == direction]
+        assert moves
+        assert value(s, "vllm_log_lmcache_bytes_total", server="s", direction=direction) == sum(f["bytes"] for f in moves)
+        assert value(s, "vllm_log_lmcache_tokens_total", server="s", direction=direction) == sum(f["tokens"] for f in moves)
+        rate = (value(s, "vllm_log_lmcache_bytes_total", server="s", direction=direction)
+                / value(s, "vllm_log_lmcache_seconds_total", server="s", direction=direction))
+        assert 10e9 < rate < 30e9  # the sample's 10-25 GiB/s
+    hits = value(s, "vllm_log_lmcache_hit_tokens_total", server="s")
+    asked = value(s, "vllm_log_lmcache_requested_tokens_total", server="s")
+    assert 0 < hits < asked == sum(f["total_tokens"] for f in lm if f["op"] == "lookup")

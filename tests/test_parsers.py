@@ -587,3 +587,26 @@ def test_an_oom_while_loading_the_weights_is_a_failed_start_up_as_well():
     assert value(s, "vllm_log_errors_total", server="s", kind="startup_failure") == 1
     assert value(s, "vllm_log_startup_failures_total", server="s", reason="weights_oom") == 1
     assert value(s, "vllm_log_startup_failures_total", server="s", reason="other") == 0
+
+
+@pytest.mark.parametrize("line, fields", [
+    ("(Worker_TP0 pid=78890) [2026-01-29 04:52:51,168] LMCache INFO: Stored 1792 out of total 1792 tokens. size: "
+     "0.0904 gb, cost 3.6901 ms, throughput: 24.4881 GB/s; offload_time: 3.5892 ms, put_time: 0.1009 ms "
+     "(cache_engine.py:446:lmcache.v1.cache_engine)",
+     {"op": "store", "tokens": 1792, "of_tokens": 1792, "bytes": round(0.0904 * GIB), "seconds": 0.0036901}),
+    ("LMCache INFO: Stored 1792 out of total 1792 tokens. size: 0.2461 GB, cost 17.8199 ms, throughput: 13.8101 GB/s",
+     {"op": "store", "bytes": round(0.2461 * GIB), "seconds": 0.0178199}),
+    ("(Worker_TP0 pid=1) [2026-01-29 04:53:01,168] LMCache INFO: [req_id=cmpl-1] Retrieved 1792 out of 1792 required "
+     "tokens (from 2005 total tokens). size: 0.0904 gb, cost 2.1000 ms, throughput: 43.0476 GB/s;",
+     {"op": "retrieve", "tokens": 1792, "total_tokens": 2005, "seconds": 0.0021}),
+    ("LMCache INFO: Retrieved 1792 out of 1792 required tokens. size: 0.2461 gb, cost 14.3229 ms, throughput: 17.1818 GB/s",
+     {"op": "retrieve", "tokens": 1792, "bytes": round(0.2461 * GIB)}),
+    ("(EngineCore_DP0 pid=7) [2026-01-29 04:52:51,044] LMCache INFO: Reqid: cmpl-854d703d593e0f6c-0-96b17ffd, Total "
+     "tokens 2005, LMCache hit tokens: 1792, need to load: 1792 (vllm_v1_adapter.py:1602:x)",
+     {"op": "lookup", "total_tokens": 2005, "hit_tokens": 1792, "need_to_load": 1792}),
+])
+def test_lmcache_lines(line, fields):
+    f = one(line, "lmcache").fields
+    for k, v in fields.items():
+        assert f[k] == pytest.approx(v), k
+    assert "throughput" not in f  # never the logged rate: bytes and seconds make it

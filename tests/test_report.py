@@ -224,3 +224,13 @@ def test_the_report_gives_each_oom_its_numbers_and_how_short_it_was():
     assert "The last OOM asked for 2.00 GiB with 1.07 GiB free: 0.93 GiB short on GPU 0." in r.stdout
     js = json.loads(cli("report", str(ROOT / "exporter" / "data" / "sample.log"), "--format", "json").stdout)
     assert js["ooms"][0]["gpu"] == 0 and js["ooms"][0]["tried_to_allocate_bytes"] == 2 * 2**30
+
+
+def test_the_report_has_lmcache_beside_the_native_offload():
+    r = cli("report", str(ROOT / "exporter" / "data" / "sample-lmcache.log"), "--year", "2026", "--timezone", "UTC")
+    kv = r.stdout.split("## KV offload")[1].split("## Capacity")[0]
+    assert "| Stored (GPU to LMCache) |" in kv and "| Retrieved (LMCache to GPU) |" in kv
+    assert "LMCache hit " in kv and "looked-up prompt tokens" in kv
+    js = json.loads(cli("report", str(ROOT / "exporter" / "data" / "sample-lmcache.log"), "--format", "json").stdout)
+    lm = js["kv_offload"]["lmcache"]
+    assert lm["store"]["moves"] > 0 and 0 < lm["hit_ratio"] < 1 and 9 < lm["retrieve"]["gb_per_s"] < 25

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from tests.conftest import SAMPLE, SAMPLE_V0
+from tests.conftest import SAMPLE, SAMPLE_LMCACHE, SAMPLE_V0
 from tests.helpers import ROOT, Exporter, Prometheus, free_port, have, http_get, wait_until
 
 pytestmark = pytest.mark.skipif(not (have("prometheus") and have("prometheus-alertmanager")),
@@ -140,6 +140,7 @@ def _config(tmp, live):
         "sources": [
             {"name": "grandpa", "type": "file", "path": str(SAMPLE), "from_start": True},
             {"name": "legacy", "type": "file", "path": str(SAMPLE_V0), "from_start": True},
+            {"name": "lmc", "type": "file", "path": str(SAMPLE_LMCACHE), "from_start": True},
             {"name": "live", "type": "file", "path": str(live)},
         ],
     }))

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the packaged sample logs (``exporter/data/sample.log``, ``exporter/data/sample-v0.log``).
+"""Write the packaged sample logs (``exporter/data/sample.log``, ``sample-v0.log``, ``sample-lmcache.log``).
 
 The V1 sample is a journald capture of a custom vLLM build serving a speculative-decoding model on
 two GPUs with CPU KV offload, in the formats the seed article quotes: a healthy run that ends in a
@@ -325,10 +325,45 @@ def v0_sample() -> list[str]:
     return out
 
 
+def lmcache_sample() -> list[str]:
+    """A server offloading its KV cache with LMCache (a second sample: the seed's uses vLLM's own
+    offload). LMCache's lines carry their own header inside vLLM's process tag."""
+    log = Log(datetime(2026, 9, 1, 10, 0, 0), seed=11)
+    rng = log.rng
+    log.log(API, "INFO", "api_server.py:1", f"vLLM API server version {VERSION}, serving model {MODEL}")
+
+    def lm(proc, msg: str, where: str) -> None:
+        stamp = f"{log.t:%Y-%m-%d %H:%M:%S},{rng.randint(0, 999):03d}"
+        log.raw(proc, f"[{stamp}] LMCache INFO: {msg} ({where})")
+
+    for i in range(40):
+        log.at(rng.uniform(0.5, 2.0))
+        total = rng.randint(800, 6000)
+        hit = (total // 256) * 256 if i % 3 else 0  # every third request is new: nothing cached
+        lm(CORE, f"Reqid: cmpl-{i:04x}-0, Total tokens {total}, LMCache hit tokens: {hit}, need to load: {hit}",
+           "vllm_v1_adapter.py:1602:lmcache.integration.vllm.vllm_v1_adapter")
+        log.access("POST", "/v1/completions", 200)
+        if hit:
+            gib = hit * 0.0000512
+            ms = gib / rng.uniform(14, 22) * 1000
+            lm(TP0, f"[req_id=cmpl-{i:04x}-0] Retrieved {hit} out of {hit} required tokens (from {total} total tokens). "
+                    f"size: {gib:.4f} gb, cost {ms:.4f} ms, throughput: {gib / ms * 1000:.4f} GB/s;",
+               "cache_engine.py:610:lmcache.v1.cache_engine")
+        stored = (total // 256) * 256 - hit
+        if stored > 0:
+            gib = stored * 0.0000512
+            ms = gib / rng.uniform(10, 25) * 1000
+            lm(TP0, f"Stored {stored} out of total {stored} tokens. size: {gib:.4f} gb, cost {ms:.4f} ms, "
+                    f"throughput: {gib / ms * 1000:.4f} GB/s; offload_time: {ms * 0.97:.4f} ms, put_time: {ms * 0.03:.4f} ms",
+               "cache_engine.py:446:lmcache.v1.cache_engine")
+    return log.lines
+
+
 def main() -> int:
     data = ROOT / "exporter" / "data"
     data.mkdir(parents=True, exist_ok=True)
-    for name, lines in (("sample.log", v1_sample()), ("sample-v0.log", v0_sample())):
+    for name, lines in (("sample.log", v1_sample()), ("sample-v0.log", v0_sample()),
+                        ("sample-lmcache.log", lmcache_sample())):
         (data / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
         print(f"wrote {data / name} ({len(lines)} lines)", file=sys.stderr)
     return 0

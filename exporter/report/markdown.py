@@ -136,8 +136,19 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
             parts.append(f"| {label} | {x['weighted_gb_per_s']:.2f} GB/s | {x['min_gb_per_s']:.2f}-{x['max_gb_per_s']:.2f} GB/s | "
                          f"{big['bytes']:,.0f} bytes in {big['ms']:.2f} ms | {x['intervals']} |")
         parts += ["", f"Peak CPU offload cache usage: {_pct(kv['cpu_cache_usage_peak'])}.", ""]
-    else:
+    elif not kv.get("lmcache"):
         parts += ["No KV offload transfers in this range.", ""]
+    lm = kv.get("lmcache")
+    if lm:
+        parts += ["| LMCache | Moves | Tokens | Bytes | Rate (bytes / recorded time) |", "|---|---|---|---|---|"]
+        for d, label in (("store", "Stored (GPU to LMCache)"), ("retrieve", "Retrieved (LMCache to GPU)")):
+            x = lm[d]
+            rate = f"{x['gb_per_s']:.2f} GB/s" if x["gb_per_s"] else "–"
+            parts.append(f"| {label} | {x['moves']:,} | {x['tokens']:,} | {_gib(x['bytes'])} | {rate} |")
+        if lm["requested_tokens"]:
+            parts += ["", f"LMCache hit {lm['hit_tokens']:,} of {lm['requested_tokens']:,} looked-up prompt tokens "
+                          f"({_pct(lm['hit_ratio'])})."]
+        parts.append("")
 
     parts += ["## Capacity", ""]
     if cap.get("gpu_kv_tokens"):

@@ -84,6 +84,10 @@ class RunStats:
         self.per_position: list[array] = []
         self.depths: set[int] = set()
         self.transfers: dict[str, list[Transfer]] = {"store": [], "load": []}
+        self.lmcache = {"store": {"moves": 0, "bytes": 0, "seconds": 0.0, "tokens": 0},
+                        "retrieve": {"moves": 0, "bytes": 0, "seconds": 0.0, "tokens": 0},
+                        "requested_tokens": 0, "hit_tokens": 0}
+        self.transfers_lmcache: dict[str, list[Transfer]] = {"store": [], "retrieve": []}
         self.cpu_cache_usage = array("d")
         self.http_status: dict[int, int] = {}
         self.http_minutes: dict[int, dict[str, int]] = {}  # minute (unix s) -> status class -> responses
@@ -232,6 +236,21 @@ class RunStats:
                 self.transfers[d].append(Transfer(b, s, ev.ts))
         if f.get("cpu_cache_usage") is not None:
             self.cpu_cache_usage.append(f["cpu_cache_usage"])
+
+    def _on_lmcache(self, ev, f):
+        op = f.get("op")
+        if op in ("store", "retrieve"):
+            d = self.lmcache[op]
+            d["moves"] += 1
+            d["bytes"] += f.get("bytes", 0)
+            d["seconds"] += f.get("seconds", 0.0)
+            d["tokens"] += f.get("tokens", 0)
+            if f.get("seconds") and f.get("bytes") and ev.ts is not None:
+                # per-move rates for the chart beside the native offload's
+                self.transfers_lmcache[op].append(Transfer(f["bytes"], f["seconds"], ev.ts))
+        elif op == "lookup":
+            self.lmcache["requested_tokens"] += f.get("total_tokens", 0)
+            self.lmcache["hit_tokens"] += f.get("hit_tokens", 0)
 
     def _on_access_log(self, ev, f):
         self._count_access(f["method"], f["path"], f["status"], 1, ev.ts)
@@ -387,6 +406,13 @@ class RunStats:
                 "largest_interval": {"bytes": big.bytes, "ms": big.seconds * 1000, "gb_per_s": big.bytes / big.seconds / GB},
             }
         out["cpu_cache_usage_peak"] = max(self.cpu_cache_usage) if self.cpu_cache_usage else None
+        lm = self.lmcache
+        if any(lm[d]["moves"] for d in ("store", "retrieve")) or lm["requested_tokens"]:
+            out["lmcache"] = {d: dict(lm[d], gb_per_s=(lm[d]["bytes"] / lm[d]["seconds"] / GB) if lm[d]["seconds"] else None)
+                              for d in ("store", "retrieve")}
+            out["lmcache"]["requested_tokens"] = lm["requested_tokens"]
+            out["lmcache"]["hit_tokens"] = lm["hit_tokens"]
+            out["lmcache"]["hit_ratio"] = lm["hit_tokens"] / lm["requested_tokens"] if lm["requested_tokens"] else None
         return out
 
     def _capacity(self) -> dict:

@@ -1,0 +1,50 @@
+"""LMCache, the KV-offload connector most used with vLLM, in its own words (``lmcache/v1/cache_engine.py``
+and the vLLM adapter), inside the vLLM process tag: ``(Worker_TP0 pid=1) [2026-01-29 04:52:51,168]
+LMCache INFO: ...``.
+
+- store: "Stored N out of total M tokens. size: X gb, cost Y ms, throughput: Z GB/s[; offload_time:
+  A ms, put_time: B ms]"
+- retrieve: "[[req_id=R] ]Retrieved N out of M required tokens[ (from T total tokens)]. size: X gb,
+  cost Y ms, throughput: Z GB/s;"
+- lookup, per request: "Reqid: R, Total tokens T, LMCache hit tokens: H, need to load: L"
+
+LMCache's "gb" is bytes / 1024**3 (GiB), and "GB" in some releases' docs the same. The logged
+throughput is not kept: a rate is computed from bytes and seconds, as for vLLM's own offload.
+"""
+
+from __future__ import annotations
+
+import re
+
+from exporter.events import Event
+from exporter.framing import Frame
+from exporter.parsers.base import Parser
+
+_GIB = 2**30
+_SIZE_COST = r"size: ([\d.]+) ?(?:gb|GB|GiB), cost ([\d.]+) ?ms"
+_STORED = re.compile(rf"Stored (\d+) out of total (\d+) tokens\. {_SIZE_COST}")
+_RETRIEVED = re.compile(rf"Retrieved (\d+) out of (\d+) required tokens(?: \(from (\d+) total tokens\))?\. {_SIZE_COST}")
+_LOOKUP = re.compile(r"Reqid: [^,]*, Total tokens (\d+), LMCache hit tokens: (\d+), need to load: (\d+)")
+
+
+def _parse(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    m = _STORED.search(msg)
+    if m:
+        return [Event("lmcache", {"op": "store", "tokens": int(m.group(1)), "of_tokens": int(m.group(2)),
+                                  "bytes": round(float(m.group(3)) * _GIB), "seconds": float(m.group(4)) / 1000})]
+    m = _RETRIEVED.search(msg)
+    if m:
+        fields = {"op": "retrieve", "tokens": int(m.group(1)), "of_tokens": int(m.group(2)),
+                  "bytes": round(float(m.group(4)) * _GIB), "seconds": float(m.group(5)) / 1000}
+        if m.group(3):
+            fields["total_tokens"] = int(m.group(3))
+        return [Event("lmcache", fields)]
+    m = _LOOKUP.search(msg)
+    if m:
+        return [Event("lmcache", {"op": "lookup", "total_tokens": int(m.group(1)), "hit_tokens": int(m.group(2)),
+                                  "need_to_load": int(m.group(3))})]
+    return None
+
+
+PARSER = Parser("lmcache", ("Stored ", "Retrieved ", "LMCache hit tokens"), _parse)
