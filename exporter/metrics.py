@@ -6,7 +6,7 @@ Engine stats, from each ``Engine NNN`` stats window (label ``engine``):
     vllm_log_prompt_throughput_tokens_per_second, vllm_log_generation_throughput_tokens_per_second,
     vllm_log_requests_running, vllm_log_requests_waiting, vllm_log_requests_swapped (V0),
     vllm_log_gpu_kv_cache_usage_ratio, vllm_log_cpu_kv_cache_usage_ratio (V0),
-    vllm_log_prefix_cache_hit_ratio, vllm_log_external_prefix_cache_hit_ratio,
+    vllm_log_prefix_cache_hit_ratio, vllm_log_external_prefix_cache_hit_ratio, vllm_log_mm_cache_hit_ratio,
     vllm_log_prompt_tokens_total, vllm_log_generation_tokens_total (estimated: window average
     x window length), vllm_log_preemptions_total, vllm_log_stats_windows_total,
     vllm_log_engine_stalled (1: the last window was busy and no window came for 3 intervals)
@@ -181,6 +181,7 @@ class Metrics:
         self.cpu_kv = w("vllm_log_cpu_kv_cache_usage_ratio", "CPU KV cache usage at the last stats window (V0, 0-1).", SE)
         self.prefix_hit = w("vllm_log_prefix_cache_hit_ratio", "Prefix cache hit rate as logged (over recent requests, 0-1).", SE)
         self.ext_prefix_hit = w("vllm_log_external_prefix_cache_hit_ratio", "External (KV connector) prefix cache hit rate (0-1).", SE)
+        self.mm_cache_hit = w("vllm_log_mm_cache_hit_ratio", "Multimodal cache hit rate as logged (0-1).", SE)
         self.prompt_tokens = c("vllm_log_prompt_tokens", "Prompt tokens, estimated as window average x window length.", SE)
         self.gen_tokens = c("vllm_log_generation_tokens", "Generated tokens, estimated as window average x window length.", SE)
         self.preemptions = c("vllm_log_preemptions", "Preemptions reported by stats windows.", SE)
@@ -289,6 +290,7 @@ class Metrics:
             (self.running, "running"), (self.waiting, "waiting"), (self.swapped, "swapped"),
             (self.gpu_kv, "gpu_kv_cache_usage"), (self.cpu_kv, "cpu_kv_cache_usage"),
             (self.prefix_hit, "prefix_cache_hit_rate"), (self.ext_prefix_hit, "external_prefix_cache_hit_rate"),
+            (self.mm_cache_hit, "mm_cache_hit_rate"),
         ))
 
     def render_openmetrics(self) -> bytes:
@@ -570,7 +572,8 @@ class Metrics:
             self._set(self.kv_mem, (server, w), f["kv_cache_bytes"])
 
     def _on_init_engine(self, server, ev, f):
-        self._set(self.init_secs, (server,), f["seconds"])
+        if "seconds" in f:
+            self._set(self.init_secs, (server,), f["seconds"])
         if "compilation_seconds" in f:
             self._set(self.compile_secs, (server,), f["compilation_seconds"])
 

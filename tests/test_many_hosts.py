@@ -10,7 +10,7 @@ import time
 import pytest
 import yaml
 
-from tests.conftest import SAMPLE
+from tests.conftest import SAMPLE, SAMPLE_LMCACHE
 from tests.helpers import (ROOT, Exporter, Prometheus, dashboard_queries, free_port, grafana_substitute, have, http_get,
                            terminate, wait_until)
 
@@ -105,8 +105,10 @@ def test_two_hosts_through_agents_stay_apart_on_a_central_prometheus_and_victori
         # live traffic for a few seconds, so rates are not 0/0 (VictoriaMetrics drops NaN: a ratio of
         # idle counters is "No data" there, unlike Prometheus)
         sample = SAMPLE.read_text(encoding="utf-8").splitlines()
+        lmcache = SAMPLE_LMCACHE.read_text(encoding="utf-8").splitlines()
         live = [next(ln for ln in sample if marker in ln) for marker in
                 ("KV Transfer metrics", "SpecDecoding metrics", '" 200 OK', '" 500 ', '" 429 ')]
+        live += [next(ln for ln in lmcache if marker in ln) for marker in ("Stored ", "Retrieved ", "LMCache hit tokens: 2")]
         for _ in range(15):
             for host in ("gpu-01", "gpu-02"):
                 with open(tmp_path / f"{host}-logs" / "vllm.log", "a") as f:

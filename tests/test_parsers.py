@@ -610,3 +610,60 @@ def test_lmcache_lines(line, fields):
     for k, v in fields.items():
         assert f[k] == pytest.approx(v), k
     assert "throughput" not in f  # never the logged rate: bytes and seconds make it
+
+
+def test_v0_memory_profiling_results_line():
+    f = one("INFO 03-10 09:00:20 worker.py:232] Memory profiling results: total_gpu_memory=79.15GiB "
+            "initial_memory_usage=15.74GiB peak_torch_memory=16.40GiB memory_usage_post_profile=15.86GiB "
+            "non_torch_memory=0.86GiB kv_cache_size=54.75GiB gpu_memory_utilization=0.90", "memory_profile").fields
+    assert f["total_bytes"] == round(79.15 * GIB) and f["peak_torch_bytes"] == round(16.40 * GIB)
+    assert f["non_torch_bytes"] == round(0.86 * GIB) and f["kv_cache_bytes"] == round(54.75 * GIB)
+    assert f["initial_bytes"] == round(15.74 * GIB) and f["gpu_memory_utilization"] == 0.90
+
+
+def test_kv_cache_sized_by_kv_cache_memory_bytes():
+    f = one("(Worker_TP0 pid=1) INFO 11-02 10:00:00 [gpu_worker.py:298] Initial free memory 76.61 GiB, reserved 8.00 GiB "
+            "memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling. This does "
+            "not respect the gpu_memory_utilization config.", "memory_profile").fields
+    assert f["free_bytes"] == round(76.61 * GIB) and f["kv_cache_bytes"] == 8 * GIB and f["kv_cache_memory_bytes_set"]
+
+
+@pytest.mark.parametrize("word", ["takes", "took"])
+def test_torch_compile_total_time(word):
+    f = one(f"(EngineCore pid=1) INFO 08-04 02:44:50 [monitor.py:34] torch.compile {word} 10.51 s in total",
+            "init_engine").fields
+    assert f == {"compilation_seconds": 10.51}
+
+
+@pytest.mark.parametrize("line, level, logger", [
+    ("[rank1]:[W1203 10:02:11.402918 ProcessGroupNCCL.cpp:1476] Warning: WARNING: destroy_process_group() was not "
+     "called before program exit", "warning", "ProcessGroupNCCL.cpp:1476"),
+    ("(Worker_TP0 pid=264) [rank0]:[E1203 10:02:11.402918 4242 TCPStore.cpp:128] [c10d] recvValue failed", "error",
+     "TCPStore.cpp:128"),
+    ("[F1203 10:02:11.402918 CUDACachingAllocator.cpp:1200] something fatal", "critical", "CUDACachingAllocator.cpp:1200"),
+])
+def test_pytorch_glog_lines_are_log_events_by_level(line, level, logger):
+    f = one(line, "log").fields
+    assert (f["level"], f["logger"]) == (level, logger)
+
+
+def test_a_glog_nccl_watchdog_line_stays_an_nccl_error_and_an_info_glog_line_is_no_event():
+    assert one("[E1202 14:07:47.123456 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
+               "WorkNCCL(SeqNum=1203, OpType=ALLREDUCE) ran for 600000 milliseconds", "nccl_error")
+    from exporter.framing import Clock, frame_line
+    from exporter.parsers import parse_frame
+
+    assert parse_frame(frame_line("[I1203 10:02:11.402918 ProcessGroupNCCL.cpp:9] ProcessGroupNCCL initialized", Clock())) is None
+
+
+def test_the_multimodal_cache_hit_rate_is_a_gauge():
+    from exporter.metrics import Metrics
+    from tests.helpers import samples, value
+
+    e = one("(APIServer pid=53) INFO 08-04 02:45:02 [loggers.py:314] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+            "Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, "
+            "Prefix cache hit rate: 0.0%, MM cache hit rate: 42.5%", "engine_stats")
+    m = Metrics(process_metrics=False)
+    m.add_server("s")
+    m.observe("s", e)
+    assert value(samples(m.render().decode()), "vllm_log_mm_cache_hit_ratio", server="s", engine="0") == 0.425

@@ -290,7 +290,9 @@ def v0_sample() -> list[str]:
        "served_model_name=llama, enable_prefix_caching=True")
     log.at(20)
     v0("INFO", "model_runner.py:1060", "Loading model weights took 14.9888 GB")
-    v0("INFO", "worker.py:232", "Memory profiling results: total_gpu_memory=79.15GiB initial_memory_usage=15.54GiB")
+    v0("INFO", "worker.py:232", "Memory profiling results: total_gpu_memory=79.15GiB initial_memory_usage=15.54GiB "
+       "peak_torch_memory=16.19GiB memory_usage_post_profile=15.65GiB non_torch_memory=0.11GiB kv_cache_size=54.93GiB "
+       "gpu_memory_utilization=0.90")
     v0("INFO", "worker.py:241", "Memory profiling takes 4.32 seconds")
     v0("INFO", "worker.py:241", "the current vLLM instance can use total_gpu_memory (79.15GiB) x gpu_memory_utilization (0.90) = 71.23GiB")
     v0("INFO", "worker.py:241", "model weights take 14.99GiB; non_torch_memory takes 0.11GiB; PyTorch activation peak memory takes 1.20GiB; the rest of the memory reserved for KV Cache is 54.93GiB.")
@@ -318,6 +320,8 @@ def v0_sample() -> list[str]:
            f"Number of speculative tokens: 3, Number of accepted tokens: {int(drafted * acc)}, "
            f"Number of draft tokens: {drafted}, Number of emitted tokens: {int(drafted * acc) + drafted // 3}.")
     v0("WARNING", "scheduler.py:1089", "Sequence group 12 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space.")
+    out.append("[rank0]:[W0310 09:01:33.402918 ProcessGroupNCCL.cpp:1476] Warning: WARNING: destroy_process_group() "
+               "was not called before program exit, which can leak resources.")
     # a restart with a longer context that no longer fits (V0's wording of the start-up failure)
     v0("ERROR", "engine.py:366", "ValueError: The model's max seq len (65536) is larger than the maximum number of "
        "tokens that can be stored in KV cache (28123). Try increasing `gpu_memory_utilization` or decreasing "
@@ -331,6 +335,12 @@ def lmcache_sample() -> list[str]:
     log = Log(datetime(2026, 9, 1, 10, 0, 0), seed=11)
     rng = log.rng
     log.log(API, "INFO", "api_server.py:1", f"vLLM API server version {VERSION}, serving model {MODEL}")
+    log.at(20)
+    log.log(TP0, "INFO", "gpu_worker.py:298", "Initial free memory 76.61 GiB, reserved 8.00 GiB memory for KV Cache as "
+            "specified by kv_cache_memory_bytes config and skipped memory profiling. This does not respect the "
+            "gpu_memory_utilization config. Only use kv_cache_memory_bytes config when you want manual control of KV "
+            "cache memory size.")
+    log.log(CORE, "INFO", "monitor.py:34", "torch.compile takes 10.51 s in total")
 
     def lm(proc, msg: str, where: str) -> None:
         stamp = f"{log.t:%Y-%m-%d %H:%M:%S},{rng.randint(0, 999):03d}"
@@ -343,6 +353,11 @@ def lmcache_sample() -> list[str]:
         lm(CORE, f"Reqid: cmpl-{i:04x}-0, Total tokens {total}, LMCache hit tokens: {hit}, need to load: {hit}",
            "vllm_v1_adapter.py:1602:lmcache.integration.vllm.vllm_v1_adapter")
         log.access("POST", "/v1/completions", 200)
+        if i % 10 == 9:  # a vision model: the multimodal cache in the stats line
+            log.log(API, "INFO", "loggers.py:314", f"Engine 000: Avg prompt throughput: {rng.uniform(500, 3000):.1f} "
+                    f"tokens/s, Avg generation throughput: {rng.uniform(50, 300):.1f} tokens/s, Running: 1 reqs, "
+                    f"Waiting: 0 reqs, GPU KV cache usage: {rng.uniform(1, 20):.1f}%, Prefix cache hit rate: "
+                    f"{rng.uniform(20, 80):.1f}%, MM cache hit rate: {rng.uniform(10, 60):.1f}%")
         if hit:
             gib = hit * 0.0000512
             ms = gib / rng.uniform(14, 22) * 1000

@@ -17,6 +17,7 @@ from exporter.parsers import (
     memory,
     spec_decode,
     startup,
+    torch_glog,
 )
 from exporter.parsers.base import Parser
 
@@ -39,6 +40,7 @@ PARSERS: tuple[Parser, ...] = (
     startup.INIT_ENGINE,
     startup.VERSION,
     startup.ENGINE_CONFIG,
+    torch_glog.PARSER,  # after the error families: an NCCL watchdog line in glog form is an nccl_error
 )
 
 

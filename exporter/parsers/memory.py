@@ -55,6 +55,21 @@ _PROFILE_PATTERNS = (
     (re.compile(rf"activation peak memory takes {_SZ}"), _sizes("peak_activation_bytes")),
     (re.compile(rf"reserved for KV Cache is {_SZ}"), _sizes("kv_cache_bytes")),
     (re.compile(r"Memory profiling takes ([\d.]+) seconds"), lambda m: {"profiling_seconds": float(m.group(1))}),
+    # V0 0.6.x, one line: "Memory profiling results: total_gpu_memory=79.15GiB initial_memory_usage=15.74GiB
+    # peak_torch_memory=16.40GiB memory_usage_post_profile=15.86GiB non_torch_memory=0.86GiB
+    # kv_cache_size=54.75GiB gpu_memory_utilization=0.90"
+    (re.compile(rf"total_gpu_memory={_SZ}"), _sizes("total_bytes")),
+    (re.compile(rf"initial_memory_usage={_SZ}"), _sizes("initial_bytes")),
+    (re.compile(rf"peak_torch_memory={_SZ}"), _sizes("peak_torch_bytes")),
+    (re.compile(rf"non_torch_memory={_SZ}"), _sizes("non_torch_bytes")),
+    (re.compile(rf"kv_cache_size={_SZ}"), _sizes("kv_cache_bytes")),
+    (re.compile(r"Memory profiling results: .*gpu_memory_utilization=([\d.]+)"),
+     lambda m: {"gpu_memory_utilization": float(m.group(1))}),
+    # the KV cache sized by hand (0.11+): "Initial free memory 76.61 GiB, reserved 8.00 GiB memory for KV Cache
+    # as specified by kv_cache_memory_bytes config and skipped memory profiling. ..."
+    (re.compile(rf"Initial free memory {_SZ}, reserved {_SZ} memory for KV Cache as specified by kv_cache_memory_bytes"),
+     lambda m: {"free_bytes": _size(m.group(1), m.group(2)), "kv_cache_bytes": _size(m.group(3), m.group(4)),
+                "kv_cache_memory_bytes_set": True}),
 )
 _KV_BYTES_HINT = re.compile(r"--kv-cache-memory-bytes=(\d+)`? \([\d.]+ GiB\) to (fit|fully)")
 
@@ -101,7 +116,8 @@ def _graph(frame: Frame) -> list[Event] | None:
 
 MEMORY_PROFILE = Parser(
     "memory_profile",
-    ("Free memory on device", "total_gpu_memory (", "model weights take ", "Memory profiling takes "),
+    ("Free memory on device", "total_gpu_memory (", "model weights take ", "Memory profiling takes ",
+     "Memory profiling results: ", "as specified by kv_cache_memory_bytes"),
     _profile,
 )
 MODEL_LOAD = Parser("model_load", (" took ",), _model_load)

@@ -54,10 +54,14 @@ def _scalar(text: str):
             return t
 
 
+_COMPILE_TOTAL = re.compile(r"torch\.compile (?:takes|took) ([\d.]+) ?s in total")
+
+
 def _init(frame: Frame) -> list[Event] | None:
     m = _INIT.search(frame.message)
     if not m:
-        return None
+        m = _COMPILE_TOTAL.search(frame.message)  # the compilation part, on a line of its own
+        return [Event("init_engine", {"compilation_seconds": float(m.group(1))})] if m else None
     fields = {"seconds": float(m.group(1))}
     if m.group(2):
         fields["compilation_seconds"] = float(m.group(2))
@@ -109,6 +113,6 @@ def _engine_config(frame: Frame) -> list[Event] | None:
     return None
 
 
-INIT_ENGINE = Parser("init_engine", ("init engine (",), _init)
+INIT_ENGINE = Parser("init_engine", ("init engine (", "torch.compile "), _init)
 VERSION = Parser("version", ("version ", "█"), _version)
 ENGINE_CONFIG = Parser("engine_config", ("LLM engine (", "non-default args: "), _engine_config)

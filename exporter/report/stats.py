@@ -192,7 +192,8 @@ class RunStats:
             w.setdefault("kv_cache_bytes", f["kv_cache_bytes"])
 
     def _on_init_engine(self, ev, f):
-        self.facts["init_seconds"] = f["seconds"]
+        if "seconds" in f:
+            self.facts["init_seconds"] = f["seconds"]
         if "compilation_seconds" in f:
             self.facts["compile_seconds"] = f["compilation_seconds"]
 
