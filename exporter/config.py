@@ -28,6 +28,10 @@ sources:
     type: container
     container: other                   # container name or id
     socket: /run/podman/podman.sock    # default: podman's, else docker's
+  - name: demo
+    type: demo                         # replays a packaged sample log, in a loop
+    sample: sample.log                 # sample.log, sample-v0.log or sample-lmcache.log
+    speed: 1
   - name: svc
     type: journald
     match: vllm                        # unit (system or user), CONTAINER_NAME or SYSLOG_IDENTIFIER
@@ -48,6 +52,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 DEFAULT_PORT = 10825
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
 SOURCE_TYPES = ("file", "stdin", "journald", "container", "demo")
+DEMO_SAMPLES = ("sample.log", "sample-v0.log", "sample-lmcache.log")
 ENV_PREFIX = "VLLM_LOG_EXPORTER_"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
@@ -66,6 +71,7 @@ class SourceConfig:
     socket: str | None = None
     from_start: bool = False
     speed: float = 1.0
+    sample: str = "sample.log"  # demo: which packaged sample log it replays
     journal_directory: str | None = None
     # a glob of files: "file" takes each file's server label from its pod (or stem), "name" uses name
     server_label: str = "name"
@@ -163,7 +169,7 @@ _SOURCE_KEYS = {
     "stdin": {"name", "type"},
     "journald": {"name", "type", "match", "journal_directory", "from_start"},
     "container": {"name", "type", "container", "socket", "from_start"},
-    "demo": {"name", "type", "speed"},
+    "demo": {"name", "type", "speed", "sample"},
 }
 
 
@@ -296,7 +302,7 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
             sc = SourceConfig(name=_typed(s["name"], str, f"{w}.name"), type=kind)
             for key, typ in (("path", str), ("match", str), ("container", str), ("socket", str),
                              ("journal_directory", str), ("server_label", str), ("from_start", bool),
-                             ("speed", float)):
+                             ("speed", float), ("sample", str)):
                 if key in s:
                     setattr(sc, key, _typed(s[key], typ, f"{w}.{key}"))
             for needed, kinds in (("path", ("file",)), ("match", ("journald",)), ("container", ("container",))):
@@ -345,6 +351,8 @@ def validate(cfg: Config, where: str = "config") -> Config:
             raise ConfigError(f"{w}.server_label: {s.server_label!r} is not one of name, file")
         if s.type == "demo" and not 0 < s.speed <= 1000:
             raise ConfigError(f"{w}.speed: {s.speed:g} must be in (0, 1000]")
+        if s.type == "demo" and s.sample not in DEMO_SAMPLES:
+            raise ConfigError(f"{w}.sample: {s.sample!r} is not one of {', '.join(DEMO_SAMPLES)}")
     if cfg.state_file:
         w = at("state_file", "state_file")
         if os.path.isdir(cfg.state_file):
@@ -439,7 +447,9 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
             speed = 1.0 if args.demo_speed is None else args.demo_speed
             if not 0 < speed <= 1000:
                 raise ConfigError(f"--demo-speed: {speed:g} must be in (0, 1000]")
+            # the seed's server (vLLM's own KV offload) and one offloading with LMCache
             flag_sources.append(SourceConfig(name="demo", type="demo", speed=speed))
+            flag_sources.append(SourceConfig(name="demo-lmcache", type="demo", speed=speed, sample="sample-lmcache.log"))
         server = args.server or env.get(ENV_PREFIX + "SERVER")
         if server:
             if len(flag_sources) != 1:

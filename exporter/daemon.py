@@ -39,7 +39,7 @@ def make_source(sc: SourceConfig, resume=None) -> Source:
     if sc.type == "demo":
         from exporter.sources.demo import DemoSource
 
-        return DemoSource(sc.name, speed=sc.speed)
+        return DemoSource(sc.name, speed=sc.speed, sample=sc.sample)
     raise ValueError(sc.type)
 
 

@@ -193,6 +193,10 @@ def test_the_default_demo_shows_every_family_within_its_first_pass_of_30_seconds
             )) and v(m, "vllm_log_server_starts_total", server="demo") >= 2
         # the first pass lasts 30 s; the bound leaves room for a slow machine, not for a slower demo
         wait_until(every_family, 40, 0.5, what="every family from the demo's first pass")
+        # and its second server offloads with LMCache
+        wait_until(lambda: (ex.value("vllm_log_lmcache_bytes_total", server="demo-lmcache", direction="retrieve") or 0) > 0
+                   and (ex.value("vllm_log_lmcache_hit_tokens_total", server="demo-lmcache") or 0) > 0, 10, 0.5,
+                   what="LMCache from the demo")
 
 
 def test_a_busy_engine_that_stops_logging_reads_stalled_and_an_idle_one_does_not(tmp_path):

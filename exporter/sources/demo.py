@@ -46,15 +46,16 @@ def stamp(now: float) -> str:
 
 class DemoSource:
     def __init__(self, name: str = "demo", speed: float = 1.0, max_gap: float = 15.0, loops: int | None = None,
-                 first_pass_seconds: float | None = 30.0):
+                 first_pass_seconds: float | None = 30.0, sample: str = "sample.log"):
         self.name = name
+        self.sample = sample
         self.speed = speed
         self.max_gap = max_gap
         self.loops = loops
         self.first_pass_seconds = first_pass_seconds
 
     async def batches(self, status: Status) -> AsyncIterator[list[str]]:
-        plan = schedule(sample_lines())
+        plan = schedule(sample_lines(self.sample))
         status.up(True)
         paced, prev = 0.0, 0.0
         for offset, _ in plan:
