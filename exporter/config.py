@@ -450,6 +450,8 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
             # the seed's server (vLLM's own KV offload) and one offloading with LMCache
             flag_sources.append(SourceConfig(name="demo", type="demo", speed=speed))
             flag_sources.append(SourceConfig(name="demo-lmcache", type="demo", speed=speed, sample="sample-lmcache.log"))
+            # and a V0-era server whose restart fails (a start-up failure)
+            flag_sources.append(SourceConfig(name="demo-v0", type="demo", speed=speed, sample="sample-v0.log"))
         server = args.server or env.get(ENV_PREFIX + "SERVER")
         if server:
             if len(flag_sources) != 1:

@@ -244,7 +244,9 @@ def overview() -> dict:
     b.timeseries("Prefix cache hit rate", [
         (f"vllm_log_prefix_cache_hit_ratio{{{SE}}}", "{{server}} e{{engine}}"),
         (f"vllm_log_external_prefix_cache_hit_ratio{{{SE}}}", "external {{server}} e{{engine}}"),
-    ], "percentunit", min_=0, max_=1, description="As vLLM logs it: over the most recent requests, not per window.")
+        (f"vllm_log_mm_cache_hit_ratio{{{SE}}}", "multimodal {{server}} e{{engine}}"),
+    ], "percentunit", min_=0, max_=1, description="As vLLM logs them: over the most recent requests, not per window; "
+                                                  "multimodal is its encoder cache, for vision models.")
     b.timeseries("Tokens per second (from window counters)", [
         (f"sum by (server) (rate(vllm_log_generation_tokens_total{{{SE}}}[$__rate_interval]))", "generated {{server}}"),
         (f"sum by (server) (rate(vllm_log_prompt_tokens_total{{{SE}}}[$__rate_interval]))", "prompt {{server}}"),
@@ -346,6 +348,11 @@ def memory_kv() -> dict:
                description="Weights, KV cache, peak activation, non-torch memory and CUDA graphs per worker.")
     b.bargauge("Model weights per worker", [(f"vllm_log_model_weights_bytes{{{S}}}", "{{server}} {{worker}}")], "bytes",
                w=12, h=9, description="GPU memory the model's weights take on each worker.")
+    b.bargauge("Last CUDA OOM per GPU", [
+        (f"vllm_log_oom_requested_bytes{{{S}}}", "{{server}} GPU {{gpu}} asked for"),
+        (f"vllm_log_oom_free_bytes{{{S}}}", "{{server}} GPU {{gpu}} free"),
+    ], "bytes", w=12, h=6, steps=[(None, BAD)],
+        description="What the last OOM on each GPU tried to allocate, and what PyTorch said was free then.")
     b.row("KV offload")
     b.timeseries("Offload rate (bytes / recorded copy time)", [
         (f"sum by (server, direction) (rate(vllm_log_kv_offload_bytes_total{{{S}}}[$__rate_interval]))"

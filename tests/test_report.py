@@ -234,3 +234,17 @@ def test_the_report_has_lmcache_beside_the_native_offload():
     js = json.loads(cli("report", str(ROOT / "exporter" / "data" / "sample-lmcache.log"), "--format", "json").stdout)
     lm = js["kv_offload"]["lmcache"]
     assert lm["store"]["moves"] > 0 and 0 < lm["hit_ratio"] < 1 and 9 < lm["retrieve"]["gb_per_s"] < 25
+
+
+def test_the_report_names_a_busy_engine_that_went_silent():
+    busy = ("Aug 04 02:46:{s:02d} h vllm[1]: (APIServer pid=53) INFO 08-04 02:46:{s:02d} [loggers.py:314] Engine 000: "
+            "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 300.0 tokens/s, Running: 1 reqs, "
+            "Waiting: 0 reqs, GPU KV cache usage: 1.9%, Prefix cache hit rate: 88.1%")
+    lines = [busy.format(s=0), busy.format(s=10), busy.format(s=55)]  # 45 s of silence after a busy window
+    r = subprocess.run([sys.executable, "-m", "exporter", "report", "-", "--year", "2026", "--timezone", "UTC"],
+                       cwd=ROOT, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+    assert "Engine 0 stalled at 2026-08-04 02:46:10 UTC: a busy stats window, then none for 45 s" in r.stdout
+    calm = [busy.format(s=0), busy.format(s=10), busy.format(s=20)]
+    r = subprocess.run([sys.executable, "-m", "exporter", "report", "-", "--year", "2026"], cwd=ROOT,
+                       input="\n".join(calm) + "\n", capture_output=True, text=True, timeout=60)
+    assert "stalled" not in r.stdout

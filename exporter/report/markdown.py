@@ -185,6 +185,9 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
         msg = (e["first_message"] or "").replace("|", "\\|")
         parts.append(f"| {kind} | {e['count']} | {_time(e['first'], tz) if e['count'] else '–'} | {msg if e['count'] else ''} |")
     parts.append("")
+    for st in s.get("stalls", []):
+        parts += [f"Engine {st['engine']} stalled at {_time(st['ts'], tz)}: a busy stats window, then none for "
+                  f"{st['silent_seconds']:,.0f} s with no start or death in between (hung, or died without a word).", ""]
     for sf in s.get("startup_failures", []):
         parts += [startup_failure_line(sf, s.get("config", {}), tz), ""]
     ooms = [o for o in s.get("ooms", []) if "tried_to_allocate_bytes" in o or "free_bytes" in o]

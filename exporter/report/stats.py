@@ -66,8 +66,11 @@ FACT_KINDS = frozenset({"version", "model", "engine_config", "kv_cache_size", "g
 
 
 class RunStats:
-    def __init__(self, since: float | None = None, until: float | None = None):
+    def __init__(self, since: float | None = None, until: float | None = None, stats_interval: float = 10.0):
         self.since, self.until = since, until
+        self.stats_interval = stats_interval
+        self._windows: dict = {}  # engine -> (log time of its last window, was it busy)
+        self.stalls: list[dict] = []
         self.facts: dict[str, Any] = {}
         self.workers: dict[str, dict[str, float]] = {}
         self.starts: list[float | None] = []
@@ -139,6 +142,7 @@ class RunStats:
         self._handlers[ev.kind](ev, ev.fields)
 
     def _on_version(self, ev, f):
+        self._windows.clear()  # a start explains the silence before it
         self.starts.append(ev.ts)
         self._deaths.started()
         self._start_failures.started()
@@ -201,6 +205,14 @@ class RunStats:
         self.facts["offload_pool_bytes"] = f["bytes"]
 
     def _on_engine_stats(self, ev, f):
+        engine = f.get("engine", 0)
+        if ev.ts is not None:
+            prev = self._windows.get(engine)
+            # a busy window and then silence for 3 intervals, with no start or death to explain it
+            if prev is not None and prev[1] and ev.ts - prev[0] > 3 * self.stats_interval and len(self.stalls) < 1000:
+                self.stalls.append({"ts": prev[0], "engine": engine, "silent_seconds": ev.ts - prev[0]})
+            busy = bool(f.get("running") or f.get("generation_tokens_per_second") or f.get("prompt_tokens_per_second"))
+            self._windows[engine] = (ev.ts, busy)
         self.gen.add(ev.ts, f["generation_tokens_per_second"])
         self.prompt.add(ev.ts, f["prompt_tokens_per_second"])
         self.running.append(f.get("running", -1))
@@ -323,6 +335,7 @@ class RunStats:
         self._error(ev, "nccl_error")
 
     def _on_engine_dead(self, ev, f):
+        self._windows.clear()  # so does a death
         if self._deaths.is_new(ev.ts):  # one death, however many processes log it
             self._error(ev, "engine_dead")
 
@@ -345,6 +358,7 @@ class RunStats:
                            "first_message": v[2]} for k, v in self.errors.items()},
             "ooms": sorted(self.ooms, key=lambda o: o["ts"] if o["ts"] is not None else float("inf")),
             "startup_failures": self.startup_failures,
+            "stalls": self.stalls,
         }
         return out
 
