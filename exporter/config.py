@@ -16,6 +16,9 @@ timestamps:
   year: null                           # year of year-less timestamps (default: current)
   timezone: null                       # IANA zone of year-less timestamps (default: local)
 stats_interval_seconds: 10             # VLLM_LOG_STATS_INTERVAL of the servers
+alertmanager:                          # push the log's own alerts (OOM, dead engine, ...) as well
+  urls: []                             # e.g. [http://127.0.0.1:9093]
+  instance: null                       # their `instance` label (default: the listen address)
 state_file: null                       # where each source stopped (file offset, journal cursor,
                                        # container stamp), so a restart resumes there
 sources:
@@ -107,6 +110,11 @@ class Config:
     stats_interval: float = 10.0
     state_file: str | None = None
     max_connections: int = 0  # 0: (file-descriptor limit - 64) / 2, at most 1024
+    alertmanager_urls: list[str] = field(default_factory=list)  # where the log's own alerts are pushed
+    alertmanager_instance: str | None = None  # the `instance` label of pushed alerts (default: listen address)
+    alertmanager_username: str | None = None
+    alertmanager_password_file: str | None = None
+    alertmanager_ca_file: str | None = None
     sources: list[SourceConfig] = field(default_factory=list)
     # where each setting came from ("config.yaml: web.telemetry_path", "--stats-interval", an env
     # name), so an error blames the flag, variable or file key the user actually wrote
@@ -160,7 +168,8 @@ def source_from_spec(spec: str, where: str, from_start: bool = False) -> SourceC
     return SourceConfig(name=name or stem, type="file", path=spec, from_start=from_start)
 
 
-_TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "state_file", "sources"}
+_TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "state_file", "sources", "alertmanager"}
+_AM_KEYS = {"urls", "instance", "basic_auth", "tls_config"}
 _WEB_KEYS = {"listen_address", "telemetry_path", "config_file", "max_connections"}
 _LOG_KEYS = {"level", "format"}
 _TS_KEYS = {"year", "timezone"}
@@ -279,6 +288,22 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
         holder = (top.get(section) if section else top)
         if isinstance(holder, dict) and holder.get(name) is not None:
             cfg.origin[attr] = p + key
+    am = _expect(top.get("alertmanager"), _AM_KEYS, p + "alertmanager")
+    if "urls" in am:
+        urls = am["urls"]
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            raise ConfigError(f"{p}alertmanager.urls: expected a list of URLs")
+        cfg.alertmanager_urls = list(urls)
+        cfg.origin["alertmanager_urls"] = p + "alertmanager.urls"
+    if am.get("instance") is not None:
+        cfg.alertmanager_instance = _typed(am["instance"], str, p + "alertmanager.instance")
+    auth = _expect(am.get("basic_auth"), {"username", "password_file"}, p + "alertmanager.basic_auth")
+    if auth:
+        cfg.alertmanager_username = _typed(auth.get("username"), str, p + "alertmanager.basic_auth.username")
+        cfg.alertmanager_password_file = _typed(auth.get("password_file"), str, p + "alertmanager.basic_auth.password_file")
+    tls = _expect(am.get("tls_config"), {"ca_file"}, p + "alertmanager.tls_config")
+    if tls.get("ca_file") is not None:
+        cfg.alertmanager_ca_file = _typed(tls["ca_file"], str, p + "alertmanager.tls_config.ca_file")
     sources = top.get("sources")
     if sources is not None:
         cfg.origin["sources"] = p + "sources"
@@ -336,6 +361,13 @@ def validate(cfg: Config, where: str = "config") -> Config:
             or not 0 <= cfg.max_connections <= 100000:
         raise ConfigError(f"{at('max_connections', 'web.max_connections')}: {cfg.max_connections!r} must be a whole "
                           "number in [0, 100000] (0: the default)")
+    for url in cfg.alertmanager_urls:
+        if not re.match(r"^https?://[^/\s]+", url):
+            raise ConfigError(f"{at('alertmanager_urls', 'alertmanager.urls')}: {url!r} is not an http(s) URL "
+                              "(e.g. http://127.0.0.1:9093)")
+    if cfg.alertmanager_password_file and not os.access(cfg.alertmanager_password_file, os.R_OK):
+        raise ConfigError(f"{where}: alertmanager.basic_auth.password_file: {cfg.alertmanager_password_file!r} "
+                          "cannot be read")
     src = cfg.origin.get("sources") or f"{where}: sources"
     if not cfg.sources:
         raise ConfigError(f"{src}: none given (use --source PATH, --demo, or a config file)")
@@ -434,6 +466,12 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
             setattr(cfg, attr, conv(v, w) if conv else v)
             cfg.origin[attr] = w
 
+    urls = getattr(args, "alertmanager_urls", None)
+    if urls:
+        cfg.alertmanager_urls, cfg.origin["alertmanager_urls"] = list(urls), "--alertmanager.url"
+    elif ENV_PREFIX + "ALERTMANAGER_URL" in env:
+        cfg.alertmanager_urls = [u.strip() for u in env[ENV_PREFIX + "ALERTMANAGER_URL"].split(",") if u.strip()]
+        cfg.origin["alertmanager_urls"] = ENV_PREFIX + "ALERTMANAGER_URL"
     from_start = bool(args.from_start) or env_bool(env.get(ENV_PREFIX + "FROM_START", ""), ENV_PREFIX + "FROM_START")
     demo = bool(args.demo) or env_bool(env.get(ENV_PREFIX + "DEMO", ""), ENV_PREFIX + "DEMO")
     specs = list(args.source or [])

@@ -46,7 +46,9 @@ def make_source(sc: SourceConfig, resume=None) -> Source:
 class SourceRunner:
     """Feeds one source's lines through its pipeline into the metrics; doubles as its Status."""
 
-    def __init__(self, source: Source, metrics: Metrics, clock: Clock, identity: str = "", state_key: str = ""):
+    def __init__(self, source: Source, metrics: Metrics, clock: Clock, identity: str = "", state_key: str = "",
+                 alerts=None):
+        self.alerts = alerts  # exporter.alerting.Alerts, when alerts are pushed
         self.source = source
         self.name = source.name
         self.identity = identity
@@ -72,6 +74,8 @@ class SourceRunner:
         counts, events, access, _ = self.pipeline.feed_batch(batch, on_error=self._bad_line)
         if events:
             self.metrics.observe_many(name, events)
+            if self.alerts is not None:
+                self.alerts.observe(name, events)
         if access:
             self.metrics.observe_access(name, access)
         self.metrics.count_lines(name, counts)
@@ -83,8 +87,11 @@ class SourceRunner:
             log.exception("line could not be parsed", source=self.name, line=line[:300])
 
     def flush(self, idle: float | None = TRACEBACK_IDLE_SECONDS) -> None:
-        for ev in self.pipeline.flush(idle):
+        events = self.pipeline.flush(idle)
+        for ev in events:
             self.metrics.observe(self.name, ev)
+        if events and self.alerts is not None:
+            self.alerts.observe(self.name, events)
 
     def states(self) -> dict[str, bool]:
         return {self.name: self.is_up}
@@ -118,10 +125,10 @@ class GlobRunner:
 
     SCAN_SECONDS = 2.0
 
-    def __init__(self, sc: SourceConfig, metrics: Metrics, clock: Clock, saved: dict):
+    def __init__(self, sc: SourceConfig, metrics: Metrics, clock: Clock, saved: dict, alerts=None):
         from exporter.sources import file_glob
 
-        self.sc, self.metrics, self.clock, self.saved = sc, metrics, clock, saved
+        self.sc, self.metrics, self.clock, self.saved, self.alerts = sc, metrics, clock, saved, alerts
         self.glob = file_glob
         self.name = sc.name
         self.children: dict[str, tuple[SourceRunner, asyncio.Task]] = {}
@@ -134,7 +141,7 @@ class GlobRunner:
         key, identity = f"{self.sc.name}:{path}", f"file:{path}"
         resume = self.saved[key][1] if key in self.saved and self.saved[key][0] == identity else None
         return SourceRunner(FileSource(server, path, from_start=from_start, resume=resume),
-                            self.metrics, self.clock, identity, key)
+                            self.metrics, self.clock, identity, key, alerts=self.alerts)
 
     def scan(self, first: bool) -> None:
         found = self.glob.matches(self.sc.path)
@@ -196,14 +203,21 @@ class Daemon:
             from exporter import state
 
             saved = state.load(cfg.state_file)
+        self.alerts = None
+        if cfg.alertmanager_urls:
+            from exporter.alerting import Alerts
+
+            # the instance label Prometheus gives this exporter by default: its scrape address
+            self.alerts = Alerts(instance=cfg.alertmanager_instance or cfg.listen_address)
         self.runners: list[SourceRunner | GlobRunner] = []
         for sc in cfg.sources:
             if sc.type == "file" and sc.is_glob:
-                self.runners.append(GlobRunner(sc, self.metrics, clock, saved))
+                self.runners.append(GlobRunner(sc, self.metrics, clock, saved, self.alerts))
                 continue
             # a checkpoint only counts for what it was taken from: a source pointed elsewhere starts as configured
             resume = saved[sc.name][1] if sc.name in saved and saved[sc.name][0] == sc.identity else None
-            self.runners.append(SourceRunner(make_source(sc, resume), self.metrics, clock, sc.identity))
+            self.runners.append(SourceRunner(make_source(sc, resume), self.metrics, clock, sc.identity,
+                                             alerts=self.alerts))
         self._saved_state = None
         self._state_error: str | None = None
         self._auth = None
@@ -377,6 +391,18 @@ class Daemon:
             pass
         tasks = [asyncio.create_task(r.run(), name=f"source:{r.name}") for r in self.runners]
         tasks.append(asyncio.create_task(self._flush_loop(), name="flush"))
+        if self.alerts is not None:
+            from exporter.alert_push import AlertPusher
+
+            password = None
+            if self.cfg.alertmanager_password_file:
+                with open(self.cfg.alertmanager_password_file, encoding="utf-8") as f:
+                    password = f.read().strip()
+            pusher = AlertPusher(self.alerts, self.cfg.alertmanager_urls,
+                                 on_result=lambda result: self.metrics.alerts_sent.labels(result).inc(),
+                                 username=self.cfg.alertmanager_username, password=password,
+                                 ca_file=self.cfg.alertmanager_ca_file)
+            tasks.append(asyncio.create_task(pusher.run(), name="alerts"))
         if self.cfg.state_file:
             tasks.append(asyncio.create_task(self._state_loop(), name="state"))
         try:

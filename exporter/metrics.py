@@ -46,7 +46,7 @@ The exporter itself:
     vllm_log_exporter_source_restarts_total, vllm_log_exporter_source_events_total{event},
     vllm_log_exporter_build_info{version},
     vllm_log_exporter_http_connections, vllm_log_exporter_http_connections_closed_total{reason},
-    vllm_log_exporter_state_write_errors_total,
+    vllm_log_exporter_state_write_errors_total, vllm_log_exporter_alerts_sent_total{result},
     vllm_log_exporter_tls_certificate_expiry_timestamp_seconds (only with TLS)
 
 Labels taken from log content are bounded, so no log (or attacker writing to it) can make series
@@ -269,6 +269,10 @@ class Metrics:
                                    "idle_timeout, request_timeout, evicted, refused).", ["reason"], registry=r)
         for reason in HTTP_CLOSE_REASONS:
             self.http_closed.labels(reason)
+        self.alerts_sent = Counter("vllm_log_exporter_alerts_sent", "Posts of the log's own alerts to "
+                                   "Alertmanager, by result (ok, error).", ["result"], registry=r)
+        for result in ("ok", "error"):
+            self.alerts_sent.labels(result)
         self.state_write_errors = Counter("vllm_log_exporter_state_write_errors",
                                           "Failed writes of the state file.", registry=r)
 

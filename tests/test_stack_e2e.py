@@ -122,7 +122,7 @@ def stack(tmp_path_factory):
     live.write_text("")
     with Receiver() as receiver, Alertmanager(tmp, stack_alertmanager_config(receiver.port)) as am:
         # the two samples are read from their start, the live file is followed from its end
-        ex = Exporter("--config", str(_config(tmp, live)))
+        ex = Exporter("--config", str(_config(tmp, live, am.url)))
         with ex:
             with Prometheus(tmp, stack_prometheus_config(ex.port, am.port)) as prom:
                 def q(expr):
@@ -133,10 +133,12 @@ def stack(tmp_path_factory):
                 yield {"prom": prom, "am": am, "receiver": receiver, "exporter": ex, "live": live}
 
 
-def _config(tmp, live):
+def _config(tmp, live, am_url):
     path = tmp / "exporter.yml"
     path.write_text(yaml.safe_dump({
         "timestamps": {"year": 2026},
+        # the exporter pushes the log's alerts itself too: the same labels as the rules', one alert
+        "alertmanager": {"urls": [am_url]},
         "sources": [
             {"name": "grandpa", "type": "file", "path": str(SAMPLE), "from_start": True},
             {"name": "legacy", "type": "file", "path": str(SAMPLE_V0), "from_start": True},
@@ -210,6 +212,10 @@ def test_an_oom_in_the_log_reaches_the_webhook(stack):
     # grouped per host and exporter too, so same-named servers on two hosts are two notifications
     assert body["groupLabels"] == {"alertname": "VllmCudaOutOfMemory", "server": "live",
                                    "instance": alert["labels"]["instance"]}
+    # pushed by the exporter and fired by the rule, it is one alert in one notification, with the log's words
+    for _, b in oom_posts():
+        assert len([a for a in b["alerts"] if a["labels"]["alertname"] == "VllmCudaOutOfMemory"]) == 1
+    assert "torch.OutOfMemoryError: CUDA out of memory" in alert["annotations"]["description"]
     assert elapsed < 60
     # the dead engine arrives too, on the same route
     wait_until(lambda: any(a["labels"].get("alertname") == "VllmEngineDead" and a["labels"].get("server") == "live"
@@ -217,5 +223,6 @@ def test_an_oom_in_the_log_reaches_the_webhook(stack):
     # and the dashboards' OOM annotation marks it (the query as Grafana sends it, over a 1 m interval)
     board = json.loads((ROOT / "dashboards" / "overview.json").read_text())
     expr = next(a["expr"] for a in board["annotations"]["list"] if a.get("name") == "CUDA out of memory")
-    marks = prom.query(_substitute(expr).replace("[15s]", "[1m]"))
+    marks = wait_until(lambda: prom.query(_substitute(expr).replace("[15s]", "[1m]")), 15, 0.5,
+                       what="the OOM annotation (the pushed alert comes before Prometheus' next scrape)")
     assert [m["metric"]["server"] for m in marks] == ["live"]

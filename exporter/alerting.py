@@ -1,0 +1,147 @@
+"""Alerts made from the log's own events, in the log's own words, for Alertmanager.
+
+Which events: an OOM, a dead engine, a CUDA or NCCL error, a failed start-up. Each becomes an
+alert with the labels the rule-based alerts carry for the same thing (``alertname``, ``server``,
+``kind``, ``severity``, and ``job``/``instance`` as Prometheus labels the exporter), so Alertmanager
+merges the pushed one and the rule's into one alert, one notification. Annotations hold the
+exception line and the numbers the message gives (GPU, bytes asked for, free), bounded to 1 KiB.
+
+How long they last: an OOM or GPU error as long as the rules' ``increase(...[10m])`` would say
+(10 minutes from when the line was read); a dead engine or a failed start-up until the server starts again
+(its next version banner), which resolves it. Pure state: what to send is ``pending()``; the
+sending is exporter.alert_push.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from exporter.events import Event
+from exporter.incidents import Deaths
+
+RECENT_SECONDS = 600.0  # the rules' 10-minute window
+DESCRIPTION_BYTES = 1024
+
+
+@dataclass
+class Alert:
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    starts_at: float
+    ends_at: float | None = None  # None: until resolved by a start
+    sent_at: float | None = None
+    changed: bool = True
+
+    def to_api(self) -> dict:
+        """Alertmanager API v2's postable alert."""
+        out = {"labels": self.labels, "annotations": self.annotations, "startsAt": _rfc3339(self.starts_at)}
+        if self.ends_at is not None:
+            out["endsAt"] = _rfc3339(self.ends_at)
+        return out
+
+
+def _rfc3339(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+def _gib(v) -> str:
+    return f"{v / 2**30:.2f} GiB"
+
+
+_RULES = {
+    "oom": ("VllmCudaOutOfMemory", "CUDA out of memory on vLLM server {server}"),
+    "engine_dead": ("VllmEngineDead", "vLLM engine died on {server}"),
+    "cuda_error": ("VllmGpuError", "cuda_error on vLLM server {server}"),
+    "nccl_error": ("VllmGpuError", "nccl_error on vLLM server {server}"),
+    "startup_failure": ("VllmStartupFailed", "vLLM server {server} failed to start"),
+}
+
+
+def _description(ev: Event) -> tuple[str, dict[str, str]]:
+    f = ev.fields
+    extra: dict[str, str] = {}
+    words = f.get("message") or f.get("error") or f.get("signature") or ""
+    if ev.kind == "oom" and "gpu" in f:
+        extra["gpu"] = str(f["gpu"])
+        parts = [f"GPU {f['gpu']}"]
+        if "tried_to_allocate_bytes" in f:
+            extra["requested_bytes"] = str(int(f["tried_to_allocate_bytes"]))
+            parts.append(f"asked for {_gib(f['tried_to_allocate_bytes'])}")
+        if "free_bytes" in f:
+            extra["free_bytes"] = str(int(f["free_bytes"]))
+            parts.append(f"{_gib(f['free_bytes'])} free")
+        if "total_capacity_bytes" in f:
+            parts.append(f"of {_gib(f['total_capacity_bytes'])}")
+        words = f"{words}\n{', '.join(parts)}."
+    if ev.kind == "startup_failure":
+        extra["reason"] = str(f.get("reason", "other"))
+    where = f"{ev.process or 'vLLM'}" + (f" pid {ev.pid}" if ev.pid else "")
+    text = f"{where}: {words}".strip()
+    raw = text.encode("utf-8")[:DESCRIPTION_BYTES]
+    return raw.decode("utf-8", "ignore"), extra
+
+
+@dataclass
+class Alerts:
+    """The alerts the log calls for, per server."""
+
+    instance: str = ""
+    job: str = "vllm-log-exporter"
+    runbook_url: str = ""
+    active: dict[tuple, Alert] = field(default_factory=dict)
+    _deaths: dict[str, Deaths] = field(default_factory=dict)
+
+    def observe(self, server: str, events: list[Event], now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        for ev in events:
+            if ev.kind == "version":
+                self._started(server, now)
+                continue
+            rule = _RULES.get(ev.kind)
+            if rule is None:
+                continue
+            if ev.kind == "engine_dead":
+                deaths = self._deaths.setdefault(server, Deaths())
+                if not deaths.is_new(ev.ts):
+                    continue  # the same death, logged again
+            alertname, summary = rule
+            labels = {"alertname": alertname, "severity": "critical", "server": server, "kind": ev.kind,
+                      "job": self.job}
+            if self.instance:
+                labels["instance"] = self.instance
+            description, extra = _description(ev)
+            annotations = {"summary": summary.format(server=server), "description": description, **extra}
+            if self.runbook_url:
+                annotations["runbook_url"] = f"{self.runbook_url}#{alertname.lower()}"
+            starts = ev.ts if ev.ts is not None else now
+            # 10 minutes from when it was read, as the rule sees the counter step at the next scrape (a
+            # line read late, from a backlog, must not arrive already over)
+            ends = None if ev.kind in ("engine_dead", "startup_failure") else max(starts, now) + RECENT_SECONDS
+            key = tuple(sorted(labels.items()))
+            self.active[key] = Alert(labels, annotations, starts, ends)
+
+    def _started(self, server: str, now: float) -> None:
+        """A server start resolves its dead engine and its failed start."""
+        self._deaths.pop(server, None)
+        for a in self.active.values():
+            if a.labels["server"] == server and a.ends_at is None:
+                a.ends_at, a.changed = now, True
+
+    def pending(self, now: float | None = None, repeat_seconds: float = 60.0) -> list[Alert]:
+        """What to send now: changed alerts, and active ones not sent for ``repeat_seconds``
+        (Alertmanager resolves an alert it has not heard of for its resolve_timeout)."""
+        now = time.time() if now is None else now
+        out = []
+        for key, a in list(self.active.items()):
+            over = a.ends_at is not None and a.ends_at <= now
+            if a.changed or (not over and (a.sent_at is None or now - a.sent_at >= repeat_seconds)):
+                out.append(a)
+            elif over and not a.changed:
+                del self.active[key]  # its end was delivered
+        return out
+
+    def sent(self, alerts: list[Alert], now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        for a in alerts:
+            a.sent_at, a.changed = now, False
