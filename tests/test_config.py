@@ -153,13 +153,13 @@ def test_alertmanager_urls_from_flag_env_and_file_and_a_bad_one_refused(tmp_path
         "http://127.0.0.1:9093"]
     env = {"VLLM_LOG_EXPORTER_ALERTMANAGER_URL": "http://a:9093, https://b:9093"}
     assert build(args("--demo"), environ=env).alertmanager_urls == ["http://a:9093", "https://b:9093"]
-    path = cfg_file(tmp_path, "alertmanager: {urls: ['http://am:9093'], instance: 'gpu-01:10825'}\\n"
-                              "sources: [{name: a, type: stdin}]\\n")
+    path = cfg_file(tmp_path, "alertmanager: {urls: ['http://am:9093'], instance: 'gpu-01:10825'}\n"
+                              "sources: [{name: a, type: stdin}]\n")
     cfg = build(args("--config", path), environ={})
     assert (cfg.alertmanager_urls, cfg.alertmanager_instance) == (["http://am:9093"], "gpu-01:10825")
     with pytest.raises(ConfigError) as e:
         build(args("--demo", "--alertmanager.url", "am:9093"), environ={})
     assert str(e.value) == "--alertmanager.url: 'am:9093' is not an http(s) URL (e.g. http://127.0.0.1:9093)"
     with pytest.raises(ConfigError, match=r"alertmanager.urll: unknown key"):
-        build(args("--config", cfg_file(tmp_path, "alertmanager: {urll: []}\\nsources: [{name: a, type: stdin}]\\n")),
+        build(args("--config", cfg_file(tmp_path, "alertmanager: {urll: []}\nsources: [{name: a, type: stdin}]\n")),
               environ={})
