@@ -146,12 +146,17 @@ def test_observe_many_equals_observe_one_by_one():
     assert sorted(render(a).splitlines()) == sorted(render(b).splitlines())
 
 
-def test_no_memory_figure_is_exported_twice():
+def sample_metrics(path=SAMPLE) -> Metrics:
+    """Metrics of one server fed a whole sample log."""
     m = Metrics(process_metrics=False)
     m.add_server("s")
-    _, events = run_lines(SAMPLE.read_text(encoding="utf-8").splitlines())
+    _, events = run_lines(path.read_text(encoding="utf-8").splitlines())
     m.observe_many("s", events)
-    s = samples(m.render().decode())
+    return m
+
+
+def test_no_memory_figure_is_exported_twice():
+    s = samples(sample_metrics().render().decode())
     components = {dict(ls)["component"] for (n, ls) in s if n == "vllm_log_startup_memory_bytes"}
     assert components == {"peak_activation", "non_torch", "cuda_graph"}
     assert value(s, "vllm_log_kv_cache_memory_bytes", worker="Worker_TP0") > 0
@@ -159,11 +164,7 @@ def test_no_memory_figure_is_exported_twice():
 
 
 def test_model_info_names_the_served_model_and_keeps_the_path():
-    m = Metrics(process_metrics=False)
-    m.add_server("s")
-    _, events = run_lines(SAMPLE.read_text(encoding="utf-8").splitlines())
-    m.observe_many("s", events)
-    s = samples(m.render().decode())
+    s = samples(sample_metrics().render().decode())
     assert [dict(ls) for (n, ls) in s if n == "vllm_log_model_info"] == [
         {"server": "s", "model": "grandpa", "path": "/models/snapshots/7872f01b1d1fe23eabc4c98b48bffcef5a386062"}]
 
@@ -181,10 +182,7 @@ def test_the_responses_the_5xx_and_429_alerts_watch_are_born_at_0():
 
 
 def test_the_last_oom_numbers_are_gauges_by_gpu_and_survive_the_restart():
-    m = Metrics(process_metrics=False)
-    m.add_server("s")
-    _, events = run_lines(SAMPLE.read_text(encoding="utf-8").splitlines())  # its OOM, then two restarts
-    m.observe_many("s", events)
+    m = sample_metrics()  # its OOM, then two restarts
     s = samples(m.render().decode())
     assert value(s, "vllm_log_oom_requested_bytes", server="s", gpu="0") == 2 * 2**30
     assert value(s, "vllm_log_oom_free_bytes", server="s", gpu="0") == round(1.07 * 2**30)
