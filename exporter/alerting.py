@@ -21,6 +21,9 @@ from exporter.events import Event
 from exporter.incidents import Deaths
 
 RECENT_SECONDS = 600.0  # the rules' 10-minute window
+# docs/runbook.md, one section per alert (the anchor is the alert's name in lower case); the rules
+# take the same base from mixin/config.py
+RUNBOOK_URL = "https://github.com/vllm-log-exporter/vllm-log-exporter/blob/main/docs/runbook.md"
 DESCRIPTION_BYTES = 1024
 
 
@@ -88,7 +91,7 @@ class Alerts:
 
     instance: str = ""
     job: str = "vllm-log-exporter"
-    runbook_url: str = ""
+    runbook_url: str = RUNBOOK_URL
     active: dict[tuple, Alert] = field(default_factory=dict)
     _deaths: dict[str, Deaths] = field(default_factory=dict)
 

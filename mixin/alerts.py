@@ -249,6 +249,8 @@ def groups() -> list[dict]:
             },
         },
     ]
+    for rule in errors + http + engine + exporter:
+        rule["annotations"]["runbook_url"] = f"{C.RUNBOOK_BASE_URL}#{rule['alert'].lower()}"
     return [
         {"name": "vllm-log-errors", "rules": errors},
         {"name": "vllm-log-http", "rules": http},

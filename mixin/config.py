@@ -33,3 +33,9 @@ DATASOURCE_UID = "vllm-log-prometheus"
 # host's Prometheus agent, deploy/prometheus/agent.yml) and `instance` (the exporter). Labels a
 # series does not have are simply absent from the alert.
 KEEP_LABELS = ["host", "instance"]
+
+# Where every alert's runbook_url points: docs/runbook.md, a section per alert (anchor: the alert's
+# name in lower case). Point it at your own copy (a wiki, your fork) if you change the runbook.
+from exporter.alerting import RUNBOOK_URL  # noqa: E402 - the exporter's pushed alerts use the same
+
+RUNBOOK_BASE_URL = RUNBOOK_URL

@@ -258,3 +258,19 @@ def test_the_commented_examples_in_prometheus_yml_are_valid_once_uncommented(tmp
 def test_every_example_config_is_a_file_promtool_accepts(path):
     r = run("promtool", "check", "config", "--syntax-only", str(path))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_every_alert_pushed_or_rule_based_has_a_runbook_section():
+    from exporter.alerting import _RULES, RUNBOOK_URL
+    from mixin import config as C
+
+    runbook = (ROOT / "docs" / "runbook.md").read_text()
+    sections = {line[3:].strip().lower() for line in runbook.splitlines() if line.startswith("## ")}
+    rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+    for r in rules:
+        url = r["annotations"]["runbook_url"]
+        assert url == f"{C.RUNBOOK_BASE_URL}#{r['alert'].lower()}" and r["alert"].lower() in sections, r["alert"]
+    for alertname, _ in _RULES.values():
+        assert alertname.lower() in sections and alertname in {r["alert"] for r in rules}
+    assert C.RUNBOOK_BASE_URL == RUNBOOK_URL
+    assert sections == {r["alert"].lower() for r in rules}  # no section for an alert that does not exist
