@@ -82,3 +82,42 @@ def test_pending_alerts_repeat_while_active_and_end_when_over():
     assert a.pending(now=1062.0) == [alert]         # re-posted while active
     a.sent([alert], now=1062.0)
     assert a.pending(now=1700.0) == [] and a.active == {}  # over: its end was in the first post
+
+
+def test_the_notification_templates_give_a_slack_receiver_the_exception_line_runbook_and_dashboard(tmp_path):
+    """deploy/alertmanager/templates/vllm.tmpl rendered by the real Alertmanager for a Slack receiver
+    whose API URL is a local server (what Slack would be sent)."""
+    import yaml
+
+    from tests.helpers import ROOT
+
+    live = tmp_path / "live.log"
+    live.write_text("")
+    with Receiver() as slack:
+        cfg = {
+            "templates": [str(ROOT / "deploy" / "alertmanager" / "templates" / "*.tmpl")],
+            "route": {"receiver": "slack", "group_by": ["alertname", "host", "instance", "server"],
+                      "group_wait": "0s", "group_interval": "1s", "repeat_interval": "1h"},
+            "receivers": [{"name": "slack", "slack_configs": [{
+                "api_url": f"http://127.0.0.1:{slack.port}/slack", "channel": "#gpu", "send_resolved": True,
+                "title": '{{ template "vllm.title" . }}', "text": '{{ template "vllm.text" . }}'}]}],
+        }
+        with Alertmanager(tmp_path, yaml.safe_dump(cfg)) as am:
+            with Exporter("--source", f"live={live}", "--year", "2026", "--alertmanager.url", am.url):
+                with open(live, "a") as f:
+                    f.write("\n".join(OOM_TRACEBACK) + "\n")
+
+                def oom_message():
+                    for path, body in slack.posts:
+                        for att in body.get("attachments", []):
+                            if "VllmCudaOutOfMemory" in att.get("title", ""):
+                                return att
+                    return None
+
+                att = wait_until(oom_message, 20, 0.1, what="the Slack message for the OOM")
+    assert att["title"] == "[FIRING:1] VllmCudaOutOfMemory on live"
+    text = att["text"]
+    assert "CUDA out of memory on vLLM server live" in text
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" in text
+    assert "GPU 0" in text and "Runbook: https://" in text and "docs/runbook.md#vllmcudaoutofmemory" in text
+    assert "/d/vllm-log-overview?var-server=live&from=" in text and "&to=now" in text

@@ -109,6 +109,7 @@ def stack_alertmanager_config(receiver_port: int) -> str:
     # rewritten for the test: the placeholder webhook goes to our receiver, and waits are shortened
     text = text.replace("http://127.0.0.1:9099", f"http://127.0.0.1:{receiver_port}")
     cfg = yaml.safe_load(text)
+    cfg["templates"] = [str(ROOT / "deploy" / "alertmanager" / "templates" / "*.tmpl")]
     for route in [cfg["route"], *cfg["route"]["routes"]]:
         route["group_wait"] = "0s"
         route["group_interval"] = "1s"
