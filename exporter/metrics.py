@@ -34,7 +34,7 @@ Start-up facts (reset when the server starts again):
     vllm_log_build_info{version}, vllm_log_model_info{model,path}
 HTTP and errors:
     vllm_log_http_requests_total{method,endpoint,status},
-    vllm_log_errors_total{kind}, vllm_log_last_error_timestamp_seconds{kind},
+    vllm_log_errors_total{kind}, vllm_log_last_error_timestamp_seconds{kind}, vllm_log_last_start_timestamp_seconds,
     vllm_log_oom_requested_bytes{gpu}, vllm_log_oom_free_bytes{gpu} (the last OOM's, gpu 0-63 else other),
     vllm_log_startup_failures_total{reason},
     vllm_log_messages_total{level}
@@ -240,6 +240,8 @@ class Metrics:
         self.errors = c("vllm_log_errors", "Errors seen: oom, cuda_error, nccl_error, engine_dead (one per death, "
                         "however many lines log it), startup_failure, traceback (one that is none of the others).", S + ["kind"])
         self.last_error = g("vllm_log_last_error_timestamp_seconds", "Time of the last error of each kind.", S + ["kind"])
+        self.last_start = g("vllm_log_last_start_timestamp_seconds", "Time of the server's last start (version banner), "
+                            "so a death before it is known to be over.")
         # the last OOM's numbers, kept across the restart it usually causes (not window gauges)
         self.oom_requested = g("vllm_log_oom_requested_bytes", "What the last CUDA OOM tried to allocate, by GPU.",
                                S + ["gpu"])
@@ -597,6 +599,7 @@ class Metrics:
     def _on_version(self, server, ev, f):
         # A version line opens a new start-up: everything learnt about the previous run goes.
         self.reset_server(server)
+        self._child(self.last_start, (server,)).set(ev.ts if ev.ts is not None else time.time())
         self._deaths.pop(server, None)
         tracker = self._start_failures.get(server)
         if tracker is not None:

@@ -46,7 +46,10 @@ def groups() -> list[dict]:
         },
         {
             "alert": "VllmEngineDead",
-            "expr": 'increase(vllm_log_errors_total{kind="engine_dead"}[10m]) > 0',
+            # over once the server starts again (as the exporter's pushed copy is resolved then)
+            "expr": 'increase(vllm_log_errors_total{kind="engine_dead"}[10m]) > 0\n'
+                    f"  unless on ({BS}) (max by ({BS}) (vllm_log_last_start_timestamp_seconds)\n"
+                    f"    > on ({BS}) max by ({BS}) (vllm_log_last_error_timestamp_seconds{{kind=\"engine_dead\"}}))",
             "labels": {"severity": "critical"},
             "annotations": {
                 "summary": "vLLM engine died on {{ $labels.server }}",
