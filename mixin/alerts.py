@@ -73,6 +73,22 @@ def groups() -> list[dict]:
             },
         },
         {
+            # the log says the engine is gone while vLLM's API still answers its scrape: clients get
+            # errors from a server that looks up (vllm-project/vllm#39863)
+            "alert": "VllmEngineDeadApiUp",
+            "expr": f'(max by (host, server) (increase(vllm_log_errors_total{{kind="engine_dead"}}[10m])) > 0\n'
+                    f"   or max by (host, server) (vllm_log_engine_stalled) == 1)\n"
+                    f'  and on (host, server) max by (host, server) (up{{job="{C.VLLM_JOB}"}}) == 1',
+            "for": "1m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "vLLM on {{ $labels.server }} answers its API while its engine is dead or stalled",
+                "description": "The log says the engine of {{ $labels.server }} died or stopped while busy, and vLLM's own "
+                               "/metrics still answers (job " + C.VLLM_JOB + "): health checks see a live server, "
+                               "requests fail. Restart it.",
+            },
+        },
+        {
             "alert": "VllmEngineStalled",
             "expr": f"max by ({BSE}) (vllm_log_engine_stalled) == 1\n"
                     f"  and on ({BS}) max by ({BS}) (vllm_log_exporter_source_up) == 1",

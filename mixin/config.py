@@ -39,3 +39,7 @@ KEEP_LABELS = ["host", "instance"]
 from exporter.alerting import RUNBOOK_URL  # noqa: E402 - the exporter's pushed alerts use the same
 
 RUNBOOK_BASE_URL = RUNBOOK_URL
+
+# vLLM's own /metrics, scraped next to the exporter (deploy/prometheus/prometheus.yml): its job,
+# whose targets carry a `server` label naming the exporter's server for that vLLM.
+VLLM_JOB = "vllm"

@@ -280,6 +280,21 @@ def overview() -> dict:
                     "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": colour}}]}
                    for pattern, colour in (("/warning/", WARN), ("/error|critical/", BAD))],
         description="vLLM WARNING, ERROR and CRITICAL lines that are not one of the errors above.")
+    V = f'job="{C.VLLM_JOB}", host=~"$host", server=~"$server"'
+    native = "no data: vLLM's own metrics are not scraped (job " + C.VLLM_JOB + ")"
+    b.timeseries("vLLM's own: requests finished", [
+        (f"sum by (server, finished_reason) (rate(vllm:request_success_total{{{V}}}[$__rate_interval]))",
+         "{{server}} {{finished_reason}}")], "reqps", min_=0,
+        options={"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                 "tooltip": {"mode": "multi", "sort": "desc"}},
+        description="From vLLM's own /metrics (job " + C.VLLM_JOB + "), beside the log's view above: requests finished "
+                    "by reason. Empty when that job is not scraped.")
+    b.panels[-1]["fieldConfig"]["defaults"]["noValue"] = native
+    b.timeseries("vLLM's own: time to first token (p95)", [
+        (f"histogram_quantile(0.95, sum by (server, le) (rate(vllm:time_to_first_token_seconds_bucket{{{V}}}"
+         f"[$__rate_interval])))", "{{server}}")], "s", min_=0,
+        description="From vLLM's own /metrics: the 95th percentile of the time to first token.")
+    b.panels[-1]["fieldConfig"]["defaults"]["noValue"] = native
     b.timeseries("Log lines by result", [
         (f"sum by (result) (rate(vllm_log_exporter_lines_total{{{S}}}[$__rate_interval]))", "{{result}}")], "short",
         min_=0, description="unparsed lines are vLLM output the exporter does not understand: see `parse --stats`.")

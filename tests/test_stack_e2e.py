@@ -65,6 +65,49 @@ class Receiver:
         self.server.server_close()
 
 
+class StandInVllm:
+    """A stand-in for vLLM's own /metrics (no vLLM runs here): a few `vllm:` families in vLLM's
+    names, counting up on every scrape, so the dashboards' native panels and the rules that join
+    the `vllm` job have a target."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.scrapes = 0
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.scrapes += 1
+                n = outer.scrapes
+                body = (
+                    "# TYPE vllm:request_success_total counter\n"
+                    f'vllm:request_success_total{{model_name="m",finished_reason="stop"}} {10 * n}\n'
+                    "# TYPE vllm:time_to_first_token_seconds histogram\n"
+                    + "".join(f'vllm:time_to_first_token_seconds_bucket{{model_name="m",le="{le}"}} {c * n}\n'
+                              for le, c in (("0.1", 2), ("0.5", 7), ("1.0", 9), ("+Inf", 10)))
+                    + f'vllm:time_to_first_token_seconds_count{{model_name="m"}} {10 * n}\n'
+                    + f'vllm:time_to_first_token_seconds_sum{{model_name="m"}} {3.2 * n}\n'
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), H)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class Alertmanager:
     def __init__(self, tmp, config_text: str):
         self.tmp = tmp
@@ -93,7 +136,7 @@ class Alertmanager:
         self.log.close()
 
 
-def stack_prometheus_config(exporter_port: int, am_port: int) -> str:
+def stack_prometheus_config(exporter_port: int, am_port: int, vllm_port: int | None = None) -> str:
     cfg = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
     # rewritten for the test: 1 s intervals, loopback ports chosen here, the repo's rules directory
     cfg["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
@@ -101,6 +144,11 @@ def stack_prometheus_config(exporter_port: int, am_port: int) -> str:
     cfg["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] = [f"127.0.0.1:{am_port}"]
     (job,) = [j for j in cfg["scrape_configs"] if j["job_name"] == "vllm-log-exporter"]
     job["static_configs"][0]["targets"] = [f"127.0.0.1:{exporter_port}"]
+    (native,) = [j for j in cfg["scrape_configs"] if j["job_name"] == "vllm"]
+    if vllm_port is None:
+        cfg["scrape_configs"].remove(native)
+    else:  # the stand-in vLLM is the live server's
+        native["static_configs"] = [{"targets": [f"127.0.0.1:{vllm_port}"], "labels": {"server": "live"}}]
     return yaml.safe_dump(cfg)
 
 
@@ -121,11 +169,11 @@ def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("stack")
     live = tmp / "live.log"
     live.write_text("")
-    with Receiver() as receiver, Alertmanager(tmp, stack_alertmanager_config(receiver.port)) as am:
+    with Receiver() as receiver, Alertmanager(tmp, stack_alertmanager_config(receiver.port)) as am, StandInVllm() as vllm:
         # the two samples are read from their start, the live file is followed from its end
         ex = Exporter("--config", str(_config(tmp, live, am.url)))
         with ex:
-            with Prometheus(tmp, stack_prometheus_config(ex.port, am.port)) as prom:
+            with Prometheus(tmp, stack_prometheus_config(ex.port, am.port, vllm.port)) as prom:
                 def q(expr):
                     return prom.query(expr)
 
