@@ -35,25 +35,12 @@ OOM_TRACEBACK = [
 ]
 
 
-class Receiver:
-    """Collects Alertmanager webhook POSTs."""
+class _LoopbackServer:
+    """An HTTP server of the test's own on a free loopback port, in a thread; ``handler`` answers."""
 
-    def __init__(self):
+    def __init__(self, handler):
         self.port = free_port()
-        self.posts: list[tuple[str, dict]] = []
-        outer = self
-
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                outer.posts.append((self.path, json.loads(body)))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), H)
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self):
@@ -65,17 +52,38 @@ class Receiver:
         self.server.server_close()
 
 
-class StandInVllm:
+class _Quiet(BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+
+class Receiver(_LoopbackServer):
+    """Collects Alertmanager webhook POSTs."""
+
+    def __init__(self):
+        self.posts: list[tuple[str, dict]] = []
+        outer = self
+
+        class H(_Quiet):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.posts.append((self.path, json.loads(body)))
+                self.send_response(200)
+                self.end_headers()
+
+        super().__init__(H)
+
+
+class StandInVllm(_LoopbackServer):
     """A stand-in for vLLM's own /metrics (no vLLM runs here): a few `vllm:` families in vLLM's
     names, counting up on every scrape, so the dashboards' native panels and the rules that join
     the `vllm` job have a target."""
 
     def __init__(self):
-        self.port = free_port()
         self.scrapes = 0
         outer = self
 
-        class H(BaseHTTPRequestHandler):
+        class H(_Quiet):
             def do_GET(self):
                 outer.scrapes += 1
                 n = outer.scrapes
@@ -93,19 +101,7 @@ class StandInVllm:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), H)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(H)
 
 
 class Alertmanager:
