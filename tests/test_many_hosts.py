@@ -121,8 +121,10 @@ def test_two_hosts_through_agents_stay_apart_on_a_central_prometheus_and_victori
             assert sorted({r["metric"]["host"] for r in resets}) == ["gpu-01", "gpu-02"], store.name
             assert all(float(r["value"][1]) == 0 for r in resets), (store.name, resets)
             # every dashboard query has data for each host
+            # (vLLM's own `vllm:` panels need vLLM's job, which these agents do not scrape: the e2e stack
+            # checks them against a stand-in target)
             missing = [f"{where} ({host})" for host in ("gpu-01", "gpu-02") for where, expr in dashboard_queries()
-                       if not store.query(grafana_substitute(expr, host=host))]
+                       if "vllm:" not in expr and not store.query(grafana_substitute(expr, host=host))]
             assert missing == [], (store.name, missing)
         # the rules run centrally on both, with no evaluation errors
         groups = central.api("/api/v1/rules")["groups"]
