@@ -9,7 +9,6 @@ through ``on_result("ok" | "error")``; with several Alertmanagers each gets ever
 from __future__ import annotations
 
 import asyncio
-import base64
 import ssl
 
 import aiohttp
@@ -27,10 +26,7 @@ class AlertPusher:
         self.urls = [u.rstrip("/") + "/api/v2/alerts" for u in urls]
         self.on_result = on_result or (lambda result: None)
         self.tick = tick
-        self.headers = {"Content-Type": "application/json"}
-        if username is not None:
-            token = base64.b64encode(f"{username}:{password or ''}".encode()).decode()
-            self.headers["Authorization"] = f"Basic {token}"
+        self.auth = aiohttp.BasicAuth(username, password or "") if username is not None else None
         self.ssl = ssl.create_default_context(cafile=ca_file) if ca_file else None
         self._failing: dict[str, str] = {}
 
@@ -58,7 +54,7 @@ class AlertPusher:
 
     async def _post(self, session, url: str, body) -> bool:
         try:
-            async with session.post(url, json=body, headers=self.headers, ssl=self.ssl) as r:
+            async with session.post(url, json=body, auth=self.auth, ssl=self.ssl) as r:
                 if r.status // 100 == 2:
                     self.on_result("ok")
                     if self._failing.pop(url, None) is not None:

@@ -313,8 +313,10 @@ class Daemon:
                           ("year", "timestamps.year"), ("timezone", "timestamps.timezone")):
             if getattr(new, attr) != getattr(old, attr):
                 restart.append(key)
-        if [(s.name, s.identity, s.type, s.from_start, s.socket, s.server_label) for s in new.sources] != \
-                [(s.name, s.identity, s.type, s.from_start, s.socket, s.server_label) for s in old.sources]:
+        def sources(cfg):
+            return [(s.name, s.identity, s.type, s.from_start, s.socket, s.server_label) for s in cfg.sources]
+
+        if sources(new) != sources(old):
             restart.append("sources")
         cur = self.web_config
         if wc is not None and cur is not None and new.web_config_file == old.web_config_file:

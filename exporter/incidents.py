@@ -26,6 +26,11 @@ class Deaths:
         self._dead = False
         self._last: float | None = None
 
+    @property
+    def open(self) -> bool:
+        """A signal was seen since the last start."""
+        return self._dead
+
     def started(self) -> None:
         """A server start: the next signal is a new death."""
         self._dead = False
@@ -47,20 +52,16 @@ def unclassified(traceback_fields: dict) -> bool:
 
 class StartFailures:
     def __init__(self) -> None:
-        self._open = False
-        self._last: float | None = None
+        self._span = Deaths()  # the same window: one failed start, however many lines, until a start
         self._reasons: set[str] = set()
 
     def signal(self, ts: float | None, reason: str) -> tuple[bool, list[str]]:
         """(a new failed start?, the reasons to count now)."""
+        was_open = self._span.open
+        new = self._span.is_new(ts)
         counted: list[str] = []
-        far = ts is not None and self._last is not None and abs(ts - self._last) > DEATH_WINDOW_SECONDS
-        new = not self._open or far
         if new:
-            counted += self._close()
-            self._open = True
-        if ts is not None:
-            self._last = ts if new or self._last is None else max(self._last, ts)
+            counted += self._close(was_open)
         if reason != "other" and reason not in self._reasons:
             self._reasons.add(reason)
             counted.append(reason)
@@ -68,9 +69,18 @@ class StartFailures:
 
     def started(self) -> list[str]:
         """A server start: an open failed start is over."""
-        return self._close()
-
-    def _close(self) -> list[str]:
-        counted = ["other"] if self._open and not self._reasons else []
-        self._open, self._last, self._reasons = False, None, set()
+        counted = self._close(self._span.open)
+        self._span.started()
         return counted
+
+    def _close(self, was_open: bool) -> list[str]:
+        counted = ["other"] if was_open and not self._reasons else []
+        self._reasons = set()
+        return counted
+
+
+def busy_window(fields: dict) -> bool:
+    """A stats window in which the engine worked: requests running, or tokens in or out. vLLM logs
+    one every interval while busy, so silence after such a window means something."""
+    return bool(fields.get("running") or fields.get("generation_tokens_per_second")
+                or fields.get("prompt_tokens_per_second"))

@@ -25,5 +25,7 @@ def open_binary(path: str) -> BinaryIO:
     head = f.read(2)
     f.seek(0)
     if head == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=f)  # type: ignore[return-value]
+        # a GzipFile over our file object would leave it open when closed: give it the file itself
+        f.close()
+        return gzip.open(path, "rb")  # type: ignore[return-value]
     return f

@@ -65,7 +65,7 @@ from prometheus_client import PlatformCollector, ProcessCollector, disable_creat
 
 from exporter import __version__
 from exporter.events import ERROR_KINDS, KINDS, STARTUP_FAILURE_REASONS, Event
-from exporter.incidents import Deaths, StartFailures, unclassified
+from exporter.incidents import Deaths, StartFailures, busy_window, unclassified
 from exporter.pipeline import RESULTS
 from exporter.tables import CounterFamily, GaugeFamily, Table
 
@@ -452,8 +452,7 @@ class Metrics:
         # A window's length is the logging interval; a longer gap means vLLM hid idle windows at
         # DEBUG, and the window that ends now is still one interval long.
         self._window_seen[key] = time.monotonic()
-        self._busy[key] = bool(f.get("running") or f.get("generation_tokens_per_second")
-                               or f.get("prompt_tokens_per_second"))
+        self._busy[key] = busy_window(f)
         self.stalled.values[key] = 0.0
         last = self._last_window.get(key)
         dt = self.stats_interval

@@ -334,10 +334,6 @@ class Auth:
         return middleware
 
 
-def auth_middleware(users: dict[str, bytes]):
-    return Auth(users).middleware()
-
-
 def headers_middleware(headers: dict[str, str]):
     @web.middleware
     async def middleware(request: web.Request, handler):

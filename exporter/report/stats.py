@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.events import ERROR_KINDS, KINDS, Event
-from exporter.incidents import Deaths, StartFailures, unclassified
+from exporter.incidents import Deaths, StartFailures, busy_window, unclassified
 
 GB = 1e9  # rates are reported in GB/s (10^9), as PCIe is specified
 
@@ -211,8 +211,7 @@ class RunStats:
             # a busy window and then silence for 3 intervals, with no start or death to explain it
             if prev is not None and prev[1] and ev.ts - prev[0] > 3 * self.stats_interval and len(self.stalls) < 1000:
                 self.stalls.append({"ts": prev[0], "engine": engine, "silent_seconds": ev.ts - prev[0]})
-            busy = bool(f.get("running") or f.get("generation_tokens_per_second") or f.get("prompt_tokens_per_second"))
-            self._windows[engine] = (ev.ts, busy)
+            self._windows[engine] = (ev.ts, busy_window(f))
         self.gen.add(ev.ts, f["generation_tokens_per_second"])
         self.prompt.add(ev.ts, f["prompt_tokens_per_second"])
         self.running.append(f.get("running", -1))

@@ -30,6 +30,7 @@ from typing import AsyncIterator
 import structlog
 
 from exporter.lines import MAX_LINE_BYTES, LineSplitter
+from exporter.logfile import LogOpenError, open_binary
 from exporter.sources.base import Status
 
 log = structlog.get_logger("vllm_log_exporter.source.file")
@@ -68,19 +69,11 @@ def _siblings(path: str, exclude: set[tuple[int, int]]) -> list[tuple[str, os.st
     return out
 
 
-def _open_any(path: str):
-    if path.endswith(".gz"):
-        import gzip
-
-        return gzip.open(path, "rb")
-    return open(path, "rb")
-
-
 def _head_of(path: str, n: int) -> bytes | None:
     try:
-        with _open_any(path) as g:
+        with open_binary(path) as g:  # gzip or not, by its first bytes
             return g.read(n)
-    except (OSError, EOFError):
+    except (OSError, EOFError, LogOpenError):
         return None
 
 
@@ -202,7 +195,7 @@ class FileSource:
             yield lines
 
     async def _read_from(self, path: str, offset: int, split: LineSplitter) -> AsyncIterator[list[str]]:
-        with _open_any(path) as g:
+        with open_binary(path) as g:
             if offset:
                 g.seek(offset)
             async for lines in self._to_end(g, split):
@@ -222,7 +215,7 @@ class FileSource:
             try:
                 async for lines in self._read_from(path, pos, split):
                     yield lines
-            except (OSError, EOFError) as e:
+            except (OSError, EOFError, LogOpenError) as e:
                 _note(status, "tail_lost")
                 log.warning("copy of the truncated file unreadable; its unread tail is lost", source=self.name,
                             path=path, error=str(e))
@@ -255,7 +248,7 @@ class FileSource:
             try:
                 async for lines in self._read_from(path, 0, split):
                     yield lines
-            except (OSError, EOFError) as e:
+            except (OSError, EOFError, LogOpenError) as e:
                 _note(status, "file_skipped")
                 log.warning("rotated file skipped: it could not be read", source=self.name, path=path, error=str(e))
 
