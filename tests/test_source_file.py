@@ -327,3 +327,92 @@ async def test_rotations_that_outran_one_poll_leave_no_file_unread(tmp_path):
         await asyncio.sleep(1.2)
     assert lines == numbered("a", 0, 60) + numbered("b", 0, 30) + numbered("c", 0, 20)
     assert fw.status.notes == ["rotated_late"]
+
+
+# inotify (exporter.sources.notify) against the real kernel: a poll interval of a minute means any
+# line that arrives within the test's few seconds was woken by inotify, not by the poll.
+SLOW_POLL = 60.0
+
+
+async def test_inotify_wakes_the_source_long_before_its_poll(tmp_path):
+    p = tmp_path / "v.log"
+    p.write_text("")
+    async with Follow(FileSource("t", str(p), poll_interval=SLOW_POLL)) as fw:
+        for i in range(5):
+            append(p, f"line {i}")
+            await fw.wait_for(i + 1, timeout=3)
+    assert fw.lines == [f"line {i}" for i in range(5)]
+
+
+async def test_inotify_sees_a_rename_rotation_and_the_new_file(tmp_path):
+    p = tmp_path / "v.log"
+    append(p, "old 1")
+    async with Follow(FileSource("t", str(p), from_start=True, poll_interval=SLOW_POLL)) as fw:
+        await fw.wait_for(1, timeout=3)
+        append(p, "old 2")
+        await fw.wait_for(2, timeout=3)
+        os.rename(p, str(p) + ".1")
+        await asyncio.sleep(0.1)
+        append(p, "new 1")
+        await fw.wait_for(3, timeout=3)
+        append(p, "new 2")  # written to the new file: its watch replaced the old one's
+        await fw.wait_for(4, timeout=3)
+    assert fw.lines == ["old 1", "old 2", "new 1", "new 2"]
+
+
+async def test_inotify_follows_a_symlinked_path_to_its_target(tmp_path):
+    # as Kubernetes' /var/log/containers/*.log: the target lives in another folder
+    target_dir = tmp_path / "pods"
+    target_dir.mkdir()
+    target = target_dir / "0.log"
+    target.write_text("")
+    link = tmp_path / "c.log"
+    link.symlink_to(target)
+    async with Follow(FileSource("t", str(link), poll_interval=SLOW_POLL)) as fw:
+        append(target, "through the link")
+        await fw.wait_for(1, timeout=3)
+
+
+async def test_inotify_ignores_other_files_in_the_folder(tmp_path):
+    from exporter.sources import notify
+
+    p = tmp_path / "v.log"
+    p.write_text("")
+    other = tmp_path / "other.log"
+    wakes = []
+
+    async def waiter(w):
+        while True:
+            await w.wait(SLOW_POLL)
+            wakes.append(time.monotonic())
+
+    w = notify.Watch(str(p))
+    assert w.active
+    t = asyncio.create_task(waiter(w))
+    try:
+        for i in range(20):
+            append(other, f"noise {i}")
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        assert wakes == []
+        append(p, "ours")
+        for _ in range(100):
+            if wakes:
+                break
+            await asyncio.sleep(0.02)
+        assert len(wakes) == 1
+    finally:
+        t.cancel()
+        w.close()
+
+
+async def test_without_inotify_the_source_still_polls(tmp_path):
+    p = tmp_path / "v.log"
+    p.write_text("")
+    async with Follow(FileSource("t", str(p), poll_interval=0.1, notify=False)) as fw:
+        append(p, "polled")
+        await fw.wait_for(1, timeout=3)
+        os.rename(p, str(p) + ".1")
+        append(p, "after rotation")
+        await fw.wait_for(2, timeout=3)
+    assert fw.lines == ["polled", "after rotation"]

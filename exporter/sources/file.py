@@ -3,7 +3,8 @@
 Starts at the end (or the start with ``from_start``), survives rename rotation (the old file is read
 to its end before the new one is opened), copytruncate, deletion and re-creation, and a file that
 does not exist yet. Polls: it works the same on every filesystem, including bind mounts and overlay
-where inotify events go missing.
+where inotify events go missing; inotify (exporter.sources.notify) only ends a poll's wait early, so
+a line written is read within milliseconds where inotify works.
 
 copytruncate is seen by size (below our offset) or, when the file refilled past our offset within
 one poll, by its first bytes changing. The tail we had not read yet is then taken from the copy
@@ -32,6 +33,7 @@ import structlog
 from exporter.lines import MAX_LINE_BYTES, LineSplitter
 from exporter.logfile import LogOpenError, open_binary
 from exporter.sources.base import Status
+from exporter.sources.notify import Watch
 
 log = structlog.get_logger("vllm_log_exporter.source.file")
 
@@ -116,11 +118,13 @@ def _find_by_inode(path: str, dev: int, ino: int) -> str | None:
 
 class FileSource:
     def __init__(self, name: str, path: str, from_start: bool = False, poll_interval: float = 0.25,
-                 partial_timeout: float = 5.0, max_line: int = MAX_LINE_BYTES, resume: Position | dict | None = None):
+                 partial_timeout: float = 5.0, max_line: int = MAX_LINE_BYTES, resume: Position | dict | None = None,
+                 notify: bool = True):
         self.name = name
         self.path = path
         self.from_start = from_start
         self.poll_interval = poll_interval
+        self.notify = notify  # False: poll only (where inotify is known not to work)
         self.partial_timeout = partial_timeout
         self.max_line = max_line
         self.resume = Position.from_checkpoint(resume) if resume is not None else None
@@ -280,13 +284,14 @@ class FileSource:
         if f is not None:
             self._commit(f, ident, split)
         status.up(f is not None)
-        idle = 0.0
+        watch = Watch(self.path, enabled=self.notify)
+        idle_since = None
         last_turn = time.monotonic()
         try:
             while True:
                 if f is None:
                     if rotated_from is None or missing_polls:
-                        await asyncio.sleep(self.poll_interval)
+                        await watch.wait(self.poll_interval)
                     missing_polls += 1
                     # A file that appears after start is new: read it from the beginning.
                     f, ident = self._open(self.path)
@@ -298,6 +303,7 @@ class FileSource:
                         if opened_before:
                             status.restarted()
                         opened_before = True
+                        watch.follow_file()
                         missing_polls = 0
                         head = b""
                         self._commit(f, ident, split)
@@ -306,7 +312,7 @@ class FileSource:
                     continue
                 data = f.read(CHUNK)
                 if data:
-                    idle = 0.0
+                    idle_since = None
                     if len(head) < HEAD_BYTES:
                         # taken as we read, not at the next poll: by then a refill may have replaced it
                         head = self._read_head(f)
@@ -325,9 +331,10 @@ class FileSource:
                             last_turn = now
                             await asyncio.sleep(0)
                         continue
-                await asyncio.sleep(self.poll_interval)
-                idle += self.poll_interval
-                if idle >= self.partial_timeout and split.buf:
+                if idle_since is None:
+                    idle_since = time.monotonic()
+                await watch.wait(self.poll_interval)
+                if split.buf and time.monotonic() - idle_since >= self.partial_timeout:
                     lines = split.flush()
                     if lines:
                         yield lines
@@ -367,5 +374,6 @@ class FileSource:
                     self._commit(f, ident, split)
                     status.restarted()
         finally:
+            watch.close()
             if f is not None:
                 f.close()
