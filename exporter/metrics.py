@@ -171,6 +171,9 @@ class Metrics:
         def w(name, doc, labels=S) -> GaugeFamily:
             return self._table.gauge(name, doc, labels)
 
+        def lg(name, doc, labels=S) -> GaugeFamily:  # kept across a server's restarts
+            return self._table.gauge(name, doc, labels, lasting=True)
+
         # Window gauges: dropped for a server when it starts again, so nothing stale survives a restart.
         self.prompt_tps = w("vllm_log_prompt_throughput_tokens_per_second", "Average prompt throughput of the last stats window.", SE)
         self.gen_tps = w("vllm_log_generation_throughput_tokens_per_second", "Average generation throughput of the last stats window.", SE)
@@ -239,22 +242,22 @@ class Metrics:
         self.http = c("vllm_log_http_requests", "HTTP responses in vLLM's access log.", S + ["method", "endpoint", "status"])
         self.errors = c("vllm_log_errors", "Errors seen: oom, cuda_error, nccl_error, engine_dead (one per death, "
                         "however many lines log it), startup_failure, traceback (one that is none of the others).", S + ["kind"])
-        self.last_error = g("vllm_log_last_error_timestamp_seconds", "Time of the last error of each kind.", S + ["kind"])
-        self.last_start = g("vllm_log_last_start_timestamp_seconds", "Time of the server's last start (version banner), "
+        self.last_error = lg("vllm_log_last_error_timestamp_seconds", "Time of the last error of each kind.", S + ["kind"])
+        self.last_start = lg("vllm_log_last_start_timestamp_seconds", "Time of the server's last start (version banner), "
                             "so a death before it is known to be over.")
         # the last OOM's numbers, kept across the restart it usually causes (not window gauges)
-        self.oom_requested = g("vllm_log_oom_requested_bytes", "What the last CUDA OOM tried to allocate, by GPU.",
+        self.oom_requested = lg("vllm_log_oom_requested_bytes", "What the last CUDA OOM tried to allocate, by GPU.",
                                S + ["gpu"])
-        self.oom_free = g("vllm_log_oom_free_bytes", "Free memory on the GPU at the last CUDA OOM, as PyTorch reported it.",
+        self.oom_free = lg("vllm_log_oom_free_bytes", "Free memory on the GPU at the last CUDA OOM, as PyTorch reported it.",
                           S + ["gpu"])
         self.startup_failures = c("vllm_log_startup_failures", "Start-ups that failed, by reason (kv_cache_too_small, "
                                   "no_kv_memory, weights_oom, bad_argument, other).", S + ["reason"])
         self.log_messages = c("vllm_log_messages", "vLLM WARNING/ERROR/CRITICAL lines not otherwise recognised.", S + ["level"])
 
-        self.last_line = g("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
+        self.last_line = lg("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
         self.lines = c("vllm_log_exporter_lines", "Lines read, by result.", S + ["result"])
         self.events = c("vllm_log_exporter_events", "Events produced, by kind.", S + ["kind"])
-        self.source_up = g("vllm_log_exporter_source_up", "1 while the log source is connected/open.")
+        self.source_up = lg("vllm_log_exporter_source_up", "1 while the log source is connected/open.")
         self.source_restarts = c("vllm_log_exporter_source_restarts", "Times the log source reconnected or reopened.")
         self.source_events = c("vllm_log_exporter_source_events",
                                "What a source met: truncated (copytruncate seen), tail_lost (no copy held the "
@@ -366,7 +369,7 @@ class Metrics:
         self.source_restarts.touch((server,))
         for event in SOURCE_EVENTS:
             self.source_events.touch((server, event))
-        self._child(self.source_up, (server,)).set(0)
+        self._set(self.source_up, (server,), 0)
 
     def _child(self, metric, labels: tuple[str, ...]):
         # prometheus-client's labels() costs more than the parsing of a line; keep the children.
@@ -391,16 +394,16 @@ class Metrics:
 
     def count_line(self, server: str, result: str, now: float | None = None) -> None:
         self.lines.inc((server, result))
-        self._child(self.last_line, (server,)).set(time.time() if now is None else now)
+        self._set(self.last_line, (server,), time.time() if now is None else now)
 
     def count_lines(self, server: str, counts: dict[str, int], now: float | None = None) -> None:
         for result, n in counts.items():
             if n:
                 self.lines.inc((server, result), n)
-        self._child(self.last_line, (server,)).set(time.time() if now is None else now)
+        self._set(self.last_line, (server,), time.time() if now is None else now)
 
     def set_source_up(self, server: str, up: bool) -> None:
-        self._child(self.source_up, (server,)).set(1 if up else 0)
+        self._set(self.source_up, (server,), 1 if up else 0)
 
     def source_restarted(self, server: str) -> None:
         self.source_restarts.inc((server,))
@@ -598,7 +601,7 @@ class Metrics:
     def _on_version(self, server, ev, f):
         # A version line opens a new start-up: everything learnt about the previous run goes.
         self.reset_server(server)
-        self._child(self.last_start, (server,)).set(ev.ts if ev.ts is not None else time.time())
+        self._set(self.last_start, (server,), ev.ts if ev.ts is not None else time.time())
         self._deaths.pop(server, None)
         tracker = self._start_failures.get(server)
         if tracker is not None:
@@ -651,16 +654,16 @@ class Metrics:
 
     def _error(self, server, ev, kind):
         self.errors.inc((server, kind))
-        self._child(self.last_error, (server, kind)).set(ev.ts if ev.ts is not None else time.time())
+        self._set(self.last_error, (server, kind), ev.ts if ev.ts is not None else time.time())
 
     def _on_oom(self, server, ev, f):
         self._error(server, ev, "oom")
         if "gpu" in f:
             gpu = _engine_label(f["gpu"]) or self._overflow(server, "gpu")
             if "tried_to_allocate_bytes" in f:
-                self._child(self.oom_requested, (server, gpu)).set(f["tried_to_allocate_bytes"])
+                self._set(self.oom_requested, (server, gpu), f["tried_to_allocate_bytes"])
             if "free_bytes" in f:
-                self._child(self.oom_free, (server, gpu)).set(f["free_bytes"])
+                self._set(self.oom_free, (server, gpu), f["free_bytes"])
 
     def _on_cuda_error(self, server, ev, f):
         self._error(server, ev, "cuda_error")

@@ -8,12 +8,15 @@ prometheus-client's own metrics would give: same names, types, ``le`` strings an
 ``_total``/``_bucket``/``_count``/``_sum`` samples, through ``collect()`` (any prometheus-client
 consumer) or ``text()``, the text format written directly with each series' label text kept
 (prometheus-client's generic writer checks and escapes every label of every sample on every
-scrape; tests compare the two byte for byte).
+scrape; tests compare the two byte for byte). Each series' sample line is kept with the value it
+was written for and written again only when the value changed: between two scrapes most series of a
+big exporter have not moved, and formatting a float is most of the writing (bench/scrape.py).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
+from math import copysign
 from typing import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -57,7 +60,7 @@ class _LabelText:
 class _ValueFamily:
     """A family whose series are one number each: ``values[labels]``."""
 
-    __slots__ = ("name", "doc", "labelnames", "values", "_labels")
+    __slots__ = ("name", "doc", "labelnames", "values", "_labels", "_lines")
     _type = ""
     _suffix = ""
     _metric_class: type = GaugeMetricFamily
@@ -66,6 +69,7 @@ class _ValueFamily:
         self.name, self.doc, self.labelnames = name, doc, list(labelnames)
         self.values: dict[Labels, float] = {}
         self._labels = _LabelText(labelnames)
+        self._lines: dict[Labels, tuple[float, str]] = {}
 
     def metric(self):
         m = self._metric_class(self.name, self.doc, labels=self.labelnames)
@@ -74,7 +78,22 @@ class _ValueFamily:
         return m
 
     def text(self, out: list[str]) -> None:
-        _samples_text(out, self.name + self._suffix, self._type, self.doc, self._labels, self.values)
+        name = self.name + self._suffix
+        out.append(f"# HELP {name} {_escape_help(self.doc)}\n# TYPE {name} {self._type}\n")
+        lines = self._lines
+        if len(lines) > 2 * len(self.values) + 64:  # series were dropped: forget their lines
+            lines.clear()
+        get = lines.get
+        labels_of = self._labels
+        for labels, value in self.values.items():
+            c = get(labels)
+            # (0.0 == -0.0, but they are written differently; NaN equals nothing, so it is rewritten)
+            if c is not None and c[0] == value and (value or copysign(1.0, value) == copysign(1.0, c[0])):
+                out.append(c[1])
+            else:
+                line = f"{name}{labels_of(labels)} {floatToGoString(value)}\n"
+                lines[labels] = (value, line)
+                out.append(line)
 
 
 class GaugeFamily(_ValueFamily):
@@ -82,6 +101,12 @@ class GaugeFamily(_ValueFamily):
 
     __slots__ = ()
     _type = "gauge"
+
+
+class LastingGaugeFamily(GaugeFamily):
+    """A gauge that keeps its samples when a server starts again (the time of its last error)."""
+
+    __slots__ = ()
 
 
 class CounterFamily(_ValueFamily):
@@ -107,7 +132,7 @@ class HistogramFamily:
     """``observe(labels, v)``: one list per series, the count of each bucket (not cumulative; the last
     is +Inf) followed by the sum."""
 
-    __slots__ = ("name", "doc", "labelnames", "bounds", "values", "_le", "_labels", "_bucket_labels")
+    __slots__ = ("name", "doc", "labelnames", "bounds", "values", "_le", "_labels", "_bucket_labels", "_blocks")
 
     def __init__(self, name: str, doc: str, labelnames: list[str], buckets: tuple[float, ...]):
         bounds = sorted(float(b) for b in buckets)
@@ -119,6 +144,7 @@ class HistogramFamily:
         self.values: dict[Labels, list[float]] = {}
         self._labels = _LabelText(labelnames)
         self._bucket_labels = _LabelText(labelnames, "le")
+        self._blocks: dict[Labels, tuple[list, str]] = {}  # each series' lines, with the counts they show
 
     def observe(self, labels: Labels, value: float) -> None:
         series = self.values.get(labels)
@@ -143,19 +169,24 @@ class HistogramFamily:
         name = self.name
         out.append(f"# HELP {name} {_escape_help(self.doc)}\n# TYPE {name} histogram\n")
         bucket_labels, labels_of = self._bucket_labels, self._labels
+        blocks = self._blocks
+        if len(blocks) > 2 * len(self.values) + 64:
+            blocks.clear()
         for labels, series in self.values.items():
+            c = blocks.get(labels)
+            if c is not None and c[0] == series and (series[-1] or copysign(1.0, series[-1]) == copysign(1.0, c[0][-1])):
+                out.append(c[1])
+                continue
+            part = []
             total = 0
             for le, n in zip(self._le, series):
                 total += n
-                out.append(f"{name}_bucket{bucket_labels(labels + (le,))} {floatToGoString(total)}\n")
+                part.append(f"{name}_bucket{bucket_labels(labels + (le,))} {floatToGoString(total)}\n")
             lt = labels_of(labels)
-            out.append(f"{name}_count{lt} {floatToGoString(total)}\n{name}_sum{lt} {floatToGoString(series[-1])}\n")
-
-
-def _samples_text(out: list[str], name: str, typ: str, doc: str, labels_of: "_LabelText", values: dict) -> None:
-    out.append(f"# HELP {name} {_escape_help(doc)}\n# TYPE {name} {typ}\n")
-    for labels, value in values.items():
-        out.append(f"{name}{labels_of(labels)} {floatToGoString(value)}\n")
+            part.append(f"{name}_count{lt} {floatToGoString(total)}\n{name}_sum{lt} {floatToGoString(series[-1])}\n")
+            block = "".join(part)
+            blocks[labels] = (list(series), block)
+            out.append(block)
 
 
 class Table:
@@ -164,8 +195,8 @@ class Table:
     def __init__(self):
         self.families: list = []
 
-    def gauge(self, name: str, doc: str, labelnames: list[str]) -> GaugeFamily:
-        return self._add(GaugeFamily(name, doc, labelnames))
+    def gauge(self, name: str, doc: str, labelnames: list[str], lasting: bool = False) -> GaugeFamily:
+        return self._add((LastingGaugeFamily if lasting else GaugeFamily)(name, doc, labelnames))
 
     def counter(self, name: str, doc: str, labelnames: list[str]) -> CounterFamily:
         return self._add(CounterFamily(name, doc, labelnames))
@@ -180,7 +211,7 @@ class Table:
     def drop_gauges(self, server: str) -> None:
         """Forget a server's gauge samples (its start-up and last-window facts); counters stay."""
         for fam in self.families:
-            if isinstance(fam, GaugeFamily):
+            if isinstance(fam, GaugeFamily) and not isinstance(fam, LastingGaugeFamily):
                 for labels in [k for k in fam.values if k[0] == server]:
                     del fam.values[labels]
 

@@ -416,3 +416,21 @@ async def test_without_inotify_the_source_still_polls(tmp_path):
         append(p, "after rotation")
         await fw.wait_for(2, timeout=3)
     assert fw.lines == ["polled", "after rotation"]
+
+
+async def test_a_renamed_file_is_still_read_while_its_writer_has_not_reopened(tmp_path):
+    # logrotate renames, then signals the writer, which reopens a moment later: inotify sees the
+    # rename at once, so what the writer wrote to the old file in between must still be read
+    p = tmp_path / "v.log"
+    p.write_text("")
+    async with Follow(FileSource("t", str(p), poll_interval=0.05)) as fw:
+        with open(p, "a", buffering=1) as writer:
+            writer.write("before\n")
+            await fw.wait_for(1)
+            os.rename(p, str(p) + ".1")
+            await asyncio.sleep(0.3)  # the source has seen the rename by now
+            writer.write("late, to the old file\n")
+        await asyncio.sleep(0.3)
+        append(p, "new file")
+        await fw.wait_for(3)
+    assert sorted(fw.lines) == sorted(["before", "late, to the old file", "new file"])

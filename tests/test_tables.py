@@ -41,6 +41,8 @@ def test_same_exposition_as_prometheus_client(updates):
         else:
             h.observe(labels, v)
             ph.labels(*labels).observe(v)
+        # each series' line is kept from the scrape before: it must follow every change
+        assert table.text() == generate_latest(ours).decode()
     for render in (generate_latest, generate_openmetrics):
         assert sorted(render(ours).decode().splitlines()) == sorted(render(theirs).decode().splitlines())
     # the direct writer: exactly what prometheus-client writes from the same table

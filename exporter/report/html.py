@@ -5,7 +5,8 @@ into the page: no script and no external file, so the page renders the same offl
 client or an archive. Every chart has a wall-clock time axis, one unit per axis (generation and
 prompt throughput apart, so a prompt spike does not flatten generation), gaps where the server
 restarted or the log went quiet, a dashed line at each server start and a marker at each error.
-Series longer than the chart is wide are reduced to per-pixel min/max, so the page stays small.
+Series longer than the chart is wide are reduced to per-pixel min/max, so the page stays small (the
+statistics keep them decimated already: exporter.report.series).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ class ChartsUnavailable(RuntimeError):
     """matplotlib is not installed."""
 
 
-def _reduce(ts, vs, width: int = WIDTH_PX):
-    pts = [(t, v) for t, v in zip(ts, vs) if not math.isnan(t)]
+def _reduce(trace, width: int = WIDTH_PX):
+    pts = trace.points()
     if len(pts) <= width * 2:
         return pts
     t0, t1 = pts[0][0], pts[-1][0]
@@ -79,7 +80,7 @@ class _Plot:
         self.stats = stats
         self.tz = tz or datetime.now().astimezone().tzinfo or timezone.utc
         self.starts = [t for t in stats.starts if t is not None]
-        self.quiet = 3 * max(10.0, _median_step(stats.gen.ts))
+        self.quiet = 3 * max(10.0, _median_step([t for t, _ in stats.gen.points()]))
 
     def _x(self, ts):
         return [self.mdates.date2num(datetime.fromtimestamp(t, self.tz)) if not math.isnan(t) else float("nan")
@@ -151,49 +152,50 @@ def charts(stats: RunStats, tz=None) -> dict[str, str]:
     out: dict[str, str] = {}
     eng = t.EngFormatter
 
-    if len(stats.gen.ts) or len(stats.prompt.ts):
+    if len(stats.gen) or len(stats.prompt):
         fig, (a, b) = p.figure(2)
-        p.line(a, _reduce(stats.gen.ts, stats.gen.v), "generation", "#1f77b4")
+        p.line(a, _reduce(stats.gen), "generation", "#1f77b4")
         p.axis(a, "generation", eng(unit="tok/s"))
-        p.line(b, _reduce(stats.prompt.ts, stats.prompt.v), "prompt", "#ff7f0e")
+        p.line(b, _reduce(stats.prompt), "prompt", "#ff7f0e")
         p.axis(b, "prompt", eng(unit="tok/s"))
         p.marks([a, b])
         out["Generation throughput"] = p.finish(fig, [a, b], "Throughput per stats window")
 
-    if len(stats.accept_len.ts) or len(stats.accept_ratio.ts):
+    if len(stats.accept_len) or len(stats.accept_ratio):
         fig, (a, b) = p.figure(2)
-        p.line(a, _reduce(stats.accept_len.ts, stats.accept_len.v), "mean acceptance length", "#9467bd")
+        p.line(a, _reduce(stats.accept_len), "mean acceptance length", "#9467bd")
         p.axis(a, "tokens / step", t.FormatStrFormatter("%.1f"))
-        p.line(b, _reduce(stats.accept_ratio.ts, stats.accept_ratio.v), "draft acceptance", "#2ca02c")
+        p.line(b, _reduce(stats.accept_ratio), "draft acceptance", "#2ca02c")
         p.axis(b, "accepted", t.PercentFormatter(1.0), ratio=True)
         p.marks([a, b])
         out["Speculative decoding"] = p.finish(fig, [a, b], "Speculative decoding per window")
 
-    if any(stats.transfers.values()):
+    if any(len(x.rates) for x in stats.transfers.values()):
         fig, (a,) = p.figure(1)
         for direction, colour in (("store", "#1f77b4"), ("load", "#d62728")):
-            xs = [(x.ts, x.bytes / x.seconds) for x in stats.transfers[direction] if x.ts is not None]
-            if xs:
+            rates = stats.transfers[direction].rates
+            if len(rates):
                 label = "store (GPU to host)" if direction == "store" else "load (host to GPU)"
-                p.line(a, _reduce([x for x, _ in xs], [v for _, v in xs]), label, colour, marker=".", markersize=3)
+                p.line(a, _reduce(rates), label, colour, marker=".", markersize=3)
         p.axis(a, "rate", eng(unit="B/s"))
         p.marks([a])
         out["KV offload"] = p.finish(fig, [a], "KV offload rate per interval (bytes / recorded copy time)")
 
-    if len(stats.kv_usage.ts):
+    if len(stats.kv_usage):
         fig, (a,) = p.figure(1)
-        p.line(a, _reduce(stats.kv_usage.ts, stats.kv_usage.v), "GPU KV cache usage", "#d62728")
+        p.line(a, _reduce(stats.kv_usage), "GPU KV cache usage", "#d62728")
         p.axis(a, "used", t.PercentFormatter(1.0), ratio=True)
         p.marks([a])
         out["Capacity"] = p.finish(fig, [a], "GPU KV cache usage per stats window")
 
     if stats.http_minutes:
         fig, (a,) = p.figure(1)
-        minutes = sorted(stats.http_minutes)
+        buckets = stats.http_minutes.items()
+        width = stats.http_minutes.width  # a minute, or more on a long run
         for cls, colour in (("2xx", "#2ca02c"), ("3xx", "#17becf"), ("4xx", "#ff7f0e"), ("5xx", "#d62728"),
                             ("other", "#7f7f7f")):
-            if any(cls in stats.http_minutes[m] for m in minutes):
-                pts = [(m + 30.0, stats.http_minutes[m].get(cls, 0)) for m in minutes]
+            if any(cls in counts for _, counts in buckets):
+                pts = [(start + width / 2, counts.get(cls, 0) * 60.0 / width) for start, counts in buckets]
                 p.line(a, pts, cls, colour, gaps=False, drawstyle="steps-mid")
         p.axis(a, "responses / min", t.FuncFormatter(lambda v, _: f"{v:,.0f}"))
         p.marks([a])

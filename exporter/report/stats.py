@@ -2,18 +2,18 @@
 
 The figures are the ones the seed article's author computed by hand from a journald log:
 throughput over stats windows, spec-decode acceptance, KV-offload rates, the start-up capacity facts
-and what follows from them, HTTP status counts and errors. Per-window values are kept in compact
-arrays (8 bytes a window: a month of 10-s windows is 2 MB) because medians need them all.
+and what follows from them, HTTP status counts and errors. Memory does not grow with the log's
+length: per-window values whose median is shown are kept as exact multisets, the rest as running
+sums and extremes, and the charts' series are decimated (exporter.report.series).
 """
 
 from __future__ import annotations
 
-from array import array
-from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.events import ERROR_KINDS, KINDS, Event
 from exporter.incidents import Deaths, StartFailures, busy_window, unclassified
+from exporter.report.series import BucketCounts, Tally, Trace
 
 GB = 1e9  # rates are reported in GB/s (10^9), as PCIe is specified
 
@@ -40,21 +40,44 @@ def mean(xs) -> float | None:
     return sum(xs) / len(xs) if len(xs) else None
 
 
-@dataclass
-class Series:
-    ts: array = field(default_factory=lambda: array("d"))
-    v: array = field(default_factory=lambda: array("d"))
+class Peak:
+    """The largest value seen (None before any)."""
+    __slots__ = ("value",)
 
-    def add(self, ts: float | None, value: float) -> None:
-        self.ts.append(ts if ts is not None else float("nan"))
-        self.v.append(value)
+    def __init__(self):
+        self.value: float | None = None
+
+    def add(self, v: float) -> None:
+        if self.value is None or v > self.value:
+            self.value = v
 
 
-@dataclass
-class Transfer:
-    bytes: float
-    seconds: float
-    ts: float | None
+class Transfers:
+    """KV-offload intervals of one direction: sums, extremes, the largest, and a rate chart."""
+    __slots__ = ("n", "bytes", "seconds", "min_rate", "max_rate", "largest", "rates")
+
+    def __init__(self):
+        self.n = 0
+        self.bytes = 0  # as sum() starts: the same type and value as summing the intervals
+        self.seconds = 0
+        self.min_rate = float("inf")
+        self.max_rate = float("-inf")
+        self.largest: tuple[float, float] | None = None  # (bytes, seconds) of the interval moving most
+        self.rates = Trace()
+
+    def add(self, b: float, s: float, ts: float | None) -> None:
+        self.n += 1
+        self.bytes += b
+        self.seconds += s
+        rate = b / s
+        self.min_rate = min(self.min_rate, rate)
+        self.max_rate = max(self.max_rate, rate)
+        if self.largest is None or b > self.largest[0]:
+            self.largest = (b, s)
+        self.rates.add(ts, rate)
+
+    def __bool__(self) -> bool:
+        return self.n > 0
 
 
 _OOM_NUMBERS = ("gpu", "tried_to_allocate_bytes", "free_bytes", "total_capacity_bytes", "in_use_bytes",
@@ -74,26 +97,33 @@ class RunStats:
         self.facts: dict[str, Any] = {}
         self.workers: dict[str, dict[str, float]] = {}
         self.starts: list[float | None] = []
-        self.gen = Series()
-        self.prompt = Series()
-        self.running = array("d")
-        self.kv_usage = Series()
-        self.prefix_hit = array("d")
-        self.ext_prefix_hit = array("d")
-        self.accept_len = Series()
-        self.accept_ratio = Series()
-        self.accepted_tps = array("d")
+        # generation throughput: windows, peak, the non-zero ones' sum and count, and the chart
+        self.gen = Trace()
+        self.gen_windows = 0
+        self.gen_peak = Peak()
+        self.gen_nonzero = [0, 0]  # [count, sum]
+        self.single = Tally()  # generation throughput of windows with exactly one request running
+        self.prompt = Trace()
+        self.prompt_peak = Peak()
+        self.kv_usage = Trace()
+        self.kv_usage_peak = Peak()
+        self.prefix_hit = Peak()
+        self.ext_prefix_hit = Peak()
+        self.accept_len = Trace()
+        self.accept_len_values = Tally()
+        self.accept_ratio = Trace()
+        self.accept_ratio_values = Tally()
+        self.accepted_tps = Tally()
         self.tokens = {"accepted": 0, "drafted": 0}
-        self.per_position: list[array] = []
+        self.per_position: list[list] = []  # per draft position: [count, sum]
         self.depths: set[int] = set()
-        self.transfers: dict[str, list[Transfer]] = {"store": [], "load": []}
+        self.transfers = {"store": Transfers(), "load": Transfers()}
         self.lmcache = {"store": {"moves": 0, "bytes": 0, "seconds": 0.0, "tokens": 0},
                         "retrieve": {"moves": 0, "bytes": 0, "seconds": 0.0, "tokens": 0},
                         "requested_tokens": 0, "hit_tokens": 0}
-        self.transfers_lmcache: dict[str, list[Transfer]] = {"store": [], "retrieve": []}
-        self.cpu_cache_usage = array("d")
+        self.cpu_cache_usage = Peak()
         self.http_status: dict[int, int] = {}
-        self.http_minutes: dict[int, dict[str, int]] = {}  # minute (unix s) -> status class -> responses
+        self.http_minutes = BucketCounts(60.0)  # status class -> responses per minute (wider on long runs)
         self.error_times: list[tuple[float, str]] = []
         self.ooms: list[dict] = []  # each OOM's GPU and numbers, where its message gave them
         self.startup_failures: list[dict] = []
@@ -212,32 +242,45 @@ class RunStats:
             if prev is not None and prev[1] and ev.ts - prev[0] > 3 * self.stats_interval and len(self.stalls) < 1000:
                 self.stalls.append({"ts": prev[0], "engine": engine, "silent_seconds": ev.ts - prev[0]})
             self._windows[engine] = (ev.ts, busy_window(f))
-        self.gen.add(ev.ts, f["generation_tokens_per_second"])
+        g = f["generation_tokens_per_second"]
+        self.gen.add(ev.ts, g)
+        self.gen_windows += 1
+        self.gen_peak.add(g)
+        if g > 0:
+            self.gen_nonzero[0] += 1
+            self.gen_nonzero[1] += g
+        if f.get("running", -1) == 1:
+            self.single.add(g)
         self.prompt.add(ev.ts, f["prompt_tokens_per_second"])
-        self.running.append(f.get("running", -1))
+        self.prompt_peak.add(f["prompt_tokens_per_second"])
         if "gpu_kv_cache_usage" in f:
             self.kv_usage.add(ev.ts, f["gpu_kv_cache_usage"])
+            self.kv_usage_peak.add(f["gpu_kv_cache_usage"])
         if "prefix_cache_hit_rate" in f:
-            self.prefix_hit.append(f["prefix_cache_hit_rate"])
+            self.prefix_hit.add(f["prefix_cache_hit_rate"])
         if "external_prefix_cache_hit_rate" in f:
-            self.ext_prefix_hit.append(f["external_prefix_cache_hit_rate"])
+            self.ext_prefix_hit.add(f["external_prefix_cache_hit_rate"])
 
     def _on_spec_decode(self, ev, f):
         if f.get("mean_acceptance_length") is not None:
             self.accept_len.add(ev.ts, f["mean_acceptance_length"])
+            self.accept_len_values.add(f["mean_acceptance_length"])
         ratio = f.get("draft_acceptance_rate")
         if ratio is None and f.get("drafted_tokens"):
             ratio = f.get("accepted_tokens", 0) / f["drafted_tokens"]
         if ratio is not None:
             self.accept_ratio.add(ev.ts, ratio)
+            self.accept_ratio_values.add(ratio)
         if f.get("accepted_tokens_per_second") is not None:
-            self.accepted_tps.append(f["accepted_tokens_per_second"])
+            self.accepted_tps.add(f["accepted_tokens_per_second"])
         self.tokens["accepted"] += f.get("accepted_tokens") or 0
         self.tokens["drafted"] += f.get("drafted_tokens") or 0
         for i, v in enumerate(f.get("per_position_acceptance_rate") or []):
             while len(self.per_position) <= i:
-                self.per_position.append(array("d"))
-            self.per_position[i].append(v)
+                self.per_position.append([0, 0])
+            p = self.per_position[i]
+            p[0] += 1
+            p[1] += v
         if f.get("speculative_depth"):
             self.depths.add(int(f["speculative_depth"]))
 
@@ -245,9 +288,9 @@ class RunStats:
         for d in ("store", "load"):
             b, s = f.get(f"{d}_bytes"), f.get(f"{d}_seconds")
             if b and s and b > 0 and s > 0:
-                self.transfers[d].append(Transfer(b, s, ev.ts))
+                self.transfers[d].add(b, s, ev.ts)
         if f.get("cpu_cache_usage") is not None:
-            self.cpu_cache_usage.append(f["cpu_cache_usage"])
+            self.cpu_cache_usage.add(f["cpu_cache_usage"])
 
     def _on_lmcache(self, ev, f):
         op = f.get("op")
@@ -257,9 +300,6 @@ class RunStats:
             d["bytes"] += f.get("bytes", 0)
             d["seconds"] += f.get("seconds", 0.0)
             d["tokens"] += f.get("tokens", 0)
-            if f.get("seconds") and f.get("bytes") and ev.ts is not None:
-                # per-move rates for the chart beside the native offload's
-                self.transfers_lmcache[op].append(Transfer(f["bytes"], f["seconds"], ev.ts))
         elif op == "lookup":
             self.lmcache["requested_tokens"] += f.get("total_tokens", 0)
             self.lmcache["hit_tokens"] += f.get("hit_tokens", 0)
@@ -287,9 +327,8 @@ class RunStats:
         self.http_status[status] = self.http_status.get(status, 0) + n
         if ts is not None:
             # per minute and status class: memory grows with the run's minutes, not its requests
-            minute = self.http_minutes.setdefault(int(ts // 60) * 60, {})
             cls = f"{status // 100}xx" if 100 <= status <= 599 else "other"
-            minute[cls] = minute.get(cls, 0) + n
+            self.http_minutes.add(ts, cls, n)
         key = (method, path)
         if key in self.http_endpoint or len(self.http_endpoint) < 200:
             self.http_endpoint[key] = self.http_endpoint.get(key, 0) + n
@@ -367,39 +406,33 @@ class RunStats:
         return c
 
     def _throughput(self) -> dict:
-        gen = list(self.gen.v)
-        single = [g for g, r in zip(self.gen.v, self.running) if r == 1]
-        nonzero = [g for g in gen if g > 0]
-        hinges = tukey_hinges(single)
+        hinges = self.single.hinges()
+        nz_n, nz_sum = self.gen_nonzero
         return {
-            "windows": len(gen),
-            "generation_peak": max(gen) if gen else None,
-            "single_request_windows": len(single),
-            "single_request_median": median(single),
+            "windows": self.gen_windows,
+            "generation_peak": self.gen_peak.value,
+            "single_request_windows": len(self.single),
+            "single_request_median": self.single.median(),
             "single_request_iqr": list(hinges) if hinges else None,
-            "nonzero_windows": len(nonzero),
-            "nonzero_mean": mean(nonzero),
-            "prompt_peak": max(self.prompt.v) if len(self.prompt.v) else None,
-            "gpu_kv_usage_peak": max(self.kv_usage.v) if len(self.kv_usage.v) else None,
-            "prefix_cache_hit_peak": max(self.prefix_hit) if self.prefix_hit else None,
-            "external_prefix_cache_hit_peak": max(self.ext_prefix_hit) if self.ext_prefix_hit else None,
+            "nonzero_windows": nz_n,
+            "nonzero_mean": nz_sum / nz_n if nz_n else None,
+            "prompt_peak": self.prompt_peak.value,
+            "gpu_kv_usage_peak": self.kv_usage_peak.value,
+            "prefix_cache_hit_peak": self.prefix_hit.value,
+            "external_prefix_cache_hit_peak": self.ext_prefix_hit.value,
         }
 
     def _spec(self) -> dict:
-        lens, ratios = list(self.accept_len.v), list(self.accept_ratio.v)
+        lens, ratios, tps = self.accept_len_values, self.accept_ratio_values, self.accepted_tps
         return {
             "windows": max(len(lens), len(ratios)),
             "depths": sorted(self.depths),
             "accepted_tokens": self.tokens["accepted"],
             "drafted_tokens": self.tokens["drafted"],
-            "acceptance_length": {"median": median(lens), "mean": mean(lens), "best": max(lens) if lens else None},
-            "draft_acceptance": {
-                "median": median(ratios), "mean": mean(ratios), "best": max(ratios) if ratios else None,
-                "worst": min(ratios) if ratios else None,
-            },
-            "accepted_throughput": {"median": median(self.accepted_tps),
-                                    "best": max(self.accepted_tps) if self.accepted_tps else None},
-            "per_position_mean": [mean(p) for p in self.per_position],
+            "acceptance_length": {"median": lens.median(), "mean": lens.mean(), "best": lens.hi},
+            "draft_acceptance": {"median": ratios.median(), "mean": ratios.mean(), "best": ratios.hi, "worst": ratios.lo},
+            "accepted_throughput": {"median": tps.median(), "best": tps.hi},
+            "per_position_mean": [total / n for n, total in self.per_position],
         }
 
     def _offload(self) -> dict:
@@ -408,18 +441,17 @@ class RunStats:
             if not xs:
                 out[d] = None
                 continue
-            rates = [t.bytes / t.seconds for t in xs]
-            big = max(xs, key=lambda t: t.bytes)
+            big_b, big_s = xs.largest
             out[d] = {
-                "intervals": len(xs),
-                "bytes": sum(t.bytes for t in xs),
-                "seconds": sum(t.seconds for t in xs),
-                "weighted_gb_per_s": sum(t.bytes for t in xs) / sum(t.seconds for t in xs) / GB,
-                "min_gb_per_s": min(rates) / GB,
-                "max_gb_per_s": max(rates) / GB,
-                "largest_interval": {"bytes": big.bytes, "ms": big.seconds * 1000, "gb_per_s": big.bytes / big.seconds / GB},
+                "intervals": xs.n,
+                "bytes": xs.bytes,
+                "seconds": xs.seconds,
+                "weighted_gb_per_s": xs.bytes / xs.seconds / GB,
+                "min_gb_per_s": xs.min_rate / GB,
+                "max_gb_per_s": xs.max_rate / GB,
+                "largest_interval": {"bytes": big_b, "ms": big_s * 1000, "gb_per_s": big_b / big_s / GB},
             }
-        out["cpu_cache_usage_peak"] = max(self.cpu_cache_usage) if self.cpu_cache_usage else None
+        out["cpu_cache_usage_peak"] = self.cpu_cache_usage.value
         lm = self.lmcache
         if any(lm[d]["moves"] for d in ("store", "retrieve")) or lm["requested_tokens"]:
             out["lmcache"] = {d: dict(lm[d], gb_per_s=(lm[d]["bytes"] / lm[d]["seconds"] / GB) if lm[d]["seconds"] else None)
@@ -438,7 +470,7 @@ class RunStats:
             return out
         per_token = kv_total / tokens if kv_total else None
         out["kv_bytes_per_token"] = per_token
-        peak = max(self.kv_usage.v) if len(self.kv_usage.v) else None
+        peak = self.kv_usage_peak.value
         out["peak_kv_usage_tokens"] = round(peak * tokens) if peak is not None else None
         out["sequence_budget"] = [
             {"sequences": n, "tokens_each": min(tokens // n, max_len) if max_len else tokens // n} for n in (1, 2, 4, 8)

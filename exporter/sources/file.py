@@ -12,6 +12,8 @@ one poll, by its first bytes changing. The tail we had not read yet is then take
 logrotate itself loses: lines written between its copy and its truncate. Rename rotations that
 outran us (two within one poll, or while catching up) leave files we never opened: after a rotation,
 sibling files written after the old file's last write are read before the new file, each once.
+A file renamed away is kept open and read for ROTATED_GRACE_SECONDS after its last write, beside the
+new one, because its writer may not have reopened yet.
 
 ``position`` is the (device, inode, offset) just past the last complete line handed on and taken
 by the consumer. Given back as ``resume`` (from the state file) after a restart of the exporter, the
@@ -42,6 +44,9 @@ LOOP_TURN_SECONDS = 0.01
 # The first bytes tell a file from its refill and from a copy of another: 4 KiB is tens of lines,
 # timestamps and request ids among them, where one line could start two files alike.
 HEAD_BYTES = 4096
+# A file renamed away stays open this long after its last write: the writer may still be writing to
+# it until it reopens its log (logrotate's postrotate signal), and inotify sees the rename at once.
+ROTATED_GRACE_SECONDS = 5.0
 _COMPRESSED = (".gz", ".xz", ".bz2", ".zst", ".lz4")
 
 
@@ -271,6 +276,24 @@ class FileSource:
             f.seek(0, os.SEEK_END)
         return f, ident
 
+    def _drain_old(self, draining: list) -> list[str]:
+        """What files renamed away got since we let go of them; each closed after its grace period."""
+        out: list[str] = []
+        now = time.monotonic()
+        for entry in list(draining):
+            g, split, last = entry
+            while True:
+                data = g.read(CHUNK)
+                if not data:
+                    break
+                out += split.feed(data)
+                entry[2] = last = now
+            if now - last >= ROTATED_GRACE_SECONDS:
+                out += split.flush()
+                g.close()
+                draining.remove(entry)
+        return out
+
     async def batches(self, status: Status) -> AsyncIterator[list[str]]:
         split = LineSplitter(self.name, self.max_line)
         if self.resume is not None:
@@ -287,8 +310,13 @@ class FileSource:
         watch = Watch(self.path, enabled=self.notify)
         idle_since = None
         last_turn = time.monotonic()
+        draining: list = []  # [file, splitter, time of its last data] of files renamed away
         try:
             while True:
+                if draining:
+                    lines = self._drain_old(draining)
+                    if lines:
+                        yield lines
                 if f is None:
                     if rotated_from is None or missing_polls:
                         await watch.wait(self.poll_interval)
@@ -354,7 +382,10 @@ class FileSource:
                     self._commit(f, ident, split)
                     rotated_from = (ident, os.fstat(f.fileno()).st_mtime_ns, self._read_head(f))
                     missing_polls = 0  # look for the new file at once: the next rotation may be close
-                    f.close()
+                    if os.fstat(f.fileno()).st_nlink and len(draining) < 4:
+                        draining.append([f, LineSplitter(self.name, self.max_line), time.monotonic()])
+                    else:  # deleted (or many rotations at once): nobody writes there any more
+                        f.close()
                     f = None
                     status.up(False)
                     log.info("file rotated or removed", source=self.name, path=self.path)
@@ -375,5 +406,7 @@ class FileSource:
                     status.restarted()
         finally:
             watch.close()
+            for g, _, _ in draining:
+                g.close()
             if f is not None:
                 f.close()

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""`report`'s peak memory against the log's length: flat is the goal (issue 16).
+
+    python bench/report_memory.py [MILLIONS ...]     # default: 1 3 6 (6 M lines is ~1 GB)
+
+Each log is made by bench/gen_log.py with ``--mix periodic20`` (20 % stats, spec-decode, KV and
+other INFO lines: the report's per-window work), one continuous run of that many lines, not copies.
+Prints peak RSS (the kernel's ru_maxrss of the child) and wall time of ``report --format json`` and
+``report --html`` (matplotlib loaded: what the HTML page costs on top).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(args: list[str]) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "exporter", *args], cwd=ROOT, stdout=subprocess.DEVNULL)
+    _, status, ru = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"report {args} failed")
+    return ru.ru_maxrss * 1024, time.perf_counter() - t0
+
+
+def main() -> int:
+    sizes = [float(a) for a in sys.argv[1:]] or [1, 3, 6]
+    print("| lines | log size | `report --format json` peak RSS | time | `report --html` peak RSS | time |")
+    print("|---|---|---|---|---|---|")
+    for m in sizes:
+        n = int(m * 1_000_000)
+        path = ROOT / "bench" / "out" / f"periodic20-{n}.log"
+        if not path.exists():
+            subprocess.run([sys.executable, str(ROOT / "bench" / "gen_log.py"), str(n), str(path), "--mix", "periodic20"],
+                           check=True)
+        rss, wall = run(["report", str(path), "--format", "json", "--year", "2026"])
+        with tempfile.TemporaryDirectory() as tmp:
+            hrss, hwall = run(["report", str(path), "--year", "2026", "--html", f"{tmp}/r.html"])
+        print(f"| {n:,} | {path.stat().st_size / 1e6:,.0f} MB | {rss / 1e6:.1f} MB | {wall:.1f} s | "
+              f"{hrss / 1e6:.1f} MB | {hwall:.1f} s |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
