@@ -13,7 +13,6 @@ includes one scrape (a few ms at this size: said as the resolution).
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import socket

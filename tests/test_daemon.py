@@ -130,6 +130,11 @@ def test_metrics_are_served_in_the_text_format_gzipped_when_asked(tmp_path):
             assert resp.headers["Content-Encoding"] == "gzip"
             body = gzip.decompress(resp.read()).decode()
         assert "# TYPE vllm_log_http_requests_total counter" in body and "process_resident_memory_bytes" in body
+        for refused in ("gzip;q=0", "identity", ""):
+            req = urllib.request.Request(ex.url + "/metrics", headers={"Accept-Encoding": refused})
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                assert resp.headers.get("Content-Encoding") is None, refused
+                assert b"# TYPE vllm_log_http_requests_total counter" in resp.read()
         # Prometheus' own Accept header takes the text format too, and gets it
         prom_accept = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
                        "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")

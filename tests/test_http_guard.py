@@ -223,3 +223,10 @@ def test_the_real_exporter_at_a_256_fd_limit_still_answers_a_scrape_within_a_sec
         terminate(proc)
     err = proc.stderr.read()
     assert "Too many open files" not in err and "Traceback" not in err, err[-2000:]
+
+
+def test_accept_encoding_is_read_as_rfc_9110_says():
+    from exporter.server import accepts_gzip
+
+    assert accepts_gzip("gzip") and accepts_gzip("deflate, gzip;q=0.5") and accepts_gzip("GZIP") and accepts_gzip("x-gzip")
+    assert not accepts_gzip("") and not accepts_gzip("gzip;q=0") and not accepts_gzip("deflate, br")
