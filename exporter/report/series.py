@@ -17,33 +17,69 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections import Counter
+
+
+_NAN = float("nan")
 
 
 class Tally:
-    __slots__ = ("counts", "n", "total", "lo", "hi")
+    """Values come in through ``add`` (an array append: it runs per stats line) and are folded into
+    the counts a few thousand at a time."""
+
+    __slots__ = ("counts", "n", "total", "lo", "hi", "pending")
 
     def __init__(self):
-        self.counts: dict[float, int] = {}
+        self.counts: Counter = Counter()
         self.n = 0
-        self.total = 0  # as sum() starts
+        self.total = 0.0
         self.lo: float | None = None
         self.hi: float | None = None
+        self.pending = array("d")
 
     def add(self, v: float) -> None:
-        c = self.counts
-        c[v] = c.get(v, 0) + 1
-        self.n += 1
-        self.total += v
-        if self.lo is None or v < self.lo:
-            self.lo = v
-        if self.hi is None or v > self.hi:
-            self.hi = v
+        self.pending.append(v)
+        if len(self.pending) >= 4096:
+            self._fold()
+
+    def maybe_fold(self) -> None:
+        """For a caller that appends to ``pending`` itself (its bound ``append``: no Python frame)."""
+        if len(self.pending) >= 4096:
+            self._fold()
+
+    def _fold(self) -> None:
+        p = self.pending
+        if not p:
+            return
+        self.counts.update(p)
+        self.n += len(p)
+        total = self.total
+        for v in p:  # in arrival order, one addition at a time (sum() of floats compensates since 3.12)
+            total += v
+        self.total = total
+        lo, hi = min(p), max(p)
+        if self.lo is None or lo < self.lo:
+            self.lo = lo
+        if self.hi is None or hi > self.hi:
+            self.hi = hi
+        del p[:]  # in place: a caller may hold its append
 
     def __len__(self) -> int:
-        return self.n
+        return self.n + len(self.pending)
 
     def mean(self) -> float | None:
+        self._fold()
         return self.total / self.n if self.n else None
+
+    @property
+    def low(self) -> float | None:
+        self._fold()
+        return self.lo
+
+    @property
+    def high(self) -> float | None:
+        self._fold()
+        return self.hi
 
     def _at(self, ranks: list[int]) -> list[float]:
         """The values at the given 0-based ranks of the sorted multiset (ranks ascending)."""
@@ -59,6 +95,7 @@ class Tally:
 
     def _median_of(self, start: int, n: int) -> float | None:
         """Median of the sorted ranks start .. start+n-1."""
+        self._fold()
         if n <= 0:
             return None
         if n % 2:
@@ -67,10 +104,12 @@ class Tally:
         return (a + b) / 2
 
     def median(self) -> float | None:
+        self._fold()
         return self._median_of(0, self.n)
 
     def hinges(self) -> tuple[float, float] | None:
         """Tukey's hinges: medians of the lower and upper halves, each including the median when n is odd."""
+        self._fold()
         if not self.n:
             return None
         half = (self.n + 1) // 2
@@ -78,37 +117,67 @@ class Tally:
 
 
 class Trace:
-    __slots__ = ("cap", "ts", "vs", "width", "origin", "buckets", "last")
+    """Points come in through ``add`` (two array appends) and are folded into buckets once there
+    are more than the chart needs."""
+
+    __slots__ = ("cap", "ts", "vs", "width", "origin", "buckets", "last_t", "last_v")
 
     def __init__(self, cap: int = 2048):
         self.cap = cap
-        self.ts = array("d")
+        self.ts = array("d")  # points not yet folded (all of them while there are few)
         self.vs = array("d")
-        self.width = 0.0  # 0: exact points kept in ts/vs
+        self.width = 0.0  # 0: no buckets yet
         self.origin = 0.0
-        self.buckets: dict[int, list[float]] = {}  # index -> [t of min, min, t of max, max]
-        self.last: tuple[float, float] | None = None  # the latest point: the chart's line ends there
+        self.buckets: dict[float, list[float]] = {}  # index -> [t of min, min, t of max, max]
+        self.last_t = float("-inf")  # the latest point: the chart's line ends there
+        self.last_v = 0.0
 
     def add(self, t: float | None, v: float) -> None:
-        if t is None or math.isnan(t) or math.isnan(v):
+        self.ts.append(_NAN if t is None else t)
+        self.vs.append(v)
+        if len(self.ts) > 2 * self.cap:
+            self._fold()
+
+    def maybe_fold(self) -> None:
+        """For a caller that appends to ``ts`` and ``vs`` itself (NaN for no time)."""
+        if len(self.ts) > 2 * self.cap:
+            self._fold()
+
+    def _fold(self) -> None:
+        ts, vs = self.ts[:], self.vs[:]
+        del self.ts[:], self.vs[:]  # in place: a caller may hold their appends
+        if any(t != t or v != v for t, v in zip(ts, vs)):  # (NaN: the value not equal to itself)
+            pairs = [(t, v) for t, v in zip(ts, vs) if t == t and v == v]
+            ts, vs = array("d", [t for t, _ in pairs]), array("d", [v for _, v in pairs])
+        if not ts:
             return
-        if self.last is None or t >= self.last[0]:
-            self.last = (t, v)
         if not self.width:
-            self.ts.append(t)
-            self.vs.append(v)
-            if len(self.ts) > 2 * self.cap:
-                self._to_buckets()
-            return
-        self._put(t, v, t, v)
+            lo, hi = min(ts), max(ts)
+            self.origin = lo
+            self.width = 1.0
+            while (hi - lo) / self.width >= self.cap / 2:
+                self.width *= 2
+        for t, v in zip(ts, vs):
+            if t >= self.last_t:
+                self.last_t, self.last_v = t, v
+        buckets, put = self.buckets, self._put
+        for t, v in zip(ts, vs):
+            b = buckets.get((t - self.origin) // self.width)
+            if b is None:
+                put(t, v, t, v)
+                buckets = self.buckets  # (a doubling makes a new dict)
+            elif v < b[1]:
+                b[0], b[1] = t, v
+            elif v > b[3]:
+                b[2], b[3] = t, v
 
     def _put(self, t_lo: float, lo: float, t_hi: float, hi: float) -> None:
         t = min(t_lo, t_hi)
-        i = math.floor((t - self.origin) / self.width)
+        i = (t - self.origin) // self.width
         b = self.buckets.get(i)
         while b is None and len(self.buckets) >= self.cap:
             self._double()
-            i = math.floor((t - self.origin) / self.width)
+            i = (t - self.origin) // self.width
             b = self.buckets.get(i)
         if b is None:
             self.buckets[i] = [t_lo, lo, t_hi, hi]
@@ -118,17 +187,6 @@ class Trace:
         if hi > b[3]:
             b[2], b[3] = t_hi, hi
 
-    def _to_buckets(self) -> None:
-        lo, hi = min(self.ts), max(self.ts)
-        self.origin = lo
-        self.width = 1.0
-        while (hi - lo) / self.width >= self.cap / 2:
-            self.width *= 2
-        ts, vs = self.ts, self.vs
-        self.ts, self.vs = array("d"), array("d")
-        for t, v in zip(ts, vs):
-            self._put(t, v, t, v)
-
     def _double(self) -> None:
         old = self.buckets
         self.width *= 2
@@ -137,18 +195,19 @@ class Trace:
             self._put(*b)
 
     def __len__(self) -> int:
-        return len(self.ts) if not self.width else len(self.buckets)
+        return sum(1 for t, v in zip(self.ts, self.vs) if t == t and v == v) + len(self.buckets)
 
     def points(self) -> list[tuple[float, float]]:
         """(time, value) in time order: every point, or each bucket's minimum and maximum (and the latest point)."""
         if not self.width:
-            return sorted(zip(self.ts, self.vs), key=lambda p: p[0])
+            return sorted(((t, v) for t, v in zip(self.ts, self.vs) if t == t and v == v), key=lambda p: p[0])
+        self._fold()
         out = []
         for i in sorted(self.buckets):
             t_lo, lo, t_hi, hi = self.buckets[i]
             out.extend(sorted({(t_lo, lo), (t_hi, hi)}))
-        if self.last is not None and self.last[0] > out[-1][0]:
-            out.append(self.last)
+        if self.last_t > out[-1][0]:
+            out.append((self.last_t, self.last_v))
         return out
 
 

@@ -40,18 +40,6 @@ def mean(xs) -> float | None:
     return sum(xs) / len(xs) if len(xs) else None
 
 
-class Peak:
-    """The largest value seen (None before any)."""
-    __slots__ = ("value",)
-
-    def __init__(self):
-        self.value: float | None = None
-
-    def add(self, v: float) -> None:
-        if self.value is None or v > self.value:
-            self.value = v
-
-
 class Transfers:
     """KV-offload intervals of one direction: sums, extremes, the largest, and a rate chart."""
     __slots__ = ("n", "bytes", "seconds", "min_rate", "max_rate", "largest", "rates")
@@ -84,6 +72,9 @@ _OOM_NUMBERS = ("gpu", "tried_to_allocate_bytes", "free_bytes", "total_capacity_
                 "allocated_bytes", "reserved_bytes")
 
 # Start-up facts: before --since they still describe the server the window sees.
+FOLD_EVERY = 1024
+_NAN = float("nan")
+
 FACT_KINDS = frozenset({"version", "model", "engine_config", "kv_cache_size", "gpu_blocks", "max_concurrency",
                         "kv_cache_memory", "model_load", "memory_profile", "init_engine", "offload_pool"})
 
@@ -100,15 +91,15 @@ class RunStats:
         # generation throughput: windows, peak, the non-zero ones' sum and count, and the chart
         self.gen = Trace()
         self.gen_windows = 0
-        self.gen_peak = Peak()
+        self.gen_peak: float | None = None
         self.gen_nonzero = [0, 0]  # [count, sum]
         self.single = Tally()  # generation throughput of windows with exactly one request running
         self.prompt = Trace()
-        self.prompt_peak = Peak()
+        self.prompt_peak: float | None = None
         self.kv_usage = Trace()
-        self.kv_usage_peak = Peak()
-        self.prefix_hit = Peak()
-        self.ext_prefix_hit = Peak()
+        self.kv_usage_peak: float | None = None
+        self.prefix_hit: float | None = None  # peaks
+        self.ext_prefix_hit: float | None = None
         self.accept_len = Trace()
         self.accept_len_values = Tally()
         self.accept_ratio = Trace()
@@ -121,7 +112,7 @@ class RunStats:
         self.lmcache = {"store": {"moves": 0, "bytes": 0, "seconds": 0.0, "tokens": 0},
                         "retrieve": {"moves": 0, "bytes": 0, "seconds": 0.0, "tokens": 0},
                         "requested_tokens": 0, "hit_tokens": 0}
-        self.cpu_cache_usage = Peak()
+        self.cpu_cache_usage: float | None = None  # peak
         self.http_status: dict[int, int] = {}
         self.http_minutes = BucketCounts(60.0)  # status class -> responses per minute (wider on long runs)
         self.error_times: list[tuple[float, str]] = []
@@ -137,6 +128,21 @@ class RunStats:
         self.last_ts: float | None = None
         self.events = 0
         self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
+        # The per-window series are appended to by their arrays' own append (no Python frame per
+        # value) and folded every FOLD_EVERY events.
+        self._traces = (self.gen, self.prompt, self.kv_usage, self.accept_len, self.accept_ratio,
+                        self.transfers["store"].rates, self.transfers["load"].rates)
+        self._tallies = (self.single, self.accept_len_values, self.accept_ratio_values, self.accepted_tps)
+        self._fold_due = FOLD_EVERY
+        self._gen_t, self._gen_v = self.gen.ts.append, self.gen.vs.append
+        self._prompt_t, self._prompt_v = self.prompt.ts.append, self.prompt.vs.append
+        self._kv_t, self._kv_v = self.kv_usage.ts.append, self.kv_usage.vs.append
+        self._single = self.single.pending.append
+        self._len_t, self._len_v = self.accept_len.ts.append, self.accept_len.vs.append
+        self._len = self.accept_len_values.pending.append
+        self._ratio_t, self._ratio_v = self.accept_ratio.ts.append, self.accept_ratio.vs.append
+        self._ratio = self.accept_ratio_values.pending.append
+        self._tps = self.accepted_tps.pending.append
 
     # -- feeding --------------------------------------------------------------------------------
 
@@ -160,6 +166,13 @@ class RunStats:
         handler = self._handlers.get(ev.kind)
         if handler is not None:
             handler(ev, ev.fields)
+            self._fold_due -= 1
+            if not self._fold_due:
+                self._fold_due = FOLD_EVERY
+                for x in self._traces:
+                    x.maybe_fold()
+                for x in self._tallies:
+                    x.maybe_fold()
 
     def _fact_before_window(self, ev: Event) -> None:
         if ev.kind == "version":  # a start before the window: what an earlier run said goes
@@ -242,37 +255,54 @@ class RunStats:
             if prev is not None and prev[1] and ev.ts - prev[0] > 3 * self.stats_interval and len(self.stalls) < 1000:
                 self.stalls.append({"ts": prev[0], "engine": engine, "silent_seconds": ev.ts - prev[0]})
             self._windows[engine] = (ev.ts, busy_window(f))
+        # (peaks compared inline, and None-first as max() of the values would keep the first of ties)
+        t = _NAN if ev.ts is None else ev.ts
         g = f["generation_tokens_per_second"]
-        self.gen.add(ev.ts, g)
+        self._gen_t(t)
+        self._gen_v(g)
         self.gen_windows += 1
-        self.gen_peak.add(g)
+        if self.gen_peak is None or g > self.gen_peak:
+            self.gen_peak = g
         if g > 0:
             self.gen_nonzero[0] += 1
             self.gen_nonzero[1] += g
         if f.get("running", -1) == 1:
-            self.single.add(g)
-        self.prompt.add(ev.ts, f["prompt_tokens_per_second"])
-        self.prompt_peak.add(f["prompt_tokens_per_second"])
-        if "gpu_kv_cache_usage" in f:
-            self.kv_usage.add(ev.ts, f["gpu_kv_cache_usage"])
-            self.kv_usage_peak.add(f["gpu_kv_cache_usage"])
-        if "prefix_cache_hit_rate" in f:
-            self.prefix_hit.add(f["prefix_cache_hit_rate"])
-        if "external_prefix_cache_hit_rate" in f:
-            self.ext_prefix_hit.add(f["external_prefix_cache_hit_rate"])
+            self._single(g)
+        p = f["prompt_tokens_per_second"]
+        self._prompt_t(t)
+        self._prompt_v(p)
+        if self.prompt_peak is None or p > self.prompt_peak:
+            self.prompt_peak = p
+        v = f.get("gpu_kv_cache_usage")
+        if v is not None:
+            self._kv_t(t)
+            self._kv_v(v)
+            if self.kv_usage_peak is None or v > self.kv_usage_peak:
+                self.kv_usage_peak = v
+        v = f.get("prefix_cache_hit_rate")
+        if v is not None and (self.prefix_hit is None or v > self.prefix_hit):
+            self.prefix_hit = v
+        v = f.get("external_prefix_cache_hit_rate")
+        if v is not None and (self.ext_prefix_hit is None or v > self.ext_prefix_hit):
+            self.ext_prefix_hit = v
 
     def _on_spec_decode(self, ev, f):
-        if f.get("mean_acceptance_length") is not None:
-            self.accept_len.add(ev.ts, f["mean_acceptance_length"])
-            self.accept_len_values.add(f["mean_acceptance_length"])
+        t = _NAN if ev.ts is None else ev.ts
+        v = f.get("mean_acceptance_length")
+        if v is not None:
+            self._len_t(t)
+            self._len_v(v)
+            self._len(v)
         ratio = f.get("draft_acceptance_rate")
         if ratio is None and f.get("drafted_tokens"):
             ratio = f.get("accepted_tokens", 0) / f["drafted_tokens"]
         if ratio is not None:
-            self.accept_ratio.add(ev.ts, ratio)
-            self.accept_ratio_values.add(ratio)
-        if f.get("accepted_tokens_per_second") is not None:
-            self.accepted_tps.add(f["accepted_tokens_per_second"])
+            self._ratio_t(t)
+            self._ratio_v(ratio)
+            self._ratio(ratio)
+        v = f.get("accepted_tokens_per_second")
+        if v is not None:
+            self._tps(v)
         self.tokens["accepted"] += f.get("accepted_tokens") or 0
         self.tokens["drafted"] += f.get("drafted_tokens") or 0
         for i, v in enumerate(f.get("per_position_acceptance_rate") or []):
@@ -289,8 +319,9 @@ class RunStats:
             b, s = f.get(f"{d}_bytes"), f.get(f"{d}_seconds")
             if b and s and b > 0 and s > 0:
                 self.transfers[d].add(b, s, ev.ts)
-        if f.get("cpu_cache_usage") is not None:
-            self.cpu_cache_usage.add(f["cpu_cache_usage"])
+        v = f.get("cpu_cache_usage")
+        if v is not None and (self.cpu_cache_usage is None or v > self.cpu_cache_usage):
+            self.cpu_cache_usage = v
 
     def _on_lmcache(self, ev, f):
         op = f.get("op")
@@ -410,16 +441,16 @@ class RunStats:
         nz_n, nz_sum = self.gen_nonzero
         return {
             "windows": self.gen_windows,
-            "generation_peak": self.gen_peak.value,
+            "generation_peak": self.gen_peak,
             "single_request_windows": len(self.single),
             "single_request_median": self.single.median(),
             "single_request_iqr": list(hinges) if hinges else None,
             "nonzero_windows": nz_n,
             "nonzero_mean": nz_sum / nz_n if nz_n else None,
-            "prompt_peak": self.prompt_peak.value,
-            "gpu_kv_usage_peak": self.kv_usage_peak.value,
-            "prefix_cache_hit_peak": self.prefix_hit.value,
-            "external_prefix_cache_hit_peak": self.ext_prefix_hit.value,
+            "prompt_peak": self.prompt_peak,
+            "gpu_kv_usage_peak": self.kv_usage_peak,
+            "prefix_cache_hit_peak": self.prefix_hit,
+            "external_prefix_cache_hit_peak": self.ext_prefix_hit,
         }
 
     def _spec(self) -> dict:
@@ -429,9 +460,9 @@ class RunStats:
             "depths": sorted(self.depths),
             "accepted_tokens": self.tokens["accepted"],
             "drafted_tokens": self.tokens["drafted"],
-            "acceptance_length": {"median": lens.median(), "mean": lens.mean(), "best": lens.hi},
-            "draft_acceptance": {"median": ratios.median(), "mean": ratios.mean(), "best": ratios.hi, "worst": ratios.lo},
-            "accepted_throughput": {"median": tps.median(), "best": tps.hi},
+            "acceptance_length": {"median": lens.median(), "mean": lens.mean(), "best": lens.high},
+            "draft_acceptance": {"median": ratios.median(), "mean": ratios.mean(), "best": ratios.high, "worst": ratios.low},
+            "accepted_throughput": {"median": tps.median(), "best": tps.high},
             "per_position_mean": [total / n for n, total in self.per_position],
         }
 
@@ -451,7 +482,7 @@ class RunStats:
                 "max_gb_per_s": xs.max_rate / GB,
                 "largest_interval": {"bytes": big_b, "ms": big_s * 1000, "gb_per_s": big_b / big_s / GB},
             }
-        out["cpu_cache_usage_peak"] = self.cpu_cache_usage.value
+        out["cpu_cache_usage_peak"] = self.cpu_cache_usage
         lm = self.lmcache
         if any(lm[d]["moves"] for d in ("store", "retrieve")) or lm["requested_tokens"]:
             out["lmcache"] = {d: dict(lm[d], gb_per_s=(lm[d]["bytes"] / lm[d]["seconds"] / GB) if lm[d]["seconds"] else None)
@@ -470,7 +501,7 @@ class RunStats:
             return out
         per_token = kv_total / tokens if kv_total else None
         out["kv_bytes_per_token"] = per_token
-        peak = self.kv_usage_peak.value
+        peak = self.kv_usage_peak
         out["peak_kv_usage_tokens"] = round(peak * tokens) if peak is not None else None
         out["sequence_budget"] = [
             {"sequences": n, "tokens_each": min(tokens // n, max_len) if max_len else tokens // n} for n in (1, 2, 4, 8)
