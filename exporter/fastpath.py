@@ -6,6 +6,10 @@ exact wording (for KV transfers, plain ``key=number`` pairs). Here the wrapper i
 framing's own fast-shape regex, the message's first word picks the family, and the family's
 exact-wording pattern is matched in place. A match means framing + parsing would give these very
 fields (tests compare the two on real and mutated lines); anything else goes the usual way.
+
+``ignorable`` is the same idea for the lines no parser wants (most INFO lines): in that shape, at
+INFO or DEBUG, with no parser's needle in the message and nothing glued on, the usual way would
+count the line as ignored and make nothing of it; so it is not framed at all.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import re
 
 from exporter.framing import BARE_RESET, JOURNALD_RECORD_P, NO_MONTH, Clock, record_time
-from exporter.parsers import engine_stats, kv_transfer, spec_decode
+from exporter.parsers import NO_NEEDLE_FILTERS, engine_stats, kv_transfer, spec_decode
 
 _WRAPPER = re.compile(JOURNALD_RECORD_P)
 
@@ -60,3 +64,35 @@ def match(line: str, clock: Clock) -> tuple[str, dict, float | None, str | None,
         return None
     proc, pid = m.group(10, 11)
     return kind, out, when[0], proc, int(pid) if pid is not None else None
+
+
+_QUIET_LEVELS = frozenset({"INFO", "DEBUG"})
+_TB_START = "Traceback (most recent call last)"
+_LEVEL_WORDS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
+
+
+def ignorable(line: str, clock: Clock) -> bool:
+    """True when the usual way (framing, glue check, parsers) would count ``line`` as ignored and
+    make no event of it. Same caller's checks as ``match``; a False says nothing."""
+    if not line[:1].isalpha():
+        return False
+    text = line.rstrip()
+    m = _WRAPPER.match(text)
+    if m is None or m.group(12) not in _QUIET_LEVELS:
+        return False
+    msg = text[m.end():]
+    # (the needle loop first: it is what most lines end on, and it needs nothing else)
+    for needle in NO_NEEDLE_FILTERS:
+        if needle in msg:
+            return False
+    if _TB_START in msg or (" [" in msg and any(w in msg for w in _LEVEL_WORDS)):
+        return False  # a traceback starting, or maybe another record glued on: the usual way decides
+    # (every bare colour reset holds "0m" or "9m": two finds before the regex)
+    if ("0m" in text or "9m" in text) and BARE_RESET.search(text) is not None:
+        return False
+    # an unknown month name makes framing take its general way, which reads the line otherwise
+    # (the minute's stamp is cached by framing: most lines only look it up)
+    known = clock.minutes.get(text[:m.start(5)])
+    if known is not None and known is not NO_MONTH:
+        return True
+    return record_time(m, text, clock) is not NO_MONTH

@@ -290,6 +290,9 @@ class Pipeline:
                 kind, fields, ts, process, pid = fast
                 self._attribute(kind, fields, (process, pid))
                 return PARSED, [Event(kind, fields, ts, process, pid, self.lineno)]
+            if fastpath.ignorable(line, self.clock):
+                self.lineno += 1
+                return IGNORED, []
         self.lineno += 1
         f = frame_line(line, self.clock, clean)
         msg = f.message

@@ -68,3 +68,34 @@ def test_mutated_lines_agree_with_the_usual_path(line, edits):
     for pos, text in edits:
         line = line[:pos] + text + line[pos + 1:]
     check(line)
+
+
+def check_ignorable(line: str) -> bool:
+    if not fastpath.ignorable(line, Clock(year=2026)):
+        return False
+    res, events = Pipeline(Clock(year=2026)).feed(line)  # the usual way
+    assert (res, events) == ("ignored", []), line
+    return True
+
+
+def test_lines_no_parser_wants_leave_early_and_only_those():
+    taken = [line for line in _ALL if check_ignorable(line)]
+    assert len(taken) > 30  # the samples' INFO chatter
+    # every family's lines, warnings and errors stay on the usual way
+    assert not any(fastpath.ignorable(line, Clock(year=2026)) for line in PERIODIC)
+    assert not any(fastpath.ignorable(line, Clock(year=2026)) for line in _ALL
+                   if " WARNING " in line or " ERROR " in line or "Traceback" in line)
+
+
+INFO_LINES = [line for line in _ALL if " INFO " in line or " DEBUG " in line]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.sampled_from(INFO_LINES), st.lists(st.tuples(st.integers(0, 300), st.sampled_from(
+    ["", " ", "[", "]", " [", "INFO ", "WARNING ", "ERROR 08-04 02:45:02 [x.py:1] ", "Traceback (most recent call last)",
+     "[0m", "Xyz", "авг", " HTTP/", "out of memory", "CUDA error", "KV Transfer metrics: a=1", "Engine 000: ", "\t",
+     "(APIServer pid=1) ", "█", "[W", "nccl", " took ", "version ", "0", ":"])), max_size=3))
+def test_mutated_info_lines_leave_early_only_when_the_usual_way_ignores_them(line, edits):
+    for pos, text in edits:
+        line = line[:pos] + text + line[pos + 1:]
+    check_ignorable(line)

@@ -50,6 +50,14 @@ def _needle_table(parsers: tuple[Parser, ...]) -> tuple[tuple[str, Parser], ...]
 
 
 _TABLE = _needle_table(PARSERS)
+# Every needle once: a message holding none of them is recognised by no family.
+NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(needle for needle, _ in _TABLE))
+# Fewer strings with the same answer to "does the message hold a needle?": every needle holds one of
+# them (a needle that holds none of the hints is a filter itself), so a message holding none of
+# them holds no needle. The hints only make the test shorter; which ones is a matter of speed.
+_FILTER_HINTS = ("metrics: ", "Engine", "memory", "Memory", "error", "KV cache", " engine ")
+NO_NEEDLE_FILTERS: tuple[str, ...] = tuple(dict.fromkeys(
+    _FILTER_HINTS + tuple(n for n in NEEDLES if not any(h in n for h in _FILTER_HINTS))))
 _ERROR_TABLE = _needle_table(errors.ERROR_PARSERS)
 
 
@@ -80,4 +88,4 @@ def parse_errors(frame: Frame) -> list[Event]:
     return parse_frame(frame, errors.ERROR_PARSERS) or []
 
 
-__all__ = ["PARSERS", "Parser", "parse_frame", "parse_errors"]
+__all__ = ["NEEDLES", "NO_NEEDLE_FILTERS", "PARSERS", "Parser", "parse_frame", "parse_errors"]

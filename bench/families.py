@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Microseconds per line, per line family, end to end: ours (`report`) and mtail (`--one_shot`).
+
+    python bench/families.py [ROUNDS=3] [--python PY ...]
+
+For each family (engine stats, spec decode, KV transfer, other INFO lines that no parser wants,
+access-log lines) a file of LINES lines of only that family is cut from the periodic-20 % benchmark
+log (bench/gen_log.py --mix periodic20); each tool runs over it and over an empty file, alternating,
+and (time - empty-file time) / lines is the cost of one line: reading, framing, parsing and counting
+it, without start-up. Medians of ROUNDS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LINES = 50_000
+
+FAMILIES = (
+    ("engine stats", lambda l: "Avg prompt throughput" in l),
+    ("spec decode", lambda l: "SpecDecoding metrics" in l),
+    ("KV transfer", lambda l: "KV Transfer metrics" in l),
+    ("ignored INFO", lambda l: "HTTP/1.1\" " not in l and " INFO " in l and "metrics: " not in l
+     and "Avg prompt throughput" not in l),
+    ("access", lambda l: "HTTP/1.1\" " in l),
+)
+
+
+def family_files() -> dict[str, Path]:
+    src = ROOT / "bench" / "out" / "periodic20-1000000.log"
+    if not src.exists():
+        subprocess.run([sys.executable, str(ROOT / "bench" / "gen_log.py"), "1000000", str(src), "--mix", "periodic20"],
+                       check=True)
+    out = ROOT / "bench" / "out"
+    files = {name: out / f"family-{name.replace(' ', '-')}.log" for name, _ in FAMILIES}
+    if all(f.exists() for f in files.values()):
+        return files
+    picked: dict[str, list[str]] = {name: [] for name, _ in FAMILIES}
+    with open(src, encoding="utf-8") as f:
+        for line in f:
+            for name, test in FAMILIES:
+                if test(line):
+                    picked[name].append(line)
+                    break
+    for name, lines in picked.items():
+        # repeat to LINES when the log has fewer (the other INFO lines are ~2 % of it)
+        body = (lines * (LINES // max(1, len(lines)) + 1))[:LINES]
+        files[name].write_text("".join(body), encoding="utf-8")
+    return files
+
+
+def timed(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=ROOT)
+    return time.perf_counter() - t0
+
+
+def mtail_cmd(path: Path) -> list[str]:
+    return ["mtail", "--progs", str(ROOT / "bench" / "mtail"), "--logs", str(path), "--one_shot",
+            "--one_shot_format=prometheus", "--logtostderr"]
+
+
+def ours_cmd(python: str, path: Path) -> list[str]:
+    return [python, "-m", "exporter", "report", str(path), "--format", "json", "--year", "2026"]
+
+
+def measure(pythons: list[str], rounds: int) -> dict[str, dict[str, float]]:
+    """family -> tool -> microseconds per line (median of rounds)."""
+    files = family_files()
+    empty = ROOT / "bench" / "out" / "empty.log"
+    empty.write_text("")
+    tools = [("mtail", mtail_cmd)] + [(f"py{i + 1}" if len(pythons) > 1 else "ours",
+                                       lambda p, py=py: ours_cmd(py, p)) for i, py in enumerate(pythons)]
+    samples: dict[tuple[str, str], list[float]] = {}
+    for _ in range(rounds):
+        for tool, cmd in tools:
+            base = min(timed(cmd(empty)) for _ in range(2))
+            for name, path in files.items():
+                samples.setdefault((name, tool), []).append((timed(cmd(path)) - base) / LINES * 1e6)
+    out: dict[str, dict[str, float]] = {}
+    for (name, tool), v in samples.items():
+        out.setdefault(name, {})[tool] = statistics.median(v)
+    return out
+
+
+def table(res: dict[str, dict[str, float]]) -> str:
+    tools = list(next(iter(res.values())))
+    ours = [t for t in tools if t != "mtail"]
+    head = "| family | " + " | ".join(f"{t} (µs)" for t in tools) + " | " + " | ".join(f"{t} / mtail" for t in ours) + " |"
+    rows = [head, "|" + "---|" * (1 + len(tools) + len(ours))]
+    for name, by in res.items():
+        rows.append(f"| {name} | " + " | ".join(f"{by[t]:.2f}" for t in tools) + " | "
+                    + " | ".join(f"{by[t] / by['mtail']:.2f}x" for t in ours) + " |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("rounds", type=int, nargs="?", default=3)
+    ap.add_argument("--python", action="append")
+    args = ap.parse_args()
+    pythons = args.python or [sys.executable]
+    for py in pythons:
+        subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "exporter")], check=True)
+    print(table(measure(pythons, args.rounds)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
