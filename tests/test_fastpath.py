@@ -99,3 +99,17 @@ def test_mutated_info_lines_leave_early_only_when_the_usual_way_ignores_them(lin
     for pos, text in edits:
         line = line[:pos] + text + line[pos + 1:]
     check_ignorable(line)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.sampled_from(_ALL), st.lists(st.tuples(st.integers(0, 120), st.sampled_from(
+    ["", " ", "  ", "[", "]", "(", ")", ":", ".", "0", "x", "Xyz", "авг", " rank=1", ", ip=1.2.3.4", "INFO", "WARNING",
+     "\t", "_", "-", "pid=", "08-04 ", ".123"])), max_size=3))
+def test_the_common_wrapper_shape_reads_a_line_as_the_whole_pattern_does(line, edits):
+    for pos, text in edits:
+        line = line[:pos] + text + line[pos + 1:]
+    common = fastpath._WRAPPER_COMMON.match(line)
+    if common is not None:
+        whole = fastpath._WRAPPER.match(line)
+        assert whole is not None and whole.span() == common.span(), line
+        assert [whole.span(i) for i in range(20)] == [common.span(i) for i in range(20)], line

@@ -459,18 +459,22 @@ def test_stats_fast_path_agrees_on_the_sample_lines():
         if fast is not None:
             hits += 1
             assert fast == _stats.parse_generic(msg) and list(fast) == list(_stats.parse_generic(msg))
-    assert hits >= len(_STATS_REAL) - 5  # lines with Preemptions take the generic path
+    assert hits == len(_STATS_REAL)
+    # Preemptions (0.11.1+, only in an interval that had some) too
+    msg = _STATS_REAL[0].replace(" reqs, GPU KV", " reqs, Preemptions: 2, GPU KV")
+    assert "Preemptions: 2" in msg and _stats._parse_current(msg) == _stats.parse_generic(msg)
+    assert _stats._parse_current(msg)["preemptions"] == 2
 
 
 @settings(max_examples=1500, deadline=None)
 @given(_st.sampled_from(_STATS_REAL), _st.lists(_st.tuples(_st.integers(0, 300), _st.sampled_from(
-    ["", "0", "9", ".", ", ", "-", "%", " ", "1.5", "x"])), max_size=3))
+    ["", "0", "9", ".", ", ", "-", "%", " ", "1.5", "x", "Preemptions: 3, ", "Preemptions: "])), max_size=3))
 def test_stats_fast_path_agrees_with_the_generic_splitter(msg, edits):
     for pos, text in edits:
         msg = msg[:pos] + text + msg[pos + 1:]
     fast = _stats._parse_current(msg)
     if fast is not None:
-        assert fast == _stats.parse_generic(msg)
+        assert fast == _stats.parse_generic(msg) and list(fast) == list(_stats.parse_generic(msg))
 
 
 # KV bodies read in bulk give what the general pair splitter gives, or step aside.

@@ -43,17 +43,22 @@ _KNOWN = {
 # together with the line's wrapper.
 CURRENT_PATTERN = (
     r"Engine (\d+): Avg prompt throughput: (-?\d+\.\d) tokens/s, Avg generation throughput: (-?\d+\.\d) tokens/s, "
-    r"Running: (\d+) reqs, Waiting: (\d+) reqs, GPU KV cache usage: (\d+\.\d)%, Prefix cache hit rate: (\d+\.\d)%"
+    r"Running: (\d+) reqs, Waiting: (\d+) reqs, (?:Preemptions: (\d+), )?GPU KV cache usage: (\d+\.\d)%, "
+    r"Prefix cache hit rate: (\d+\.\d)%"
     r"(?:, External prefix cache hit rate: (\d+\.\d)%)?"
 )
 _CURRENT = re.compile(CURRENT_PATTERN)
 
 
-def current_fields(engine, prompt, gen, running, waiting, kv, prefix, external) -> dict:
+def current_fields(engine, prompt, gen, running, waiting, preemptions, kv, prefix, external) -> dict:
     """The fields of a CURRENT_PATTERN match, from its groups."""
     fields = {"engine": int(engine), "prompt_tokens_per_second": float(prompt),
-              "generation_tokens_per_second": float(gen), "running": int(running), "waiting": int(waiting),
-              "device": "GPU", "gpu_kv_cache_usage": percent(kv), "prefix_cache_hit_rate": percent(prefix)}
+              "generation_tokens_per_second": float(gen), "running": int(running), "waiting": int(waiting)}
+    if preemptions is not None:  # logged (0.11.1+) only in an interval that had some
+        fields["preemptions"] = int(preemptions)
+    fields["device"] = "GPU"
+    fields["gpu_kv_cache_usage"] = percent(kv)
+    fields["prefix_cache_hit_rate"] = percent(prefix)
     if external is not None:
         fields["external_prefix_cache_hit_rate"] = percent(external)
     return fields

@@ -21,6 +21,7 @@ from collections import Counter
 
 
 _NAN = float("nan")
+_INF = float("inf")
 
 
 class Tally:
@@ -146,7 +147,8 @@ class Trace:
     def _fold(self) -> None:
         ts, vs = self.ts[:], self.vs[:]
         del self.ts[:], self.vs[:]  # in place: a caller may hold their appends
-        if any(t != t or v != v for t, v in zip(ts, vs)):  # (NaN: the value not equal to itself)
+        total = sum(ts) + sum(vs)  # (NaN, or an infinity, anywhere makes the sum not finite: one C loop)
+        if total != total or total in (_INF, -_INF):
             pairs = [(t, v) for t, v in zip(ts, vs) if t == t and v == v]
             ts, vs = array("d", [t for t, _ in pairs]), array("d", [v for _, v in pairs])
         if not ts:
@@ -157,9 +159,9 @@ class Trace:
             self.width = 1.0
             while (hi - lo) / self.width >= self.cap / 2:
                 self.width *= 2
-        for t, v in zip(ts, vs):
-            if t >= self.last_t:
-                self.last_t, self.last_v = t, v
+        latest = max(ts)
+        if latest >= self.last_t:  # the last of the latest points, as a line drawn in arrival order ends
+            self.last_t, self.last_v = latest, vs[len(ts) - 1 - ts[::-1].index(latest)]
         buckets, put = self.buckets, self._put
         for t, v in zip(ts, vs):
             b = buckets.get((t - self.origin) // self.width)
