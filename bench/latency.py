@@ -16,7 +16,6 @@ import argparse
 import random
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -70,18 +69,15 @@ def pct(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, int(q * len(v)))]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("samples", type=int, nargs="?", default=200)
-    ap.add_argument("--python", default=sys.executable)
-    args = ap.parse_args()
+def measure(python: str, samples: int) -> dict[str, list[float]]:
+    """Seconds from write to counter moved, per sample: {"ours": [...], "mtail": [...]} (mtail if installed)."""
     tmp = Path(tempfile.mkdtemp(prefix="vle-latency-"))
     path = tmp / "vllm.log"
     path.write_text(LINE)
     procs = []
     try:
         ours_port, mtail_port = free_port(), free_port()
-        ours = subprocess.Popen([args.python, "-m", "exporter", "--source", f"bench={path}", "--year", "2026",
+        ours = subprocess.Popen([python, "-m", "exporter", "--source", f"bench={path}", "--year", "2026",
                                  "--log.level", "error", "--web.listen-address", f"127.0.0.1:{ours_port}"], cwd=ROOT)
         procs.append(ours)
         contestants = [("ours", ours_port, "vllm_log_http_requests_total")]
@@ -95,26 +91,33 @@ def main() -> int:
             wait_up(port, name, proc)
         time.sleep(1.0)
         res: dict[str, list[float]] = {c[0]: [] for c in contestants}
-        for i in range(args.samples):
+        for _ in range(samples):
             for who, port, name in contestants:
                 res[who].append(sample(path, port, name))
-        scrape = []
-        for _ in range(50):
-            t0 = time.perf_counter()
-            counter(ours_port, contestants[0][2])
-            scrape.append(time.perf_counter() - t0)
-        print(f"{args.samples} samples each, alternating; one scrape of ours takes "
-              f"{statistics.median(scrape) * 1e3:.1f} ms (the resolution)\n")
-        print("| tool | p50 | p90 | p99 | max |")
-        print("|---|---|---|---|---|")
-        for who, v in res.items():
-            print(f"| {who} | {pct(v, .5) * 1e3:.1f} ms | {pct(v, .9) * 1e3:.1f} ms | {pct(v, .99) * 1e3:.1f} ms | "
-                  f"{max(v) * 1e3:.1f} ms |")
+        return res
     finally:
         for p in procs:
             p.terminate()
             p.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def table(res: dict[str, list[float]]) -> str:
+    rows = ["| tool | p50 | p90 | p99 | max |", "|---|---|---|---|---|"]
+    for who, v in res.items():
+        rows.append(f"| {who} | {pct(v, .5) * 1e3:.1f} ms | {pct(v, .9) * 1e3:.1f} ms | {pct(v, .99) * 1e3:.1f} ms | "
+                    f"{max(v) * 1e3:.1f} ms |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("samples", type=int, nargs="?", default=200)
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args()
+    res = measure(args.python, args.samples)
+    print(f"{args.samples} samples each, alternating\n")
+    print(table(res))
     return 0
 
 

@@ -21,13 +21,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(args: list[str]) -> tuple[float, float]:
+def run(python: str, args: list[str]) -> tuple[float, float]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "exporter", *args], cwd=ROOT, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen([python, "-m", "exporter", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     _, status, ru = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"report {args} failed")
     return ru.ru_maxrss * 1024, time.perf_counter() - t0
+
+
+def log_of(millions: float) -> Path:
+    n = int(millions * 1_000_000)
+    path = ROOT / "bench" / "out" / f"periodic20-{n}.log"
+    if not path.exists():
+        subprocess.run([sys.executable, str(ROOT / "bench" / "gen_log.py"), str(n), str(path), "--mix", "periodic20"],
+                       check=True)
+    return path
+
+
+def measure(python: str, millions: float, html: bool = True) -> dict:
+    path = log_of(millions)
+    rss, wall = run(python, ["report", str(path), "--format", "json", "--year", "2026"])
+    out = {"lines": int(millions * 1_000_000), "bytes": path.stat().st_size, "rss": rss, "wall": wall}
+    if html:
+        with tempfile.TemporaryDirectory() as tmp:
+            out["html_rss"], out["html_wall"] = run(python, ["report", str(path), "--year", "2026", "--html", f"{tmp}/r.html"])
+    return out
 
 
 def main() -> int:
@@ -35,16 +55,9 @@ def main() -> int:
     print("| lines | log size | `report --format json` peak RSS | time | `report --html` peak RSS | time |")
     print("|---|---|---|---|---|---|")
     for m in sizes:
-        n = int(m * 1_000_000)
-        path = ROOT / "bench" / "out" / f"periodic20-{n}.log"
-        if not path.exists():
-            subprocess.run([sys.executable, str(ROOT / "bench" / "gen_log.py"), str(n), str(path), "--mix", "periodic20"],
-                           check=True)
-        rss, wall = run(["report", str(path), "--format", "json", "--year", "2026"])
-        with tempfile.TemporaryDirectory() as tmp:
-            hrss, hwall = run(["report", str(path), "--year", "2026", "--html", f"{tmp}/r.html"])
-        print(f"| {n:,} | {path.stat().st_size / 1e6:,.0f} MB | {rss / 1e6:.1f} MB | {wall:.1f} s | "
-              f"{hrss / 1e6:.1f} MB | {hwall:.1f} s |", flush=True)
+        r = measure(sys.executable, m)
+        print(f"| {r['lines']:,} | {r['bytes'] / 1e6:,.0f} MB | {r['rss'] / 1e6:.1f} MB | {r['wall']:.1f} s | "
+              f"{r['html_rss'] / 1e6:.1f} MB | {r['html_wall']:.1f} s |", flush=True)
     return 0
 
 

@@ -74,11 +74,8 @@ def pct(v: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("scrapes", type=int, nargs="?", default=300)
-    ap.add_argument("--python", default=sys.executable)
-    args = ap.parse_args()
+def measure(python: str, scrapes: int) -> tuple[int, dict[str, tuple[list[float], tuple[int, int]]]]:
+    """(samples in the exposition, {"unchanged" | "changed": (seconds per scrape, (gzip, plain bytes))})."""
     lines = eight_engines(SAMPLE.read_text().splitlines())
     window = [l for l in lines if "Engine 00" in l or "SpecDecoding metrics" in l][: 2 * ENGINES]
     tmp = Path(tempfile.mkdtemp(prefix="vle-scrape-"))
@@ -90,7 +87,7 @@ def main() -> int:
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
         port = sk.getsockname()[1]
-    cmd = [args.python, "-m", "exporter", "--from-start", "--log.level", "error", "--web.listen-address",
+    cmd = [python, "-m", "exporter", "--from-start", "--log.level", "error", "--web.listen-address",
            f"127.0.0.1:{port}"]
     for s, f in enumerate(files):
         cmd += ["--source", f"vllm-{s}={f}"]
@@ -108,31 +105,42 @@ def main() -> int:
             raise SystemExit("the daemon did not read the files within 30 s")
         results = {}
         for mode in ("unchanged", "changed"):
-            times, sizes = [], None
-            for i in range(args.scrapes):
+            times, sizes = [], (0, 0)
+            for i in range(scrapes):
                 if mode == "changed":
                     with open(files[i % SERVERS], "a") as f:
                         f.write("\n".join(window) + "\n")
-                    time.sleep(0.02)  # read by then (inotify), as between two real scrapes
-                else:
-                    time.sleep(0.02)
+                time.sleep(0.02)  # (changed: read by then, as between two real scrapes)
                 took, gz, plain = scrape(port)
                 times.append(took)
                 sizes = (gz, plain)
             results[mode] = (times, sizes)
         series = sum(1 for l in urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode().splitlines()
                      if l and not l.startswith("#"))
-        print(f"{SERVERS} servers x {ENGINES} engines, {series:,} samples; {args.scrapes} scrapes per row, "
-              f"Prometheus' Accept header and gzip; {args.python}\n")
-        print("| scrape | p50 | p99 | max | body gzip / plain |")
-        print("|---|---|---|---|---|")
-        for mode, (times, (gz, plain)) in results.items():
-            print(f"| {mode} | {statistics.median(times) * 1e3:.1f} ms | {pct(times, .99) * 1e3:.1f} ms | "
-                  f"{max(times) * 1e3:.1f} ms | {gz / 1e3:.0f} KB / {plain / 1e3:.0f} KB |")
+        return series, results
     finally:
         proc.terminate()
         proc.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def table(results) -> str:
+    rows = ["| scrape | p50 | p99 | max | body gzip / plain |", "|---|---|---|---|---|"]
+    for mode, (times, (gz, plain)) in results.items():
+        rows.append(f"| {mode} | {statistics.median(times) * 1e3:.1f} ms | {pct(times, .99) * 1e3:.1f} ms | "
+                    f"{max(times) * 1e3:.1f} ms | {gz / 1e3:.0f} KB / {plain / 1e3:.0f} KB |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("scrapes", type=int, nargs="?", default=300)
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args()
+    series, results = measure(args.python, args.scrapes)
+    print(f"{SERVERS} servers x {ENGINES} engines, {series:,} samples; {args.scrapes} scrapes per row, "
+          f"Prometheus' Accept header and gzip; {args.python}\n")
+    print(table(results))
     return 0
 
 
