@@ -434,3 +434,27 @@ async def test_a_renamed_file_is_still_read_while_its_writer_has_not_reopened(tm
         append(p, "new file")
         await fw.wait_for(3)
     assert sorted(fw.lines) == sorted(["before", "late, to the old file", "new file"])
+
+
+async def test_when_the_kernel_refuses_a_watch_the_file_is_polled_and_that_is_said_once(tmp_path, monkeypatch):
+    # A stand-in for the watch limit (fs.inotify.max_user_watches is machine-wide: a test must not
+    # lower it): inotify_add_watch failing with ENOSPC, as the real one does at the limit.
+    import errno as _errno
+
+    from structlog.testing import capture_logs
+
+    from exporter.sources import notify
+
+    def refuse(self, watch, path, mask, name):
+        raise OSError(_errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(notify._Hub, "add", refuse)
+    p = tmp_path / "v.log"
+    p.write_text("")
+    with capture_logs() as logs:
+        async with Follow(FileSource("t", str(p), poll_interval=0.1)) as fw:
+            for i in range(3):
+                append(p, f"line {i}")
+                await fw.wait_for(i + 1, timeout=3)
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert [e["event"] for e in warnings] == ["inotify watch not added: this file is polled"]
