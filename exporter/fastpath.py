@@ -37,20 +37,36 @@ _SHAPES = (
 )
 
 
-def match(line: str, clock: Clock) -> tuple[str, dict, float | None, str | None, int | None] | None:
-    """(kind, fields, ts, process, pid) when ``line`` is one of the shapes, else None.
+IGNORE = "ignore"  # what classify says of a line that ignorable() would pass
 
-    The caller has checked the line for ESC, caret and ``#033`` colour and carriage returns, as
-    framing's fast shape requires."""
+
+def classify(line: str, clock: Clock):
+    """``match``'s answer for a line of one of the shapes, IGNORE for one that ``ignorable`` passes,
+    else None (the usual way decides): both questions in one call, as the pipeline asks them."""
     if not line[:1].isalpha():  # framing's fast shape starts so
         return None
     # Which family, if any, by its wording (a substring test is a fraction of the wrapper's match,
     # which every other line would otherwise pay twice: here and in framing).
     for start, kind, regex, fields in _SHAPES:
         if start in line:
-            break
-    else:
+            return _shape(line, clock, start, kind, regex, fields)
+    return IGNORE if _quiet(line, clock) else None
+
+
+def match(line: str, clock: Clock) -> tuple[str, dict, float | None, str | None, int | None] | None:
+    """(kind, fields, ts, process, pid) when ``line`` is one of the shapes, else None.
+
+    The caller has checked the line for ESC, caret and ``#033`` colour and carriage returns, as
+    framing's fast shape requires."""
+    if not line[:1].isalpha():
         return None
+    for start, kind, regex, fields in _SHAPES:
+        if start in line:
+            return _shape(line, clock, start, kind, regex, fields)
+    return None
+
+
+def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields):
     text = line.rstrip()
     m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
     if m is None:
@@ -81,8 +97,10 @@ _LEVEL_WORDS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
 def ignorable(line: str, clock: Clock) -> bool:
     """True when the usual way (framing, glue check, parsers) would count ``line`` as ignored and
     make no event of it. Same caller's checks as ``match``; a False says nothing."""
-    if not line[:1].isalpha():
-        return False
+    return line[:1].isalpha() and _quiet(line, clock)
+
+
+def _quiet(line: str, clock: Clock) -> bool:
     text = line.rstrip()
     m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
     if m is None or m.group(12) not in _QUIET_LEVELS:

@@ -284,15 +284,14 @@ class Pipeline:
 
         ``clean``: the caller checked that the line holds nothing of BATCH_UNSAFE."""
         if clean and not self._tracebacks:
-            fast = fastpath.match(line, self.clock)
+            fast = fastpath.classify(line, self.clock)
             if fast is not None:
                 self.lineno += 1
+                if fast is fastpath.IGNORE:
+                    return IGNORED, []
                 kind, fields, ts, process, pid = fast
                 self._attribute(kind, fields, (process, pid))
                 return PARSED, [Event(kind, fields, ts, process, pid, self.lineno)]
-            if fastpath.ignorable(line, self.clock):
-                self.lineno += 1
-                return IGNORED, []
         self.lineno += 1
         f = frame_line(line, self.clock, clean)
         msg = f.message

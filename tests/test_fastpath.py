@@ -113,3 +113,14 @@ def test_the_common_wrapper_shape_reads_a_line_as_the_whole_pattern_does(line, e
         whole = fastpath._WRAPPER.match(line)
         assert whole is not None and whole.span() == common.span(), line
         assert [whole.span(i) for i in range(20)] == [common.span(i) for i in range(20)], line
+
+
+def test_classify_answers_both_questions_as_they_are_answered_one_by_one():
+    for line in _ALL:
+        got = fastpath.classify(line, Clock(year=2026))
+        shape = fastpath.match(line, Clock(year=2026))
+        if shape is not None:
+            assert got == shape, line
+        elif got is not None:
+            assert got is fastpath.IGNORE and fastpath.ignorable(line, Clock(year=2026)), line
+    assert any(fastpath.classify(line, Clock(year=2026)) is fastpath.IGNORE for line in _ALL)
