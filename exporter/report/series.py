@@ -15,7 +15,6 @@ same doubling.
 
 from __future__ import annotations
 
-import math
 from array import array
 from collections import Counter
 
