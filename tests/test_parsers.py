@@ -679,3 +679,22 @@ def test_every_needle_holds_one_of_the_no_needle_filters():
 
     assert NEEDLES and all(any(f in n for f in NO_NEEDLE_FILTERS) for n in NEEDLES)
     assert len(NO_NEEDLE_FILTERS) < len(NEEDLES)
+
+
+_REAL_KV_BODY = ("vllm:kv_offload_cpu_cache_usage_perc=0.030767965917730157, vllm:kv_offload_load_bytes=49283072, "
+                 "vllm:kv_offload_load_time=0.0009208132703945252, vllm:kv_offload_store_bytes=1275068416, "
+                 "vllm:kv_offload_store_time=0.023150356654380186")
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_REAL_KV_BODY)), st.sampled_from(
+    ["", "0", "9", ".", "e", "E", "+", "-", ", ", "=", " ", "_", "٣", "x", "nan", "inf", "e999", "1.2", "(", "'"])),
+    max_size=3))
+def test_a_body_read_by_a_known_key_pattern_is_read_as_the_splitting_way_reads_it(edits):
+    kv_transfer._TEMPLATES.clear()
+    assert kv_transfer.plain_metrics(_REAL_KV_BODY) == kv_transfer.split_plain_metrics(_REAL_KV_BODY)
+    assert kv_transfer._TEMPLATES  # the next bodies with these keys take the pattern
+    body = _REAL_KV_BODY
+    for pos, text in edits:
+        body = body[:pos] + text + body[pos + 1:]
+    assert kv_transfer.plain_metrics(body) == kv_transfer.split_plain_metrics(body), body

@@ -458,3 +458,26 @@ async def test_when_the_kernel_refuses_a_watch_the_file_is_polled_and_that_is_sa
                 await fw.wait_for(i + 1, timeout=3)
     warnings = [e for e in logs if e["log_level"] == "warning"]
     assert [e["event"] for e in warnings] == ["inotify watch not added: this file is polled"]
+
+
+async def test_a_folder_deleted_and_made_again_is_followed_again(tmp_path):
+    # the kernel drops the watches with the folder (IN_IGNORED): the file is polled until it is
+    # opened again, then watched again
+    import shutil
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    p = folder / "v.log"
+    p.write_text("")
+    async with Follow(FileSource("t", str(p), poll_interval=0.2)) as fw:
+        append(p, "one")
+        await fw.wait_for(1, timeout=3)
+        shutil.rmtree(folder)
+        await asyncio.sleep(0.5)  # the source sees the file gone (polled: its watches went with it)
+        folder.mkdir()
+        append(p, "two")
+        await fw.wait_for(2, timeout=5)
+        await asyncio.sleep(0.5)
+        append(p, "three")
+        await fw.wait_for(3, timeout=5)
+    assert fw.lines == ["one", "two", "three"]

@@ -34,6 +34,7 @@ if INotify is not None:
     _FILE_MASK = flags.MODIFY | flags.ATTRIB | flags.MOVE_SELF | flags.DELETE_SELF
     _DIR_MASK = flags.CREATE | flags.MOVED_FROM | flags.MOVED_TO | flags.DELETE | flags.MODIFY
     _OVERFLOW = flags.Q_OVERFLOW
+    _GONE = flags.IGNORED  # the kernel dropped the watch: its file or folder was deleted
 
 
 class _Hub:
@@ -72,6 +73,10 @@ class _Hub:
                 for users in self.by_wd.values():
                     for w, _ in users:
                         w._wake()
+                continue
+            if ev.mask & _GONE:
+                for w, _ in self.by_wd.pop(ev.wd, ()):
+                    w._lost(ev.wd)
                 continue
             for w, name in self.by_wd.get(ev.wd, ()):
                 if name is None or ev.name == name:
@@ -132,9 +137,18 @@ class Watch:
         Kubernetes' /var/log/containers) is woken by writes to where it points."""
         if self._hub is None:
             return
+        if self._dir_wd is None:  # the folder was deleted and made again (or was not there at first)
+            self._dir_wd = self._try_add(self._folder, _DIR_MASK, self._base)
         if self._file_wd is not None:
             self._hub.remove(self, self._file_wd, None)
         self._file_wd = self._try_add(self.path, _FILE_MASK, None)
+
+    def _lost(self, wd: int) -> None:
+        if wd == self._dir_wd:
+            self._dir_wd = None  # polled until follow_file() can watch the folder again
+        if wd == self._file_wd:
+            self._file_wd = None
+        self._wake()
 
     def _wake(self) -> None:
         self._pending = True
