@@ -240,7 +240,6 @@ class Pipeline:
         """
         counts = {PARSED: 0, IGNORED: 0, UNPARSED: 0}
         events: list[Event] = []
-        feed = self.feed
         text = joined(lines)
         if self._cri.pending or may_hold_parts(text):
             lines = self._cri.feed(lines)
@@ -253,11 +252,18 @@ class Pipeline:
             tails, others, first, last = {}, range(len(lines)), -1, -1
         else:
             tails, others, first, last = count_access(lines)
+        classify, clock, ignore = fastpath.classify, self.clock, fastpath.IGNORE
+        fast_event, usual = self._fast_event, self._feed_usual
         for i in others:
             line = lines[i]
             self.lineno = start + i  # feed() counts this line
             try:
-                res, ev = feed(line, clean)
+                # feed()'s own steps, unrolled: most of these lines are periodic or ignored ones
+                fast = classify(line, clock) if clean and not self._tracebacks else None
+                if fast is ignore:
+                    counts[IGNORED] += 1
+                    continue
+                res, ev = (PARSED, [fast_event(fast)]) if fast is not None else usual(line, clean)
             except Exception:
                 if on_error is None:
                     raise
@@ -285,13 +291,21 @@ class Pipeline:
         ``clean``: the caller checked that the line holds nothing of BATCH_UNSAFE."""
         if clean and not self._tracebacks:
             fast = fastpath.classify(line, self.clock)
-            if fast is not None:
+            if fast is fastpath.IGNORE:
                 self.lineno += 1
-                if fast is fastpath.IGNORE:
-                    return IGNORED, []
-                kind, fields, ts, process, pid = fast
-                self._attribute(kind, fields, (process, pid))
-                return PARSED, [Event(kind, fields, ts, process, pid, self.lineno)]
+                return IGNORED, []
+            if fast is not None:
+                return PARSED, [self._fast_event(fast)]
+        return self._feed_usual(line, clean)
+
+    def _fast_event(self, fast: tuple) -> Event:
+        self.lineno += 1
+        kind, fields, ts, process, pid = fast
+        self._attribute(kind, fields, (process, pid))
+        return Event(kind, fields, ts, process, pid, self.lineno)
+
+    def _feed_usual(self, line: str, clean: bool) -> tuple[str, list[Event]]:
+        """Framing, the glue check and the parsers: every line the fast path does not answer."""
         self.lineno += 1
         f = frame_line(line, self.clock, clean)
         msg = f.message
