@@ -203,11 +203,33 @@ class FileSource:
         if lines:
             yield lines
 
-    async def _read_from(self, path: str, offset: int, split: LineSplitter) -> AsyncIterator[list[str]]:
+    async def _read_from(self, path: str, offset: int, split: LineSplitter,
+                         head: bytes | None = None) -> AsyncIterator[list[str]]:
+        """``head``: what the file starts with. A copy can be rewritten in place while it is read
+        (a copytruncate that copies onto the same name): each read below the size the file had
+        when opened is kept only if the file still starts so; else ``self.rewritten`` is set and
+        reading stops."""
+        self.rewritten = False
         with open_binary(path) as g:
             if offset:
                 g.seek(offset)
-            async for lines in self._to_end(g, split):
+            # (a .gz copy is written once, under a new name: only a plain copy is checked)
+            checked = bool(head) and not hasattr(g, "fileobj")
+            size = os.fstat(g.fileno()).st_size if checked else 0
+            while True:
+                at = g.tell() if checked else 0
+                data = g.read(CHUNK)
+                if checked and at < size and os.pread(g.fileno(), len(head), 0) != head:
+                    self.rewritten = True
+                    break
+                if not data:
+                    break
+                lines = split.feed(data)
+                if lines:
+                    yield lines
+                await asyncio.sleep(0)
+            lines = split.flush()
+            if lines:
                 yield lines
 
     async def _tail_from_copy(self, split: LineSplitter, head: bytes, pos: int, ident,
@@ -222,12 +244,17 @@ class FileSource:
             if not path.endswith(".gz") and st.st_size < pos:
                 continue
             try:
-                async for lines in self._read_from(path, pos, split):
+                async for lines in self._read_from(path, pos, split, head):
                     yield lines
             except (OSError, EOFError, LogOpenError) as e:
                 _note(status, "tail_lost")
                 log.warning("copy of the truncated file unreadable; its unread tail is lost", source=self.name,
                             path=path, error=str(e))
+                return
+            if self.rewritten:
+                _note(status, "tail_lost")
+                log.warning("copy of the truncated file was rewritten while it was read (the next copytruncate "
+                            "came first): part of its unread tail is lost", source=self.name, path=path, offset=pos)
                 return
             log.info("unread tail taken from the copy", source=self.name, path=path, offset=pos)
             return
@@ -395,8 +422,21 @@ class FileSource:
                     log.info("file truncated", source=self.name, path=self.path, offset=pos, size=st.st_size,
                              seen_by="first bytes" if refilled else "size")
                     _note(status, "truncated")
+                    now = os.pread(f.fileno(), HEAD_BYTES, 0)  # the generation that followed
                     async for lines in self._tail_from_copy(split, head, pos, ident, status):
                         yield lines
+                    # Reading the copy takes time: a writer faster than we read, with rotations
+                    # close together, may have truncated the file again meanwhile. The generation
+                    # seen in it is then only in a copy (read from there) or gone (counted lost).
+                    for _ in range(8):
+                        if not now or os.pread(f.fileno(), len(now), 0) == now:
+                            break
+                        log.warning("file truncated again while its copy was read (reading is behind the "
+                                    "writer)", source=self.name, path=self.path)
+                        _note(status, "truncated")
+                        seen, now = now, os.pread(f.fileno(), HEAD_BYTES, 0)
+                        async for lines in self._tail_from_copy(split, seen, 0, ident, status):
+                            yield lines
                     lines = split.flush()
                     if lines:
                         yield lines
