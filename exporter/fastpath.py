@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 
-from exporter.framing import BARE_RESET, JOURNALD_RECORD_P, NO_MONTH, Clock, record_time
+from exporter.framing import (BARE_RESET, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, TRACEBACK_START, Clock,
+                              record_time)
 from exporter.parsers import NO_NEEDLE_FILTERS, engine_stats, kv_transfer, spec_decode
 
 _WRAPPER = re.compile(JOURNALD_RECORD_P)
@@ -40,9 +41,10 @@ _SHAPES = (
 IGNORE = "ignore"  # what classify says of a line that ignorable() would pass
 
 
-def classify(line: str, clock: Clock):
-    """``match``'s answer for a line of one of the shapes, IGNORE for one that ``ignorable`` passes,
-    else None (the usual way decides): both questions in one call, as the pipeline asks them."""
+def classify(line: str, clock: Clock, quiet: bool = True):
+    """``match``'s answer for a line of one of the shapes, IGNORE for one that ``ignorable`` passes
+    (unless ``quiet`` is False), else None (the usual way decides): both questions in one call, as
+    the pipeline asks them."""
     if not line[:1].isalpha():  # framing's fast shape starts so
         return None
     # Which family, if any, by its wording (a substring test is a fraction of the wrapper's match,
@@ -50,7 +52,7 @@ def classify(line: str, clock: Clock):
     for start, kind, regex, fields in _SHAPES:
         if start in line:
             return _shape(line, clock, start, kind, regex, fields)
-    return IGNORE if _quiet(line, clock) else None
+    return IGNORE if quiet and _quiet(line, clock) else None
 
 
 def match(line: str, clock: Clock) -> tuple[str, dict, float | None, str | None, int | None] | None:
@@ -58,12 +60,7 @@ def match(line: str, clock: Clock) -> tuple[str, dict, float | None, str | None,
 
     The caller has checked the line for ESC, caret and ``#033`` colour and carriage returns, as
     framing's fast shape requires."""
-    if not line[:1].isalpha():
-        return None
-    for start, kind, regex, fields in _SHAPES:
-        if start in line:
-            return _shape(line, clock, start, kind, regex, fields)
-    return None
+    return classify(line, clock, quiet=False)
 
 
 def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields):
@@ -90,8 +87,6 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields):
 
 
 _QUIET_LEVELS = frozenset({"INFO", "DEBUG"})
-_TB_START = "Traceback (most recent call last)"
-_LEVEL_WORDS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
 
 
 def ignorable(line: str, clock: Clock) -> bool:
@@ -110,7 +105,7 @@ def _quiet(line: str, clock: Clock) -> bool:
     for needle in NO_NEEDLE_FILTERS:
         if needle in msg:
             return False
-    if _TB_START in msg or (" [" in msg and any(w in msg for w in _LEVEL_WORDS)):
+    if TRACEBACK_START in msg or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):
         return False  # a traceback starting, or maybe another record glued on: the usual way decides
     # (every bare colour reset holds "0m" or "9m": two finds before the regex)
     if ("0m" in text or "9m" in text) and BARE_RESET.search(text) is not None:

@@ -46,6 +46,11 @@ _PROCESS_P = r"\(([A-Za-z_][\w]*(?: rank=\d+)?) pid=(\d+)(?:, ip=[^)]*)?\) ?"
 _PROCESS = re.compile(_PROCESS_P)
 
 _LEVELS = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
+# A level word and its space, commonest first: a message holding none of them has no vLLM record
+# glued on (the pipeline and its fast path test this before the glue regex).
+LEVEL_WORDS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
+# What a Python traceback's first line starts with (the pipeline joins what follows).
+TRACEBACK_START = "Traceback (most recent call last)"
 # vLLM's logger: "LEVEL MM-DD HH:MM:SS [file.py:123] msg" (0.8+) or "... file.py:123] msg" (older).
 # Pastes sometimes drop the date ("INFO [quant_config.py:75] ..."), so the date is optional.
 _HEADER_P = rf"({_LEVELS}) (?:(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)? )?\[?([^\s\]]+):(\d+)\] ?"

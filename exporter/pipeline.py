@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from exporter import fastpath
 from exporter.events import Event
-from exporter.framing import Clock, Frame, frame_line
+from exporter.framing import LEVEL_WORDS, TRACEBACK_START, Clock, Frame, frame_line
 from exporter.cri import CriJoiner, may_hold_parts
 from exporter.lines import joined
 from exporter.parsers import access_log, parse_errors, parse_frame
@@ -25,7 +25,6 @@ PARSED, IGNORED, UNPARSED = "parsed", "ignored", "unparsed"
 RESULTS = (PARSED, IGNORED, UNPARSED)
 _RANK = {UNPARSED: 0, IGNORED: 1, PARSED: 2}
 
-_TB_START = "Traceback (most recent call last)"
 _CHAIN = (
     "The above exception was the direct cause of the following exception",
     "During handling of the above exception, another exception occurred",
@@ -33,7 +32,6 @@ _CHAIN = (
 _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
 _EXC_LINE = re.compile(r"([A-Za-z_][\w.]*)(?:: (.*))?$")
 _GLUED = re.compile(r"(?<=\S)(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[)")
-_LEVEL_WORDS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
 
 # Output that is plainly vLLM's (or its libraries') but is not a log record: progress bars,
 # the banner art, torch/NCCL chatter. Counted as ignored, not unparsed.
@@ -46,7 +44,7 @@ _NOISE = re.compile(
 # Anything that makes the raw text of a line differ from what framing hands the parsers (colour,
 # carriage returns), or that makes line order matter (a traceback starting): a batch holding one of
 # these takes the line-by-line path.
-BATCH_UNSAFE = ("\x1b", "\r", "^[", "#033[", _TB_START)
+BATCH_UNSAFE = ("\x1b", "\r", "^[", "#033[", TRACEBACK_START)
 
 
 def batch_unsafe(text: str) -> bool:
@@ -54,7 +52,7 @@ def batch_unsafe(text: str) -> bool:
     searched only when their first character occurs (CPython's search for a two-character needle
     is slow on a megabyte)."""
     return ("\x1b" in text or "\r" in text or ("^" in text and "^[" in text)
-            or ("#" in text and "#033[" in text) or _TB_START in text)
+            or ("#" in text and "#033[" in text) or TRACEBACK_START in text)
 
 
 # What str.isspace() calls space, as a set: a set lookup beats a method call on every access line
@@ -143,7 +141,7 @@ class _Traceback:
             return False
         msg = f.message
         s = msg.strip()
-        if s.startswith(_TB_START):
+        if s.startswith(TRACEBACK_START):
             self.phase = "frames"
         elif self.phase == "frames":
             if not s or msg[:1] in (" ", "\t"):
@@ -310,7 +308,7 @@ class Pipeline:
         f = frame_line(line, self.clock, clean)
         msg = f.message
         # A glued record's header holds " [" (one cheap scan rules out most lines).
-        if " [" in msg and any(w in msg for w in _LEVEL_WORDS) and _GLUED.search(msg):
+        if " [" in msg and any(w in msg for w in LEVEL_WORDS) and _GLUED.search(msg):
             return self._feed_glued(f)
         return self._feed_frame(f)
 
@@ -379,7 +377,7 @@ class Pipeline:
 
     def _classify(self, f: Frame, key: tuple) -> tuple[str, list[Event]]:
         msg = f.message
-        if msg.startswith(_TB_START) or (msg[:1] == " " and msg.lstrip().startswith(_TB_START)):
+        if msg.startswith(TRACEBACK_START) or (msg[:1] == " " and msg.lstrip().startswith(TRACEBACK_START)):
             self._tracebacks[key] = _Traceback(
                 f.ts, f.process, f.pid, f.header, self.lineno, touched=time.monotonic(), last_ts=f.ts
             )

@@ -187,10 +187,16 @@ class FileSource:
         return os.pread(f.fileno(), HEAD_BYTES, 0)
 
     @staticmethod
-    async def _to_end(g, split: LineSplitter, commit=None) -> AsyncIterator[list[str]]:
-        """What an open file holds from where it stands to its end (``commit`` after each batch taken)."""
+    async def _to_end(g, split: LineSplitter, commit=None, intact=None) -> AsyncIterator[list[str]]:
+        """What an open file holds from where it stands to its end (``commit`` after each batch taken).
+
+        ``intact(offset)``, asked after each read from ``offset``, False: what was read is not the
+        file's any more; reading stops there."""
         while True:
+            at = g.tell() if intact is not None else 0
             data = g.read(CHUNK)
+            if intact is not None and not intact(at):
+                break
             if not data:
                 break
             lines = split.feed(data)
@@ -213,23 +219,15 @@ class FileSource:
         with open_binary(path) as g:
             if offset:
                 g.seek(offset)
-            # (a .gz copy is written once, under a new name: only a plain copy is checked)
-            checked = bool(head) and not hasattr(g, "fileobj")
-            size = os.fstat(g.fileno()).st_size if checked else 0
-            while True:
-                at = g.tell() if checked else 0
-                data = g.read(CHUNK)
-                if checked and at < size and os.pread(g.fileno(), len(head), 0) != head:
+            size = os.fstat(g.fileno()).st_size
+
+            def still_the_copy(at: int) -> bool:
+                if at < size and os.pread(g.fileno(), len(head), 0) != head:
                     self.rewritten = True
-                    break
-                if not data:
-                    break
-                lines = split.feed(data)
-                if lines:
-                    yield lines
-                await asyncio.sleep(0)
-            lines = split.flush()
-            if lines:
+                return not self.rewritten
+            # (a .gz copy is written once, under a new name: only a plain copy is checked)
+            checked = head and not hasattr(g, "fileobj")
+            async for lines in self._to_end(g, split, intact=still_the_copy if checked else None):
                 yield lines
 
     async def _tail_from_copy(self, split: LineSplitter, head: bytes, pos: int, ident,

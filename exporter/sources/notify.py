@@ -112,9 +112,7 @@ class Watch:
         self._last_read = 0.0
         self._warned = False
         self._hub = _hub() if enabled else None
-        if self._hub is not None:
-            self._dir_wd = self._try_add(self._folder, _DIR_MASK, self._base)
-            self.follow_file()
+        self.follow_file()
 
     @property
     def active(self) -> bool:
@@ -137,7 +135,7 @@ class Watch:
         Kubernetes' /var/log/containers) is woken by writes to where it points."""
         if self._hub is None:
             return
-        if self._dir_wd is None:  # the folder was deleted and made again (or was not there at first)
+        if self._dir_wd is None:  # not yet, or the folder was deleted and made again
             self._dir_wd = self._try_add(self._folder, _DIR_MASK, self._base)
         if self._file_wd is not None:
             self._hub.remove(self, self._file_wd, None)
