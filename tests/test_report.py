@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from exporter.framing import Clock
-from exporter.report.stats import RunStats, median, tukey_hinges
+from exporter.report.series import Tally
+from exporter.report.stats import RunStats
 from tests.conftest import FIXTURES, ROOT, run_lines
 
 GIB = 2**30
@@ -39,11 +40,18 @@ def kv_line(sec, direction, nbytes, secs):
             f"vllm:kv_offload_{direction}_bytes={nbytes}, vllm:kv_offload_{direction}_time={secs}")
 
 
+def tally(xs) -> Tally:
+    t = Tally()
+    for x in xs:
+        t.add(x)
+    return t
+
+
 def test_tukey_hinges_by_hand():
-    assert tukey_hinges([100, 200, 300, 400, 500]) == (200, 400)  # odd: both halves hold the median
-    assert tukey_hinges([1, 2, 3, 4]) == (1.5, 3.5)
-    assert tukey_hinges([7]) == (7, 7)
-    assert median([3, 1, 2]) == 2 and median([4, 1, 3, 2]) == 2.5 and median([]) is None
+    assert tally([100, 200, 300, 400, 500]).hinges() == (200, 400)  # odd: both halves hold the median
+    assert tally([1, 2, 3, 4]).hinges() == (1.5, 3.5)
+    assert tally([7]).hinges() == (7, 7)
+    assert tally([3, 1, 2]).median() == 2 and tally([4, 1, 3, 2]).median() == 2.5 and tally([]).median() is None
 
 
 def test_throughput_figures():

@@ -6,7 +6,30 @@ import sys
 from hypothesis import given, settings, strategies as st
 
 from exporter.report.series import BucketCounts, Tally, Trace
-from exporter.report.stats import mean, median, tukey_hinges
+
+
+# What the multiset must agree with: the plain list computations (the report's before it kept
+# multisets).
+def median(xs) -> float | None:
+    s = sorted(xs)
+    n = len(s)
+    if not n:
+        return None
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def tukey_hinges(xs) -> tuple[float, float] | None:
+    """Tukey's hinges: medians of the lower and upper halves, each including the median when n is odd."""
+    s = sorted(xs)
+    n = len(s)
+    if not n:
+        return None
+    half = (n + 1) // 2
+    return median(s[:half]), median(s[n - half:])
+
+
+def mean(xs) -> float | None:
+    return sum(xs) / len(xs) if len(xs) else None
 
 # values as vLLM prints them: fixed decimals, so repeats are common
 printed = st.integers(min_value=0, max_value=3000).map(lambda n: n / 10)

@@ -18,28 +18,6 @@ from exporter.report.series import BucketCounts, Tally, Trace
 GB = 1e9  # rates are reported in GB/s (10^9), as PCIe is specified
 
 
-def median(xs) -> float | None:
-    s = sorted(xs)
-    n = len(s)
-    if not n:
-        return None
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-
-
-def tukey_hinges(xs) -> tuple[float, float] | None:
-    """Tukey's hinges: medians of the lower and upper halves, each including the median when n is odd."""
-    s = sorted(xs)
-    n = len(s)
-    if not n:
-        return None
-    half = (n + 1) // 2
-    return median(s[:half]), median(s[n - half:])
-
-
-def mean(xs) -> float | None:
-    return sum(xs) / len(xs) if len(xs) else None
-
-
 class Transfers:
     """KV-offload intervals of one direction: sums, extremes, the largest, and a rate chart."""
     __slots__ = ("n", "bytes", "seconds", "min_rate", "max_rate", "largest", "rates")
