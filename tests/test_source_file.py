@@ -483,100 +483,79 @@ async def test_a_folder_deleted_and_made_again_is_followed_again(tmp_path):
     assert fw.lines == ["one", "two", "three"]
 
 
+async def _copytruncate_while_reading(tmp_path, tail: int, refill: list[str], while_copy_read, done):
+    """The source reads 100 lines of g1; then, all at once, ``tail`` more g1 lines, logrotate's
+    copy, the truncate and ``refill``; when the source hands on the copy's first line,
+    ``while_copy_read(p)`` runs (once). Until ``done(lines)``; returns (lines, status, whether
+    while_copy_read ran)."""
+    import shutil
+
+    p = tmp_path / "v.log"
+    append(p, *numbered("g1", 0, 100))
+    src = FileSource("t", str(p), from_start=True, poll_interval=0.05)
+    status = Rec()
+    got: list[str] = []
+    acted = False
+
+    async def run():
+        nonlocal acted
+        async for batch in src.batches(status):
+            got.extend(batch)
+            if len(got) == 100:
+                append(p, *numbered("g1", 100, tail))
+                shutil.copyfile(p, str(p) + ".1")
+                os.truncate(p, 0)
+                append(p, *refill)
+            elif not acted and any(line.startswith("g1 line 000100") for line in batch):
+                acted = True
+                while_copy_read(p)
+            if done(got):
+                return
+
+    await asyncio.wait_for(run(), timeout=10)
+    return got, status, acted
+
+
 async def test_a_generation_truncated_away_while_the_copy_was_read_is_read_from_its_own_copy(tmp_path):
     # A writer faster than the exporter reads, and copytruncate every so often: while the source
     # reads logrotate's copy of one generation, the next rotation copies and truncates the
     # generation that followed. That one is then only in the newer copy.
     import shutil
 
-    p = tmp_path / "v.log"
-    append(p, *numbered("g1", 0, 100))
-    src = FileSource("t", str(p), from_start=True, poll_interval=0.05)
-    status = Rec()
-    got: list[str] = []
-    rotated_again = False
+    def next_rotation(p):  # logrotate's way: the older copy renamed first
+        os.rename(str(p) + ".1", str(p) + ".2")
+        shutil.copyfile(p, str(p) + ".1")
+        os.truncate(p, 0)
+        append(p, *numbered("g3", 0, 50))
 
-    async def run():
-        nonlocal rotated_again
-        async for batch in src.batches(status):
-            got.extend(batch)
-            if len(got) == 100:  # all of g1 read: now a rotation, all at once
-                append(p, *numbered("g1", 100, 50))
-                shutil.copyfile(p, str(p) + ".1")
-                os.truncate(p, 0)
-                append(p, *numbered("g2", 0, 200, width=40))
-            elif not rotated_again and any(line.startswith("g1 line 000100") for line in batch):
-                # the source is reading the copy of g1: the next rotation, logrotate's way
-                rotated_again = True
-                os.rename(str(p) + ".1", str(p) + ".2")
-                shutil.copyfile(p, str(p) + ".1")
-                os.truncate(p, 0)
-                append(p, *numbered("g3", 0, 50))
-            if len(got) >= 400:
-                return
-
-    await asyncio.wait_for(run(), timeout=10)
+    got, status, rotated_again = await _copytruncate_while_reading(
+        tmp_path, 50, numbered("g2", 0, 200, width=40), next_rotation, lambda got: len(got) >= 400)
     assert rotated_again
     assert got == numbered("g1", 0, 150) + numbered("g2", 0, 200, width=40) + numbered("g3", 0, 50)
     assert status.notes == ["truncated", "truncated"]
 
 
-async def test_a_copy_rewritten_in_place_while_it_was_read_is_counted_as_lost(tmp_path):
+def _copy_onto_the_copy(p):
     import shutil
 
-    p = tmp_path / "v.log"
-    append(p, *numbered("g1", 0, 100))
-    src = FileSource("t", str(p), from_start=True, poll_interval=0.05)
-    status = Rec()
-    got: list[str] = []
-    rewritten = False
+    shutil.copyfile(p, str(p) + ".1")  # the same inode, other lines: what was still unread is gone
 
-    async def run():
-        nonlocal rewritten
-        async for batch in src.batches(status):
-            got.extend(batch)
-            if len(got) == 100:
-                append(p, *numbered("g1", 100, 12000))  # a tail longer than one read of the copy
-                shutil.copyfile(p, str(p) + ".1")
-                os.truncate(p, 0)
-                append(p, *numbered("g2", 0, 10))
-            elif not rewritten and any(line.startswith("g1 line 000100") for line in batch):
-                rewritten = True
-                shutil.copyfile(p, str(p) + ".1")  # the same inode, other lines: what was unread is gone
-            if any(line.startswith("g2") for line in got):
-                return
 
-    await asyncio.wait_for(run(), timeout=10)
-    # 12,000 lines of tail do not fit in one read: the rewrite came in the middle of reading them
+def _g2_arrived(got):
+    return any(line.startswith("g2") for line in got)
+
+
+async def test_a_copy_rewritten_in_place_while_it_was_read_is_counted_as_lost(tmp_path):
+    # a tail longer than one read of the copy: the rewrite comes in the middle of reading it
+    got, status, rewritten = await _copytruncate_while_reading(
+        tmp_path, 12000, numbered("g2", 0, 10), _copy_onto_the_copy, _g2_arrived)
     assert rewritten and status.notes[:2] == ["truncated", "tail_lost"]
     assert len([line for line in got if line.startswith("g1")]) < 100 + 12000
 
 
 async def test_a_copy_rewritten_after_it_was_read_loses_nothing(tmp_path):
-    import shutil
-
-    p = tmp_path / "v.log"
-    append(p, *numbered("g1", 0, 100))
-    src = FileSource("t", str(p), from_start=True, poll_interval=0.05)
-    status = Rec()
-    got: list[str] = []
-    rewritten = False
-
-    async def run():
-        nonlocal rewritten
-        async for batch in src.batches(status):
-            got.extend(batch)
-            if len(got) == 100:
-                append(p, *numbered("g1", 100, 50))  # one read of the copy takes it all
-                shutil.copyfile(p, str(p) + ".1")
-                os.truncate(p, 0)
-                append(p, *numbered("g2", 0, 10))
-            elif not rewritten and any(line.startswith("g1 line 000100") for line in batch):
-                rewritten = True
-                shutil.copyfile(p, str(p) + ".1")
-            if any(line.startswith("g2") for line in got):
-                return
-
-    await asyncio.wait_for(run(), timeout=10)
+    # one read of the copy takes all of its tail
+    got, status, rewritten = await _copytruncate_while_reading(
+        tmp_path, 50, numbered("g2", 0, 10), _copy_onto_the_copy, _g2_arrived)
     assert rewritten and status.notes == ["truncated"]
     assert got[:150] == numbered("g1", 0, 150)
