@@ -1,0 +1,218 @@
+"""Prometheus metrics kept from events. Knows nothing of where lines come from.
+
+Every series carries ``server`` (the source's name). One module per family, each listing what it
+emits (PromQL names):
+
+- exporter.metrics.engine: stats windows and speculative decoding (label ``engine``)
+- exporter.metrics.offload: KV offload and connectors, LMCache
+- exporter.metrics.startup: start-up facts (reset when the server starts again), version, model
+- exporter.metrics.errors: errors and incidents, HTTP responses
+- this module: the exporter itself:
+    vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
+    value beyond the bounds of exporter.metrics.labels, counted instead),
+    vllm_log_last_line_timestamp_seconds, vllm_log_exporter_lines_total{result},
+    vllm_log_exporter_events_total{kind}, vllm_log_exporter_source_up,
+    vllm_log_exporter_source_restarts_total, vllm_log_exporter_source_events_total{event},
+    vllm_log_exporter_build_info{version},
+    vllm_log_exporter_http_connections, vllm_log_exporter_http_connections_closed_total{reason},
+    vllm_log_exporter_state_write_errors_total, vllm_log_exporter_alerts_sent_total{result},
+    vllm_log_exporter_tls_certificate_expiry_timestamp_seconds (only with TLS)
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import PlatformCollector, ProcessCollector, disable_created_metrics
+
+from exporter import __version__
+from exporter.events import KINDS, Event
+from exporter.metrics.engine import EngineMetrics
+from exporter.metrics.errors import ErrorMetrics
+from exporter.metrics.labels import endpoint_label, method_label, status_label  # noqa: F401 - public helpers
+from exporter.metrics.offload import OffloadMetrics
+from exporter.metrics.startup import StartupMetrics
+from exporter.pipeline import RESULTS
+from exporter.tables import CounterFamily, GaugeFamily, Table
+
+SOURCE_EVENTS = ("truncated", "tail_lost", "rotated_late", "file_skipped")
+HTTP_CLOSE_REASONS = ("header_timeout", "idle_timeout", "request_timeout", "evicted", "refused")
+OVERFLOW_LABELS = ("engine", "worker", "method", "endpoint", "status", "gpu")
+
+
+class _Collectors:
+    """A registry's metrics as one collector, so that another registry can hold them too."""
+
+    def __init__(self, registry: CollectorRegistry):
+        self.registry = registry
+
+    def collect(self):
+        return self.registry.collect()
+
+
+class Metrics(EngineMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics):
+    """``registry`` holds every metric (backfill and prometheus-client's writers read it);
+    ``render()`` writes the same in the text format, faster (what /metrics serves)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, stats_interval: float = 10.0,
+                 process_metrics: bool = True):
+        # `_created` series double every counter's output and no dashboard or rule here reads them.
+        disable_created_metrics()
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.stats_interval = stats_interval
+        # prometheus-client's own metric objects (process, platform, a few rarely-set gauges) ...
+        self._native = CollectorRegistry()
+        if process_metrics:
+            ProcessCollector(registry=self._native)
+            PlatformCollector(registry=self._native)
+        r = self._native
+        # ... and what changes with the lines, kept as plain dicts and rendered at scrape time
+        # (exporter.tables): prometheus-client's per-update locking cost more than the parsing.
+        self._table = Table()
+        self.registry.register(_Collectors(self._native))
+        self.registry.register(self._table)
+        S, SE = ["server"], ["server", "engine"]
+
+        self._declare_engine(SE)
+        self._declare_offload(S)
+        self._declare_startup(S)
+        self._declare_errors(S)
+
+        c, lg = self._counter, self._lasting_gauge
+        self.last_line = lg("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
+        self.lines = c("vllm_log_exporter_lines", "Lines read, by result.", S + ["result"])
+        self.events = c("vllm_log_exporter_events", "Events produced, by kind.", S + ["kind"])
+        self.source_up = lg("vllm_log_exporter_source_up", "1 while the log source is connected/open.")
+        self.source_restarts = c("vllm_log_exporter_source_restarts", "Times the log source reconnected or reopened.")
+        self.source_events = c("vllm_log_exporter_source_events",
+                               "What a source met: truncated (copytruncate seen), tail_lost (no copy held the "
+                               "unread tail), rotated_late (a rotated file "
+                               "read after the fact), file_skipped (a rotated file that could not be read).",
+                               S + ["event"])
+        self.label_overflow = c("vllm_log_exporter_label_overflow",
+                                "Label values from log content beyond their bound, counted as `other`.", S + ["label"])
+        Gauge("vllm_log_exporter_build_info", "Exporter version.", ["version"], registry=r).labels(__version__).set(1)
+        # The exporter's own HTTP side and state file (exporter.http_guard, exporter.daemon).
+        self.http_connections = Gauge("vllm_log_exporter_http_connections", "Open HTTP connections.", registry=r)
+        self.http_closed = Counter("vllm_log_exporter_http_connections_closed",
+                                   "HTTP connections closed by the exporter, by reason (header_timeout, "
+                                   "idle_timeout, request_timeout, evicted, refused).", ["reason"], registry=r)
+        for reason in HTTP_CLOSE_REASONS:
+            self.http_closed.labels(reason)
+        self.alerts_sent = Counter("vllm_log_exporter_alerts_sent", "Posts of the log's own alerts to "
+                                   "Alertmanager, by result (ok, error).", ["result"], registry=r)
+        for result in ("ok", "error"):
+            self.alerts_sent.labels(result)
+        self.state_write_errors = Counter("vllm_log_exporter_state_write_errors",
+                                          "Failed writes of the state file.", registry=r)
+
+        self._servers: set[str] = set()
+        self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
+
+    # -- the families' constructors -------------------------------------------------------------
+
+    def _counter(self, name: str, doc: str, labels=("server",)) -> CounterFamily:
+        return self._table.counter(name, doc, list(labels))
+
+    def _gauge(self, name: str, doc: str, labels=("server",)) -> GaugeFamily:
+        """A gauge dropped for a server when it starts again."""
+        return self._table.gauge(name, doc, list(labels))
+
+    def _lasting_gauge(self, name: str, doc: str, labels=("server",)) -> GaugeFamily:
+        """A gauge kept across a server's restarts."""
+        return self._table.gauge(name, doc, list(labels), lasting=True)
+
+    # -- exposition -----------------------------------------------------------------------------
+
+    def render_openmetrics(self) -> bytes:
+        """The same in OpenMetrics 1.0 (for a scraper that takes nothing else)."""
+        from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
+
+        self.go_idle(time.monotonic())
+        return openmetrics(self.registry)
+
+    def tls_certificate(self, not_after: float) -> None:
+        """Made only when TLS is on: a 0 would read as a certificate that expired in 1970."""
+        if not hasattr(self, "_tls_expiry"):
+            self._tls_expiry = Gauge("vllm_log_exporter_tls_certificate_expiry_timestamp_seconds",
+                                     "When the served TLS certificate expires (its notAfter).", registry=self._native)
+        self._tls_expiry.set(not_after)
+
+    def render(self) -> bytes:
+        """Every metric in the text format (0.0.4), as prometheus-client's generate_latest writes
+        ``registry``, the table's families by its own writer (tests compare the two)."""
+        self.go_idle(time.monotonic())
+        return generate_latest(self._native) + self._table.text().encode("utf-8")
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+
+    def add_server(self, server: str) -> None:
+        """Create the known-label counters at 0, so `increase()` sees the very first increment."""
+        if server in self._servers:
+            return
+        self._servers.add(server)
+        self._touch_errors(server)
+        self._touch_offload(server)
+        for label in OVERFLOW_LABELS:
+            self.label_overflow.touch((server, label))
+        for result in RESULTS:
+            self.lines.touch((server, result))
+        self.starts.touch((server,))
+        self.source_restarts.touch((server,))
+        for event in SOURCE_EVENTS:
+            self.source_events.touch((server, event))
+        self._set(self.source_up, (server,), 0)
+
+    def _set(self, fam: GaugeFamily, labels: tuple[str, ...], value: float) -> None:
+        fam.values[labels] = float(value)
+
+    def reset_server(self, server: str) -> None:
+        self._table.drop_gauges(server)
+        self._workers.pop(server, None)
+        self._forget_windows(server)
+
+    def count_line(self, server: str, result: str, now: float | None = None) -> None:
+        self.lines.inc((server, result))
+        self._set(self.last_line, (server,), time.time() if now is None else now)
+
+    def count_lines(self, server: str, counts: dict[str, int], now: float | None = None) -> None:
+        for result, n in counts.items():
+            if n:
+                self.lines.inc((server, result), n)
+        self._set(self.last_line, (server,), time.time() if now is None else now)
+
+    def set_source_up(self, server: str, up: bool) -> None:
+        self._set(self.source_up, (server,), 1 if up else 0)
+
+    def source_restarted(self, server: str) -> None:
+        self.source_restarts.inc((server,))
+
+    def source_event(self, server: str, event: str) -> None:
+        if event in SOURCE_EVENTS:
+            self.source_events.inc((server, event))
+
+    def _overflow(self, server: str, label: str, n: int = 1) -> str:
+        self.label_overflow.inc((server, label), n)
+        return "other"
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def observe(self, server: str, ev: Event) -> None:
+        self.events.inc((server, ev.kind))
+        handler = self._handlers.get(ev.kind)
+        if handler is not None:
+            handler(server, ev, ev.fields)
+
+    def observe_many(self, server: str, events: list[Event]) -> None:
+        """``observe`` for a batch: the same result, with the events counter bumped once per kind."""
+        kinds: dict[str, int] = {}
+        handlers = self._handlers
+        for ev in events:
+            kind = ev.kind
+            kinds[kind] = kinds.get(kind, 0) + 1
+            handler = handlers.get(kind)
+            if handler is not None:
+                handler(server, ev, ev.fields)
+        for kind, n in kinds.items():
+            self.events.inc((server, kind), n)

@@ -1,0 +1,78 @@
+"""KV offload and KV connectors: vLLM's own offloading lines and LMCache's.
+
+Emitted:
+    vllm_log_kv_offload_bytes_total{direction="store|load"}, vllm_log_kv_offload_seconds_total{direction},
+    vllm_log_kv_offload_throughput_bytes_per_second{direction} (histogram of per-interval rates),
+    vllm_log_kv_offload_cpu_cache_usage_ratio, vllm_log_kv_offload_pool_bytes,
+    vllm_log_kv_connector_transfers_total{result="ok|failed"},
+    vllm_log_lmcache_bytes_total{direction="store|retrieve"}, vllm_log_lmcache_seconds_total{direction},
+    vllm_log_lmcache_tokens_total{direction}, vllm_log_lmcache_requested_tokens_total,
+    vllm_log_lmcache_hit_tokens_total
+"""
+
+from __future__ import annotations
+
+from exporter.events import Event
+
+# Per-interval offload rates: PCIe 3 x16 (~16 GB/s) to PCIe 5 x16 (~64 GB/s) and NVLink-C2C beyond.
+THROUGHPUT_BUCKETS = (1e8, 5e8, 1e9, 2.5e9, 5e9, 1e10, 1.5e10, 2e10, 3e10, 4e10, 5e10, 5.5e10, 6e10, 8e10, 1.2e11, 2e11)
+_DIRECTIONS = (("store", "store_bytes", "store_seconds"), ("load", "load_bytes", "load_seconds"))
+
+
+class OffloadMetrics:
+    """Part of exporter.metrics.Metrics: the KV offload families and their handlers."""
+
+    def _declare_offload(self, S: list[str]) -> None:
+        c, w = self._counter, self._gauge
+        D = S + ["direction"]
+        self.kv_bytes = c("vllm_log_kv_offload_bytes", "KV offload bytes moved (store: GPU to CPU, load: CPU to GPU).", D)
+        self.kv_seconds = c("vllm_log_kv_offload_seconds", "KV offload transfer time as recorded by vLLM.", D)
+        self.kv_tput = self._table.histogram(
+            "vllm_log_kv_offload_throughput_bytes_per_second", "Per-interval KV offload rate (bytes / recorded time).", D,
+            THROUGHPUT_BUCKETS)
+        self.kv_cpu_usage = w("vllm_log_kv_offload_cpu_cache_usage_ratio", "CPU offload cache usage (0-1).")
+        self.kv_pool = w("vllm_log_kv_offload_pool_bytes", "Size of the CPU KV offload pool created at start-up.")
+        self.kv_connector = c("vllm_log_kv_connector_transfers", "KV connector (NIXL, Mooncake) transfers.", S + ["result"])
+        self.lmcache_bytes = c("vllm_log_lmcache_bytes", "KV bytes LMCache moved (store: to its cache, retrieve: back "
+                               "to the GPU).", D)
+        self.lmcache_seconds = c("vllm_log_lmcache_seconds", "Time LMCache reported for those moves.", D)
+        self.lmcache_tokens = c("vllm_log_lmcache_tokens", "Tokens LMCache stored or retrieved.", D)
+        self.lmcache_requested = c("vllm_log_lmcache_requested_tokens", "Prompt tokens LMCache looked up.")
+        self.lmcache_hit = c("vllm_log_lmcache_hit_tokens", "Of those, tokens LMCache had (its hit tokens).")
+
+    def _touch_offload(self, server: str) -> None:
+        for direction in ("store", "load"):
+            self.kv_bytes.touch((server, direction))
+            self.kv_seconds.touch((server, direction))
+
+    def _on_kv_transfer(self, server: str, ev: Event, f: dict) -> None:
+        kv_bytes, kv_seconds = self.kv_bytes.values, self.kv_seconds.values
+        for direction, bytes_key, seconds_key in _DIRECTIONS:
+            b, s = f.get(bytes_key), f.get(seconds_key)
+            if b is None and s is None:
+                continue
+            key = (server, direction)
+            if b is not None and b > 0:
+                kv_bytes[key] = kv_bytes.get(key, 0.0) + b
+            if s is not None and s > 0:
+                kv_seconds[key] = kv_seconds.get(key, 0.0) + s
+            if b and s and b > 0 and s > 0:
+                self.kv_tput.observe(key, b / s)
+        usage = f.get("cpu_cache_usage")
+        if usage is not None:
+            self._set(self.kv_cpu_usage, (server,), usage)
+        if f.get("transfers"):
+            self.kv_connector.inc((server, "ok"), f["transfers"])
+        if f.get("failed_transfers"):
+            self.kv_connector.inc((server, "failed"), f["failed_transfers"])
+
+    def _on_lmcache(self, server: str, ev: Event, f: dict) -> None:
+        op = f.get("op")
+        if op in ("store", "retrieve"):
+            key = (server, op)
+            self.lmcache_bytes.inc(key, f.get("bytes", 0))
+            self.lmcache_seconds.inc(key, f.get("seconds", 0.0))
+            self.lmcache_tokens.inc(key, f.get("tokens", 0))
+        elif op == "lookup":
+            self.lmcache_requested.inc((server,), f.get("total_tokens", 0))
+            self.lmcache_hit.inc((server,), f.get("hit_tokens", 0))

@@ -1,0 +1,143 @@
+"""What a server said about itself at start-up: capacity, memory split, times, version and model.
+Reset when the server starts again (its version banner), so nothing of the previous run survives.
+
+Emitted:
+    vllm_log_gpu_kv_cache_tokens, vllm_log_gpu_kv_cache_blocks, vllm_log_max_concurrency,
+    vllm_log_max_model_len_tokens, vllm_log_kv_cache_memory_bytes{worker},
+    vllm_log_model_weights_bytes{worker}, vllm_log_model_load_seconds{worker},
+    vllm_log_startup_memory_bytes{worker,component=peak_activation|non_torch|cuda_graph},
+    vllm_log_engine_init_seconds, vllm_log_engine_compile_seconds, vllm_log_max_num_seqs,
+    vllm_log_server_starts_total, vllm_log_last_start_timestamp_seconds,
+    vllm_log_build_info{version}, vllm_log_model_info{model,path}
+"""
+
+from __future__ import annotations
+
+import time
+
+from exporter.events import Event
+from exporter.metrics.labels import MAX_WORKERS
+
+# The rest of the start-up profile: weights and KV cache have gauges of their own
+# (vllm_log_model_weights_bytes, vllm_log_kv_cache_memory_bytes), not a second copy here.
+_MEMORY_COMPONENTS = {
+    "peak_activation_bytes": "peak_activation",
+    "non_torch_bytes": "non_torch",
+    "cuda_graph_bytes": "cuda_graph",
+}
+
+
+class StartupMetrics:
+    """Part of exporter.metrics.Metrics: the start-up families and their handlers."""
+
+    def _declare_startup(self, S: list[str]) -> None:
+        c, w, lg = self._counter, self._gauge, self._lasting_gauge
+        W = S + ["worker"]
+        self.kv_tokens = w("vllm_log_gpu_kv_cache_tokens", "GPU KV cache capacity in tokens, from start-up.")
+        self.kv_blocks = w("vllm_log_gpu_kv_cache_blocks", "GPU KV cache blocks, from start-up (V0 and early V1).")
+        self.max_conc = w("vllm_log_max_concurrency", "Maximum concurrency for max-length requests, from start-up.")
+        self.max_len = w("vllm_log_max_model_len_tokens", "Tokens per request the max-concurrency figure assumes.")
+        self.kv_mem = w("vllm_log_kv_cache_memory_bytes", "KV cache memory available per worker, from start-up.", W)
+        self.weights = w("vllm_log_model_weights_bytes", "Model weight memory per worker, from start-up.", W)
+        self.load_secs = w("vllm_log_model_load_seconds", "Model loading time per worker.", W)
+        self.startup_mem = w("vllm_log_startup_memory_bytes", "GPU memory found by the start-up profile besides weights and KV cache.", W + ["component"])
+        self.init_secs = w("vllm_log_engine_init_seconds", "Engine init time (profile, KV cache, warm-up).")
+        self.compile_secs = w("vllm_log_engine_compile_seconds", "Compilation part of the engine init time.")
+        self.max_seqs = w("vllm_log_max_num_seqs", "max_num_seqs the server was started with, where logged.")
+        self.starts = c("vllm_log_server_starts", "Server starts seen (version banner lines).")
+        self.build_info = w("vllm_log_build_info", "vLLM version of the running server.", S + ["version"])
+        self.model_info = w("vllm_log_model_info", "Model the server loaded: model is the name it serves "
+                            "(--served-model-name) where the log gives one, else its path; path is where it "
+                            "was loaded from.", S + ["model", "path"])
+        self.last_start = lg("vllm_log_last_start_timestamp_seconds", "Time of the server's last start (version banner), "
+                             "so a death before it is known to be over.")
+        self._workers: dict[str, set[str]] = {}
+        self._models: dict[str, list] = {}  # server -> [served name, path] of the current run
+
+    def _worker(self, server: str, ev: Event) -> str:
+        name = ev.process or "main"
+        seen = self._workers.setdefault(server, set())
+        if name in seen:
+            return name
+        if len(seen) < MAX_WORKERS:
+            seen.add(name)
+            return name
+        return self._overflow(server, "worker")
+
+    def _on_kv_cache_size(self, server, ev, f):
+        self._set(self.kv_tokens, (server,), f["tokens"])
+
+    def _on_gpu_blocks(self, server, ev, f):
+        self._set(self.kv_blocks, (server,), f["gpu_blocks"])
+
+    def _on_max_concurrency(self, server, ev, f):
+        self._set(self.max_conc, (server,), f["concurrency"])
+        self._set(self.max_len, (server,), f["tokens_per_request"])
+
+    def _on_kv_cache_memory(self, server, ev, f):
+        self._set(self.kv_mem, (server, self._worker(server, ev)), f["bytes"])
+
+    def _on_model_load(self, server, ev, f):
+        w = self._worker(server, ev)
+        if "weights_bytes" in f:
+            self._set(self.weights, (server, w), f["weights_bytes"])
+        if "seconds" in f:
+            self._set(self.load_secs, (server, w), f["seconds"])
+
+    def _on_memory_profile(self, server, ev, f):
+        w = self._worker(server, ev)
+        for name, component in _MEMORY_COMPONENTS.items():
+            if name in f:
+                self._set(self.startup_mem, (server, w, component), f[name])
+        if "weights_bytes" in f:
+            self._set(self.weights, (server, w), f["weights_bytes"])
+        if "kv_cache_bytes" in f and (server, w) not in self.kv_mem.values:
+            self._set(self.kv_mem, (server, w), f["kv_cache_bytes"])
+
+    def _on_init_engine(self, server, ev, f):
+        if "seconds" in f:
+            self._set(self.init_secs, (server,), f["seconds"])
+        if "compilation_seconds" in f:
+            self._set(self.compile_secs, (server,), f["compilation_seconds"])
+
+    def _on_engine_config(self, server, ev, f):
+        if isinstance(f.get("max_num_seqs"), int):
+            self._set(self.max_seqs, (server,), f["max_num_seqs"])
+        served = f.get("served_model_name")
+        if isinstance(served, list):  # the non-default args dump gives a list
+            served = served[0] if served else None
+        if (served and isinstance(served, str)) or isinstance(f.get("model"), str):
+            self._set_model(server, served=served if isinstance(served, str) else None,
+                            path=f.get("model") if isinstance(f.get("model"), str) else None)
+
+    def _on_offload_pool(self, server, ev, f):
+        self._set(self.kv_pool, (server,), f["bytes"])
+
+    def _on_version(self, server, ev, f):
+        # A version line opens a new start-up: everything learnt about the previous run goes.
+        self.reset_server(server)
+        self._set(self.last_start, (server,), ev.ts if ev.ts is not None else time.time())
+        self._started(server)
+        self.starts.inc((server,))
+        self._only(self.build_info, server, str(f["version"])[:200])
+        self._models[server] = [None, None]
+        if f.get("model"):
+            self._set_model(server, path=f["model"])
+
+    def _on_model(self, server, ev, f):
+        self._set_model(server, path=f["model"])
+
+    def _set_model(self, server: str, served=None, path=None) -> None:
+        known = self._models.setdefault(server, [None, None])
+        if served:
+            known[0] = str(served)[:300]
+        if path:
+            known[1] = str(path)[:300]
+        self._only(self.model_info, server, known[0] or known[1] or "", known[1] or "")
+
+    def _only(self, fam, server: str, *values: str) -> None:
+        """An info gauge's one series for the server: the latest value replaces any other."""
+        key = (server, *values)
+        for k in [k for k in fam.values if k[0] == server and k != key]:
+            del fam.values[k]
+        fam.values[key] = 1.0
