@@ -6,6 +6,11 @@ alert with the labels the rule-based alerts carry for the same thing (``alertnam
 merges the pushed one and the rule's into one alert, one notification. Annotations hold the
 exception line and the numbers the message gives (GPU, bytes asked for, free), bounded to 1 KiB.
 
+Deaths and failed starts are exporter.lifecycle's ``engine_death`` and ``start_failed``: a routine
+stop's EngineDeadError pages nobody. A failed start's alert is sent at its first signal and sent
+again when the log gives its reason (``start_failure_reason``: the reason and its words, or the
+root cause's exception line when no known reason fits).
+
 How long they last: an OOM or GPU error as long as the rules' ``increase(...[10m])`` would say
 (10 minutes from when the line was read); a dead engine or a failed start-up until the server starts again
 (its next version banner), which resolves it. Pure state: what to send is ``pending()``; the
@@ -18,7 +23,6 @@ import time
 from dataclasses import dataclass, field
 
 from exporter.events import Event
-from exporter.incidents import Deaths
 
 RECENT_SECONDS = 600.0  # the rules' 10-minute window
 # docs/runbook.md, one section per alert (the anchor is the alert's name in lower case); the rules
@@ -54,11 +58,13 @@ def _gib(v) -> str:
 
 _RULES = {
     "oom": ("VllmCudaOutOfMemory", "CUDA out of memory on vLLM server {server}"),
-    "engine_dead": ("VllmEngineDead", "vLLM engine died on {server}"),
+    "engine_death": ("VllmEngineDead", "vLLM engine died on {server}"),
     "cuda_error": ("VllmGpuError", "cuda_error on vLLM server {server}"),
     "nccl_error": ("VllmGpuError", "nccl_error on vLLM server {server}"),
-    "startup_failure": ("VllmStartupFailed", "vLLM server {server} failed to start"),
+    "start_failed": ("VllmStartupFailed", "vLLM server {server} failed to start"),
 }
+# the ``kind`` label the rules' alerts carry (vllm_log_errors_total's), so Alertmanager merges the two
+_KIND_LABEL = {"engine_death": "engine_dead", "start_failed": "startup_failure"}
 
 
 def _description(ev: Event) -> tuple[str, dict[str, str]]:
@@ -77,7 +83,7 @@ def _description(ev: Event) -> tuple[str, dict[str, str]]:
         if "total_capacity_bytes" in f:
             parts.append(f"of {_gib(f['total_capacity_bytes'])}")
         words = f"{words}\n{', '.join(parts)}."
-    if ev.kind == "startup_failure":
+    if ev.kind in ("start_failed", "start_failure_reason"):
         extra["reason"] = str(f.get("reason", "other"))
     where = f"{ev.process or 'vLLM'}" + (f" pid {ev.pid}" if ev.pid else "")
     text = f"{where}: {words}".strip()
@@ -93,7 +99,6 @@ class Alerts:
     job: str = "vllm-log-exporter"
     runbook_url: str = RUNBOOK_URL
     active: dict[tuple, Alert] = field(default_factory=dict)
-    _deaths: dict[str, Deaths] = field(default_factory=dict)
 
     def observe(self, server: str, events: list[Event], now: float | None = None) -> None:
         now = time.time() if now is None else now
@@ -101,16 +106,15 @@ class Alerts:
             if ev.kind == "version":
                 self._started(server, now)
                 continue
+            if ev.kind == "start_failure_reason":
+                self._reason(server, ev)
+                continue
             rule = _RULES.get(ev.kind)
             if rule is None:
                 continue
-            if ev.kind == "engine_dead":
-                deaths = self._deaths.setdefault(server, Deaths())
-                if not deaths.is_new(ev.ts):
-                    continue  # the same death, logged again
             alertname, summary = rule
-            labels = {"alertname": alertname, "severity": "critical", "server": server, "kind": ev.kind,
-                      "job": self.job}
+            labels = {"alertname": alertname, "severity": "critical", "server": server,
+                      "kind": _KIND_LABEL.get(ev.kind, ev.kind), "job": self.job}
             if self.instance:
                 labels["instance"] = self.instance
             description, extra = _description(ev)
@@ -120,13 +124,20 @@ class Alerts:
             starts = ev.ts if ev.ts is not None else now
             # 10 minutes from when it was read, as the rule sees the counter step at the next scrape (a
             # line read late, from a backlog, must not arrive already over)
-            ends = None if ev.kind in ("engine_dead", "startup_failure") else max(starts, now) + RECENT_SECONDS
+            ends = None if ev.kind in ("engine_death", "start_failed") else max(starts, now) + RECENT_SECONDS
             key = tuple(sorted(labels.items()))
             self.active[key] = Alert(labels, annotations, starts, ends)
 
+    def _reason(self, server: str, ev: Event) -> None:
+        """The failed start's reason, and its words (or its root cause's), into its open alert."""
+        for a in self.active.values():
+            if a.labels["server"] == server and a.labels["alertname"] == "VllmStartupFailed" and a.ends_at is None:
+                description, extra = _description(ev)
+                a.annotations.update(description=description, **extra)
+                a.changed = True
+
     def _started(self, server: str, now: float) -> None:
         """A server start resolves its dead engine and its failed start."""
-        self._deaths.pop(server, None)
         for a in self.active.values():
             if a.labels["server"] == server and a.ends_at is None:
                 a.ends_at, a.changed = now, True

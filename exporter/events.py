@@ -32,8 +32,19 @@ KINDS = (
     "startup_failure",
     "traceback",
     "log",
+    # a server ready to serve, a stop asked for (exporter.parsers.lifecycle)
+    "ready",
+    "shutdown",
+    # what exporter.lifecycle makes of the signals above: what metrics, report and alerts count
+    "engine_death",
+    "server_stop",
+    "start_failed",
+    "start_failure_reason",
+    "server_state",
 )
 
+# The kinds exporter.lifecycle adds (the rest come from lines)
+DERIVED_KINDS = frozenset({"engine_death", "server_stop", "start_failed", "start_failure_reason", "server_state"})
 # Error kinds, in the order an alert cares about them.
 ERROR_KINDS = ("oom", "cuda_error", "nccl_error", "engine_dead", "startup_failure", "traceback")
 # Why a start-up failed (exporter.parsers.startup_failure), a bounded label.

@@ -18,6 +18,7 @@ from exporter import fastpath
 from exporter.events import Event
 from exporter.framing import LEVEL_WORDS, TRACEBACK_START, Clock, Frame, frame_line
 from exporter.cri import CriJoiner, may_hold_parts
+from exporter.lifecycle import Lifecycle
 from exporter.lines import joined
 from exporter.parsers import access_log, parse_errors, parse_frame
 
@@ -213,6 +214,7 @@ class Pipeline:
         self._tracebacks: dict[tuple, _Traceback] = {}
         self._engine_of: dict[tuple, int] = {}
         self._cri = CriJoiner()
+        self.lifecycle = Lifecycle()  # what the error lines mean: a death, a stop, a failed start
 
     def join_parts(self, lines: list[str], text: str | None = None) -> list[str]:
         """The lines with Kubernetes' CRI partial records joined (exporter.cri); feed_batch does
@@ -278,6 +280,8 @@ class Pipeline:
         for tail, n in tails.items():
             r = match_tail(tail)
             access[r] = access.get(r, 0) + n
+        if events:
+            events = self.lifecycle.feed(events)
         span = (None, None)
         if first >= 0:
             span = (frame_line(lines[first], self.clock).ts, frame_line(lines[last], self.clock).ts)
@@ -293,8 +297,9 @@ class Pipeline:
                 self.lineno += 1
                 return IGNORED, []
             if fast is not None:
-                return PARSED, [self._fast_event(fast)]
-        return self._feed_usual(line, clean)
+                return PARSED, self.lifecycle.feed([self._fast_event(fast)])
+        res, events = self._feed_usual(line, clean)
+        return res, (self.lifecycle.feed(events) if events else events)
 
     def _fast_event(self, fast: tuple) -> Event:
         self.lineno += 1
@@ -410,10 +415,14 @@ class Pipeline:
             for line in self._cri.flush():  # the file ended inside a split line: keep what came
                 out.extend(self.feed(line)[1])
         now = time.monotonic()
+        done: list[Event] = []
         for key in list(self._tracebacks):
             tb = self._tracebacks[key]
             if idle_seconds is None or now - tb.touched >= idle_seconds:
-                out.extend(self._tracebacks.pop(key).events())
+                done.extend(self._tracebacks.pop(key).events())
+        if done:
+            out.extend(self.lifecycle.feed(done))
+        out.extend(self.lifecycle.tick(idle_seconds))
         return out
 
     @property

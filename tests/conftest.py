@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from exporter.events import DERIVED_KINDS
 from exporter.framing import Clock
 from exporter.pipeline import Pipeline
 
@@ -19,8 +20,9 @@ def clock() -> Clock:
     return Clock(year=2026)
 
 
-def run_lines(lines, clock=None):
-    """Feed lines through a fresh pipeline; return (results, events) with pending tracebacks flushed."""
+def run_lines(lines, clock=None, derived=False):
+    """Feed lines through a fresh pipeline; return (results, events) with pending tracebacks flushed.
+    The events exporter.lifecycle adds are left out unless ``derived``: these tests are of the lines."""
     pipe = Pipeline(clock or Clock(year=2026))
     results, events = [], []
     for line in lines:
@@ -28,6 +30,8 @@ def run_lines(lines, clock=None):
         results.append(r)
         events.extend(ev)
     events.extend(pipe.flush())
+    if not derived:
+        events = [e for e in events if e.kind not in DERIVED_KINDS]
     return results, events
 
 

@@ -1,13 +1,15 @@
 """One failure logged by many processes is one error (exporter.incidents), in metrics and report alike."""
 
 from exporter.framing import Clock
-from exporter.incidents import DEATH_WINDOW_SECONDS, Deaths
+from exporter.events import Event
+from exporter.lifecycle import DEATH_WINDOW_SECONDS, FAILED_START_QUIET_SECONDS, Lifecycle
 from exporter.metrics import Metrics
 from exporter.pipeline import Pipeline
 from exporter.report.stats import RunStats
 from tests.helpers import samples, value
 
 BANNER = "(APIServer pid=53) INFO 08-04 02:43:00 [__init__.py:201] vLLM API server version 0.11.0"
+READY = "(APIServer pid=53) INFO:     Application startup complete."
 DEAD = [
     "(EngineCore pid=179) ERROR 08-04 {t} [core.py:710] EngineCore encountered a fatal error.",
     "(APIServer pid=53) ERROR 08-04 {t} [async_llm.py:480] AsyncLLM output_handler failed.",
@@ -39,21 +41,28 @@ def run(lines):
 
 
 def test_a_death_logged_by_three_processes_is_one_and_a_restart_makes_the_next_one_new():
-    lines = [BANNER] + [d.format(t="02:45:00") for d in DEAD]
+    lines = [BANNER, READY] + [d.format(t="02:45:00") for d in DEAD]
     lines += [d.format(t="02:45:01") for d in DEAD]  # still the same death
-    lines += [BANNER] + [d.format(t="02:46:00") for d in DEAD]  # a new run, a new death
+    lines += [BANNER, READY] + [d.format(t="02:46:00") for d in DEAD]  # a new run, a new death
     s, stats = run(lines)
     assert value(s, "vllm_log_errors_total", kind="engine_dead") == 2
     assert value(s, "vllm_log_exporter_events_total", kind="engine_dead") == 9
     assert stats.errors["engine_dead"][0] == 2
 
 
+def derived(life, kind, ts, **fields):
+    return [(e.kind, e.fields.get("reason")) for e in life.feed([Event(kind, fields, ts)])
+            if e.kind in ("engine_death", "start_failed", "start_failure_reason", "server_stop")]
+
+
 def test_without_a_banner_signals_far_apart_are_two_deaths():
-    d = Deaths()
-    assert d.is_new(1000.0) and not d.is_new(1010.0) and not d.is_new(1005.0)
-    assert d.is_new(1010.0 + DEATH_WINDOW_SECONDS + 1)
-    d.started()
-    assert d.is_new(None) and not d.is_new(None)
+    life = Lifecycle()
+    assert derived(life, "engine_dead", 1000.0) == [("engine_death", None)]
+    assert derived(life, "engine_dead", 1010.0) == [] and derived(life, "engine_dead", 1005.0) == []
+    assert derived(life, "engine_dead", 1010.0 + DEATH_WINDOW_SECONDS + 1) == [("engine_death", None)]
+    life.feed([Event("version", {"version": "x"}, None), Event("ready", {}, None)])
+    assert derived(life, "engine_dead", None) == [("engine_death", None)]
+    assert derived(life, "engine_dead", None) == []
 
 
 def test_a_traceback_is_counted_as_traceback_only_when_it_is_none_of_the_named_kinds():
@@ -71,12 +80,22 @@ def test_a_traceback_is_counted_as_traceback_only_when_it_is_none_of_the_named_k
 
 
 def test_a_failed_start_logged_three_times_is_one_with_its_reason_and_one_without_any_is_other():
-    from exporter.incidents import StartFailures
-
-    t = StartFailures()
-    assert t.signal(100.0, "other") == (True, [])            # "EngineCore failed to start."
-    assert t.signal(100.5, "kv_cache_too_small") == (False, ["kv_cache_too_small"])  # its traceback says why
-    assert t.signal(101.0, "other") == (False, [])           # "Engine core initialization failed"
-    assert t.started() == []                                 # the next start: nothing left to count
-    assert t.signal(500.0, "other") == (True, [])            # a failed start that never says why ...
-    assert t.started() == ["other"]                          # ... is "other" once it is over
+    life = Lifecycle()
+    life.feed([Event("version", {"version": "x"}, 99.0)])
+    assert derived(life, "startup_failure", 100.0, reason="other") == [("start_failed", "other")]
+    assert derived(life, "startup_failure", 100.5, reason="kv_cache_too_small") == [
+        ("start_failure_reason", "kv_cache_too_small")]                          # its traceback says why
+    assert derived(life, "startup_failure", 101.0, reason="other") == []          # "Engine core initialization failed"
+    assert derived(life, "version", 200.0) == []                                  # the next start: nothing left
+    assert derived(life, "startup_failure", 201.0, reason="other") == [("start_failed", "other")]
+    # a failed start that never says why is "other" once it is over: at the next start ...
+    assert derived(life, "version", 300.0) == [("start_failure_reason", "other")]
+    # ... when the log moves on past it without another signal ...
+    assert derived(life, "startup_failure", 301.0, reason="other") == [("start_failed", "other")]
+    assert derived(life, "log", 301.0 + FAILED_START_QUIET_SECONDS + 1) == [("start_failure_reason", "other")]
+    assert derived(life, "startup_failure", 320.0, reason="kv_cache_too_small") == []  # over: nothing more
+    # ... or at the end of the input
+    life.feed([Event("version", {"version": "x"}, 400.0)])
+    derived(life, "startup_failure", 401.0, reason="other")
+    assert [(e.kind, e.fields["reason"]) for e in life.tick(None)] == [("start_failure_reason", "other")]
+    assert life.tick(None) == []

@@ -17,7 +17,7 @@ def render(m: Metrics) -> str:
 def fed(lines, server="s", **kw) -> Metrics:
     m = Metrics(process_metrics=False, **kw)
     m.add_server(server)
-    _, events = run_lines(lines)
+    _, events = run_lines(lines, derived=True)
     for ev in events:
         m.observe(server, ev)
     return m
@@ -136,7 +136,7 @@ def test_promtool_check_metrics_is_clean():
 
 
 def test_observe_many_equals_observe_one_by_one():
-    _, events = run_lines(SAMPLE.read_text(encoding="utf-8").splitlines())
+    _, events = run_lines(SAMPLE.read_text(encoding="utf-8").splitlines(), derived=True)
     a, b = Metrics(process_metrics=False), Metrics(process_metrics=False)
     for m in (a, b):
         m.add_server("s")
@@ -150,7 +150,7 @@ def sample_metrics(path=SAMPLE) -> Metrics:
     """Metrics of one server fed a whole sample log."""
     m = Metrics(process_metrics=False)
     m.add_server("s")
-    _, events = run_lines(path.read_text(encoding="utf-8").splitlines())
+    _, events = run_lines(path.read_text(encoding="utf-8").splitlines(), derived=True)
     m.observe_many("s", events)
     return m
 
@@ -197,7 +197,7 @@ def test_lmcache_bytes_seconds_tokens_and_hits_from_its_sample():
 
     m = Metrics(process_metrics=False)
     m.add_server("s")
-    _, events = run_lines(SAMPLE_LMCACHE.read_text(encoding="utf-8").splitlines())
+    _, events = run_lines(SAMPLE_LMCACHE.read_text(encoding="utf-8").splitlines(), derived=True)
     m.observe_many("s", events)
     s = samples(m.render().decode())
     lm = [e.fields for e in events if e.kind == "lmcache"]

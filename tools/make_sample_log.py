@@ -371,7 +371,29 @@ def lmcache_sample() -> list[str]:
             lm(TP0, f"Stored {stored} out of total {stored} tokens. size: {gib:.4f} gb, cost {ms:.4f} ms, "
                     f"throughput: {gib / ms * 1000:.4f} GB/s; offload_time: {ms * 0.97:.4f} ms, put_time: {ms * 0.03:.4f} ms",
                "cache_engine.py:446:lmcache.v1.cache_engine")
+    routine_stop(log)
     return log.lines
+
+
+def routine_stop(log: Log) -> None:
+    """A stop somebody asked for (SIGTERM, a deploy) while a request was still running, as vLLM 0.32
+    logs it: the shutdown lines, then the output handler's EngineDeadError at ERROR. Not a death."""
+    log.at(2)
+    for where, msg in (("launcher.py:254", "[shutdown] API server: shutdown triggered"),
+                       ("launcher.py:270", "[shutdown] API server: stopping engine client mode=abort timeout=0s"),
+                       ("utils.py:628", "[shutdown] Process manager: send sigterm to process EngineCore")):
+        log.log(API, "INFO", where, msg)
+    log.log(API, "WARNING", "utils.py:653", "[shutdown] Process manager: force killing remaining process EngineCore pid 179")
+    log.log(CORE, "INFO", "core.py:1454", "[shutdown] EngineCore: trigger received signal=SIGTERM")
+    log.log(API, "ERROR", "async_llm.py:906", "AsyncLLM output_handler failed.\nTraceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/async_llm.py", line 849, in output_handler\n'
+            "    outputs = await engine_core.get_output_async()\n"
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for "
+            "the root cause.")
+    log.log(API, "INFO", "launcher.py:304", "[shutdown] API server: shutting down FastAPI HTTP server")
+    log.raw(None, "INFO:     Shutting down")
+    log.raw(None, "INFO:     Waiting for application shutdown.")
+    log.raw(None, "INFO:     Application shutdown complete.")
 
 
 def main() -> int:

@@ -70,6 +70,8 @@ class EngineMetrics:
         self._position_keys: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
         self._idle_values = tuple(fam.values for fam in (self.prompt_tps, self.gen_tps, self.running,
                                                           self.waiting, self.swapped))
+        # what describes a running engine's load; hit rates describe the windows that were
+        self._down_values = self._idle_values + (self.gpu_kv.values, self.cpu_kv.values)
         self._window_gauges = tuple((fam.values, name) for fam, name in (
             (self.prompt_tps, "prompt_tokens_per_second"), (self.gen_tps, "generation_tokens_per_second"),
             (self.running, "running"), (self.waiting, "waiting"), (self.swapped, "swapped"),
@@ -101,8 +103,12 @@ class EngineMetrics:
             for key in [k for k in d if k[0] == server]:
                 del d[key]
 
-    def _not_stalled(self, server: str) -> None:
-        """The engine is dead or stopped, not stalled."""
+    def _engine_down(self, server: str) -> None:
+        """The engine died or was stopped: it runs nothing and holds no KV cache from now on (the
+        last window's figures would otherwise stand until the next start), and it is not stalled."""
+        for values in self._down_values:
+            for key in [k for k in values if k[0] == server]:
+                values[key] = 0.0
         for key in [k for k in self._busy if k[0] == server]:
             self._busy[key] = False
             if key in self.stalled.values:

@@ -4,7 +4,14 @@ Emitted:
     vllm_log_http_requests_total{method,endpoint,status},
     vllm_log_errors_total{kind}, vllm_log_last_error_timestamp_seconds{kind},
     vllm_log_oom_requested_bytes{gpu}, vllm_log_oom_free_bytes{gpu} (the last OOM's, gpu 0-63 else other),
-    vllm_log_startup_failures_total{reason}, vllm_log_messages_total{level}
+    vllm_log_startup_failures_total{reason}, vllm_log_messages_total{level},
+    vllm_log_server_stops_total, vllm_log_last_stop_timestamp_seconds,
+    vllm_log_server_state{state="starting|serving|stopped|dead|failed"} (1 for the state the log last put
+    the server in; none before the log says anything of it)
+
+Deaths, stops and failed starts are counted from what exporter.lifecycle decided (its
+``engine_death``, ``server_stop``, ``start_failed`` and ``start_failure_reason`` events), not from
+the raw signal lines: a routine stop's EngineDeadError is no death.
 """
 
 from __future__ import annotations
@@ -12,7 +19,8 @@ from __future__ import annotations
 import time
 
 from exporter.events import ERROR_KINDS, STARTUP_FAILURE_REASONS
-from exporter.incidents import Deaths, StartFailures, unclassified
+from exporter.incidents import counts_as_traceback
+from exporter.lifecycle import STATES
 from exporter.metrics.labels import endpoint_label, engine_label, method_label, status_label
 
 LOG_LEVELS = ("warning", "error", "critical")
@@ -37,8 +45,13 @@ class ErrorMetrics:
         self.startup_failures = c("vllm_log_startup_failures", "Start-ups that failed, by reason (kv_cache_too_small, "
                                   "no_kv_memory, weights_oom, bad_argument, other).", S + ["reason"])
         self.log_messages = c("vllm_log_messages", "vLLM WARNING/ERROR/CRITICAL lines not otherwise recognised.", S + ["level"])
-        self._deaths: dict[str, Deaths] = {}
-        self._start_failures: dict[str, StartFailures] = {}
+        self.stops = c("vllm_log_server_stops", "Stops that were asked for (SIGTERM or SIGINT to vLLM: a deploy, a "
+                       "restart, Ctrl-C), which vLLM logs with shutdown lines. Not deaths: the EngineDeadError a "
+                       "routine stop logs is not counted in vllm_log_errors_total.")
+        self.last_stop = lg("vllm_log_last_stop_timestamp_seconds", "Time of the server's last stop that was asked for.")
+        self.state = lg("vllm_log_server_state", "1 for the state the log last put the server in: starting (version "
+                        "banner), serving (ready or a stats window), stopped (a stop asked for), dead (its engine "
+                        "died), failed (its start failed).", S + ["state"])
 
     def _touch_errors(self, server: str) -> None:
         for kind in ERROR_KINDS:
@@ -52,14 +65,6 @@ class ErrorMetrics:
         for endpoint in ALERTED_ENDPOINTS:
             for status in ALERTED_STATUSES:
                 self.http.touch((server, "POST", endpoint, status))
-
-    def _started(self, server: str) -> None:
-        """A server start: a death before it is over, a failed start before it is closed."""
-        self._deaths.pop(server, None)
-        tracker = self._start_failures.get(server)
-        if tracker is not None:
-            for r in tracker.started():
-                self.startup_failures.inc((server, r))
 
     def observe_access(self, server: str, counts: dict[tuple, int]) -> None:
         """Access-log responses counted by (method, path, status, version), as the pipeline's batch path gives them."""
@@ -101,25 +106,29 @@ class ErrorMetrics:
     def _on_nccl_error(self, server, ev, f):
         self._error(server, ev, "nccl_error")
 
-    def _on_engine_dead(self, server, ev, f):
-        deaths = self._deaths.get(server)
-        if deaths is None:
-            deaths = self._deaths[server] = Deaths()
-        if deaths.is_new(ev.ts):  # one death, however many processes log it
-            self._error(server, ev, "engine_dead")
-        self._not_stalled(server)
+    def _on_engine_death(self, server, ev, f):
+        self._error(server, ev, "engine_dead")
+        self._engine_down(server)
 
-    def _on_startup_failure(self, server, ev, f):
-        tracker = self._start_failures.setdefault(server, StartFailures())
-        reason = f.get("reason") if f.get("reason") in STARTUP_FAILURE_REASONS else "other"
-        new, reasons = tracker.signal(ev.ts, reason)  # one failed start, however many lines say so
-        if new:
-            self._error(server, ev, "startup_failure")
-        for r in reasons:
-            self.startup_failures.inc((server, r))
+    def _on_server_stop(self, server, ev, f):
+        self.stops.inc((server,))
+        self._set(self.last_stop, (server,), ev.ts if ev.ts is not None else time.time())
+        self._engine_down(server)
+
+    def _on_server_state(self, server, ev, f):
+        values = self.state.values
+        for state in STATES:
+            values[(server, state)] = 1.0 if state == f["state"] else 0.0
+
+    def _on_start_failed(self, server, ev, f):
+        self._error(server, ev, "startup_failure")
+
+    def _on_start_failure_reason(self, server, ev, f):
+        reason = f.get("reason")
+        self.startup_failures.inc((server, reason if reason in STARTUP_FAILURE_REASONS else "other"))
 
     def _on_traceback(self, server, ev, f):
-        if unclassified(f):  # an OOM's traceback is counted as the OOM
+        if counts_as_traceback(f):
             self._error(server, ev, "traceback")
 
     def _on_log(self, server, ev, f):

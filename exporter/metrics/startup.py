@@ -117,7 +117,6 @@ class StartupMetrics:
         # A version line opens a new start-up: everything learnt about the previous run goes.
         self.reset_server(server)
         self._set(self.last_start, (server,), ev.ts if ev.ts is not None else time.time())
-        self._started(server)
         self.starts.inc((server,))
         self._only(self.build_info, server, str(f["version"])[:200])
         self._models[server] = [None, None]

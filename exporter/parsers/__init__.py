@@ -13,6 +13,7 @@ from exporter.parsers import (
     errors,
     kv_capacity,
     kv_transfer,
+    lifecycle,
     lmcache,
     memory,
     spec_decode,
@@ -40,6 +41,7 @@ PARSERS: tuple[Parser, ...] = (
     startup.INIT_ENGINE,
     startup.VERSION,
     startup.ENGINE_CONFIG,
+    lifecycle.PARSER,
     torch_glog.PARSER,  # after the error families: an NCCL watchdog line in glog form is an nccl_error
 )
 

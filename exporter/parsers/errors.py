@@ -49,6 +49,8 @@ _ENGINE_DEAD = (
     "Engine loop has died",
     "got fatal signal from worker processes",
     "Segfault encountered",
+    # 0.32 (v1/engine/core_client.py): the API server's monitor saw the engine core process end
+    "engine core exited unexpectedly",
 )
 
 
@@ -140,7 +142,7 @@ NCCL_ERROR = Parser("nccl_error", ("NCCL error", "nccl", "Watchdog caught"), _nc
 ENGINE_DEAD = Parser(
     "engine_dead",
     ("EngineCore", "EngineDead", "AsyncLLM", "died unexpectedly", "WorkerProc", "already dead",
-     "Engine background", "Engine loop", "fatal signal", "Segfault"),
+     "Engine background", "Engine loop", "fatal signal", "Segfault", "exited unexpectedly"),
     _engine_dead,
 )
 

@@ -60,6 +60,8 @@ def startup_failure_line(sf: dict, config: dict, tz) -> str:
              "bad_argument": f"an argument or model vLLM does not accept "
                              f"({sf.get('argument') or sf.get('architecture') or 'see the log'})",
              "other": "the engine core failed to initialise; the traceback before it has the root cause"}
+    if reason == "other" and sf.get("cause"):
+        return f"Start-up failed at {when}: the engine core failed to initialise. Root cause: `{sf['cause']}`."
     return f"Start-up failed at {when}: {words.get(reason, words['other'])}."
 
 
@@ -68,7 +70,8 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
                                      s["capacity"], s["http"], s["errors"])
     parts = [f"# {title}", ""]
     rng = s["range"]
-    parts.append(f"From {_time(rng['first'], tz)} to {_time(rng['last'], tz)}; {rng['starts']} server start(s).")
+    parts.append(f"From {_time(rng['first'], tz)} to {_time(rng['last'], tz)}; {rng['starts']} server start(s), "
+                 f"{rng.get('stops', 0)} stop(s) asked for (not counted as errors).")
     parts.append("")
 
     parts += ["## Configuration", ""]

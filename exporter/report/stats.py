@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from exporter.events import ERROR_KINDS, KINDS, Event
-from exporter.incidents import Deaths, StartFailures, busy_window, unclassified
+from exporter.incidents import busy_window, counts_as_traceback
 from exporter.report.series import BucketCounts, Tally, Trace
 
 GB = 1e9  # rates are reported in GB/s (10^9), as PCIe is specified
@@ -96,12 +96,11 @@ class RunStats:
         self.error_times: list[tuple[float, str]] = []
         self.ooms: list[dict] = []  # each OOM's GPU and numbers, where its message gave them
         self.startup_failures: list[dict] = []
-        self._start_failures = StartFailures()
+        self.stops: list[float | None] = []  # stops that were asked for (exporter.lifecycle), not deaths
         self.http_endpoint: dict[tuple[str, str], int] = {}
         # kind -> [count, (ts, line) of the first, its message]; tracebacks finish out of order, so
         # "first" is decided by time and line number, not by arrival.
         self.errors: dict[str, list] = {k: [0, None, None] for k in ERROR_KINDS}
-        self._deaths = Deaths()
         self.first_ts: float | None = None
         self.last_ts: float | None = None
         self.events = 0
@@ -165,8 +164,6 @@ class RunStats:
     def _on_version(self, ev, f):
         self._windows.clear()  # a start explains the silence before it
         self.starts.append(ev.ts)
-        self._deaths.started()
-        self._start_failures.started()
         self.facts["version"] = f["version"]
         if f.get("model"):
             self.facts["model"] = f["model"]
@@ -363,17 +360,19 @@ class RunStats:
         if len(self.ooms) < 100:
             self.ooms.append({"ts": ev.ts, **{k: f[k] for k in _OOM_NUMBERS if k in f}})
 
-    def _on_startup_failure(self, ev, f):
-        new, reasons = self._start_failures.signal(ev.ts, f.get("reason", "other"))
-        if new:
-            self._error(ev, "startup_failure")
-            if len(self.startup_failures) < 100:
-                self.startup_failures.append({"ts": ev.ts, "reason": "other"})
-        if reasons and reasons[-1] != "other" and self.startup_failures:
-            # the failed start's own reason and numbers replace the generic "failed to start"
-            current = self.startup_failures[-1]
-            if current["reason"] == "other" or current["reason"] == "weights_oom":
-                self.startup_failures[-1] = {"ts": current["ts"], **{k: v for k, v in f.items() if k != "message"}}
+    def _on_start_failed(self, ev, f):
+        self._error(ev, "startup_failure")
+        if len(self.startup_failures) < 100:
+            self.startup_failures.append({"ts": ev.ts, "reason": "other"})
+
+    def _on_start_failure_reason(self, ev, f):
+        if not self.startup_failures:
+            return
+        # the failed start's own reason and numbers replace the generic "failed to start"; "other"
+        # brings the root cause's exception line
+        current = self.startup_failures[-1]
+        if current["reason"] in ("other", "weights_oom") and "cause" not in current:
+            self.startup_failures[-1] = {"ts": current["ts"], **{k: v for k, v in f.items() if k != "message"}}
 
     def _on_cuda_error(self, ev, f):
         self._error(ev, "cuda_error")
@@ -381,20 +380,23 @@ class RunStats:
     def _on_nccl_error(self, ev, f):
         self._error(ev, "nccl_error")
 
-    def _on_engine_dead(self, ev, f):
+    def _on_engine_death(self, ev, f):
         self._windows.clear()  # so does a death
-        if self._deaths.is_new(ev.ts):  # one death, however many processes log it
-            self._error(ev, "engine_dead")
+        self._error(ev, "engine_dead")
+
+    def _on_server_stop(self, ev, f):
+        self._windows.clear()  # and a stop
+        self.stops.append(ev.ts)
 
     def _on_traceback(self, ev, f):
-        if unclassified(f):  # an OOM's traceback is counted as the OOM
+        if counts_as_traceback(f):
             self._error(ev, "traceback")
 
     # -- results --------------------------------------------------------------------------------
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "range": {"first": self.first_ts, "last": self.last_ts, "starts": len(self.starts)},
+            "range": {"first": self.first_ts, "last": self.last_ts, "starts": len(self.starts), "stops": len(self.stops)},
             "config": self._config(),
             "throughput": self._throughput(),
             "spec_decode": self._spec(),

@@ -1,0 +1,200 @@
+"""What happened to a server, decided once for every consumer: started, serving, stopped on
+purpose, died, failed to start.
+
+The same error line means different things at different times. vLLM 0.32 stopped with SIGTERM
+logs ``AsyncLLM output_handler failed.`` and an ``EngineDeadError`` traceback at ERROR: part of a
+stop somebody asked for, not a death. An engine that dies while the server is still starting
+(``WorkerProc hit an exception.``) is a failed start, not a dead engine. One death is logged by
+several processes; so is one failed start. :class:`Lifecycle` follows one stream's events in
+order and adds the events the metrics, the report and the alerts count, so the three agree:
+
+- ``engine_death``: one per death (the first signal's fields), not during a stop or a start-up.
+- ``server_stop``: one per stop that was asked for (``[shutdown] API server: shutdown triggered``,
+  a signal the engine core received, a ``KeyboardInterrupt``).
+- ``start_failed``: one per failed start, at its first signal; ``start_failure_reason``: each
+  reason the log gives for it, once, and ``other`` (with the root cause's exception line) when the
+  failed start is over without one: at the next start, after ``FAILED_START_QUIET_SECONDS`` without
+  a further signal, or at the end of the input.
+- ``server_state``: the state after each change (``STATES``).
+
+Signals that belong to a stop or a failed start keep their own events (``parse`` shows them) and
+get ``fields["during"] = "stop" | "start"``: consumers do not count them as errors.
+
+A death or failed start with no start between is one until its signals are more than
+``DEATH_WINDOW_SECONDS`` apart in log time (a log that holds no version banner).
+"""
+
+from __future__ import annotations
+
+import time
+
+from exporter.events import Event
+
+STARTING, SERVING, STOPPED, DEAD, FAILED = "starting", "serving", "stopped", "dead", "failed"
+STATES = (STARTING, SERVING, STOPPED, DEAD, FAILED)
+DEATH_WINDOW_SECONDS = 300.0
+FAILED_START_QUIET_SECONDS = 10.0
+# the kinds Lifecycle acts on; every other event passes untouched
+WATCHED = frozenset({"version", "ready", "engine_stats", "shutdown", "engine_dead", "startup_failure", "traceback"})
+
+
+def cause_line(fields: dict) -> str | None:
+    """A traceback's root cause as its exception line: the first exception of a chain."""
+    exc = fields.get("root_exception") or fields.get("exception")
+    msg = fields.get("root_message") if fields.get("root_exception") else fields.get("message")
+    if not exc and not msg:
+        return None
+    return f"{exc}: {msg}"[:500] if exc and msg else str(exc or msg)[:500]
+
+
+class _FailedStart:
+    __slots__ = ("reasons", "cause", "last_ts", "touched", "closed", "first")
+
+    def __init__(self, first: Event, cause: str | None):
+        self.reasons: set[str] = set()
+        self.cause = cause
+        self.first = first
+        self.last_ts = first.ts
+        self.touched = time.monotonic()
+        self.closed = False
+
+
+class Lifecycle:
+    def __init__(self) -> None:
+        self.state: str | None = None  # None: no start seen (the exporter joined a running server)
+        self._death_ts: float | None = None  # log time of the open death's last signal
+        self._fail: _FailedStart | None = None
+        self._cause: str | None = None  # the first unexplained traceback since the start
+
+    # -- feeding --------------------------------------------------------------------------------
+
+    def feed(self, events: list[Event]) -> list[Event]:
+        """The events with the derived ones added after the signal that made them."""
+        out: list[Event] | None = None
+        for i, ev in enumerate(events):
+            if self._fail is not None and not self._fail.closed and ev.ts is not None \
+                    and self._fail.last_ts is not None and ev.ts - self._fail.last_ts > FAILED_START_QUIET_SECONDS:
+                out = events[:i] if out is None else out
+                self._close(out)
+            if ev.kind not in WATCHED:
+                if out is not None:
+                    out.append(ev)
+                continue
+            if out is None:
+                out = events[:i]
+            out.append(ev)
+            self._step(ev, out)
+        return events if out is None else out
+
+    def tick(self, idle_seconds: float | None = None) -> list[Event]:
+        """A failed start quiet for FAILED_START_QUIET_SECONDS (wall clock), or any open one when
+        ``idle_seconds`` is None (the end of the input), is over."""
+        out: list[Event] = []
+        f = self._fail
+        if f is not None and not f.closed and (
+                idle_seconds is None or time.monotonic() - f.touched > FAILED_START_QUIET_SECONDS):
+            self._close(out)
+        return out
+
+    # -- the states -----------------------------------------------------------------------------
+
+    def _step(self, ev: Event, out: list[Event]) -> None:
+        kind, f, state = ev.kind, ev.fields, self.state
+        if kind == "version":
+            self._close(out)
+            self._fail, self._death_ts, self._cause = None, None, None
+            self._to(STARTING, ev, out)
+        elif kind in ("ready", "engine_stats"):
+            if state in (None, STARTING):
+                self._to(SERVING, ev, out)
+        elif kind == "shutdown":
+            self._stop(ev, out)
+        elif kind == "engine_dead":
+            if state == STOPPED:
+                f["during"] = "stop"
+            elif state in (STARTING, FAILED):
+                f["during"] = "start"
+                self._failed(ev, "other", out)
+            else:
+                self._death(ev, out)
+        elif kind == "startup_failure":
+            if state == STOPPED:
+                f["during"] = "stop"
+            elif state == DEAD and not self._far(self._death_ts, ev.ts):
+                f["during"] = "death"
+            else:
+                self._failed(ev, f.get("reason") or "other", out)
+        elif kind == "traceback" and not f.get("kinds"):
+            if f.get("exception") in ("KeyboardInterrupt", "SystemExit") and state in (None, STARTING, SERVING):
+                self._stop(ev, out)  # Ctrl-C, or sys.exit from a signal handler
+            if self.state == STOPPED:
+                f["during"] = "stop"
+            elif self.state == FAILED and self._fail is not None:
+                f["during"] = "start"
+                if self._fail.cause is None:
+                    self._fail.cause = cause_line(f)
+            elif self.state == DEAD and not self._far(self._death_ts, ev.ts):
+                f["during"] = "death"  # the death's aftermath (cleanup errors), not a new error
+            elif self.state == STARTING and self._cause is None:
+                self._cause = cause_line(f)
+
+    def _to(self, state: str, ev: Event, out: list[Event]) -> None:
+        if state != self.state:
+            self.state = state
+            out.append(_derived("server_state", ev, {"state": state}))
+
+    def _stop(self, ev: Event, out: list[Event]) -> None:
+        if self.state in (None, STARTING, SERVING):
+            out.append(_derived("server_stop", ev, {k: v for k, v in ev.fields.items() if k != "kinds"}))
+            self._to(STOPPED, ev, out)
+
+    def _death(self, ev: Event, out: list[Event]) -> None:
+        new = self.state != DEAD or self._far(self._death_ts, ev.ts)
+        if ev.ts is not None:
+            self._death_ts = ev.ts if new or self._death_ts is None else max(self._death_ts, ev.ts)
+        if new:
+            out.append(_derived("engine_death", ev, dict(ev.fields)))
+            self.state = None  # a new death is a change even from DEAD
+            self._to(DEAD, ev, out)
+
+    def _failed(self, ev: Event, reason: str, out: list[Event]) -> None:
+        fs = self._fail
+        if fs is not None and self._far(fs.last_ts, ev.ts):
+            self._close(out)
+            fs = None
+        if fs is None or (fs.closed and self.state != FAILED):
+            fs = self._fail = _FailedStart(ev, self._cause)
+            fields = {"reason": reason, "message": str(ev.fields.get("message") or "")[:500]}
+            out.append(_derived("start_failed", ev, fields))
+            self.state = None
+            self._to(FAILED, ev, out)
+        if ev.ts is not None:
+            fs.last_ts = ev.ts if fs.last_ts is None else max(fs.last_ts, ev.ts)
+        fs.touched = time.monotonic()
+        if fs.closed:
+            return  # over already: what the log still says of it changes nothing
+        if reason != "other" and reason not in fs.reasons:
+            fs.reasons.add(reason)
+            out.append(_derived("start_failure_reason", ev, {k: v for k, v in ev.fields.items() if k != "during"}))
+
+    def _close(self, out: list[Event]) -> None:
+        fs = self._fail
+        if fs is None or fs.closed:
+            return
+        fs.closed = True
+        if not fs.reasons:
+            fields = {"reason": "other", "message": fs.cause or str(fs.first.fields.get("message") or "")[:500]}
+            if fs.cause:
+                fields["cause"] = fs.cause
+            ev = _derived("start_failure_reason", fs.first, fields)
+            if fs.last_ts is not None:
+                ev.ts = fs.last_ts
+            out.append(ev)
+
+    @staticmethod
+    def _far(last: float | None, ts: float | None) -> bool:
+        return last is not None and ts is not None and abs(ts - last) > DEATH_WINDOW_SECONDS
+
+
+def _derived(kind: str, ev: Event, fields: dict) -> Event:
+    return Event(kind, fields, ev.ts, ev.process, ev.pid, ev.line)
