@@ -175,7 +175,7 @@ def groups() -> list[dict]:
         {
             "alert": "VllmKvCacheFull",
             "expr": (
-                f"max by ({BSE}) (vllm_log_gpu_kv_cache_usage_ratio) > {C.KV_CACHE_FULL_RATIO:g}\n"
+                f"max by ({BSE}) (vllm_log_kv_cache_usage_ratio) > {C.KV_CACHE_FULL_RATIO:g}\n"
                 f"  and on ({BSE}) max by ({BSE}) (vllm_log_requests_waiting) > 0"
             ),
             "for": "5m",

@@ -237,7 +237,7 @@ def overview() -> dict:
     ], "short", min_=0, decimals=0,
         description="Requests in the batch and in the queue at each stats window. Waiting with a full KV cache: "
                     "the server is at capacity.")
-    b.timeseries("GPU KV cache usage", [(f"vllm_log_gpu_kv_cache_usage_ratio{{{SE}}}", "{{server}} e{{engine}}")],
+    b.timeseries("GPU KV cache usage", [(f"vllm_log_kv_cache_usage_ratio{{{SE}}}", "{{server}} e{{engine}}")],
                  "percentunit", min_=0, max_=1, steps=[(None, GOOD), (C.KV_CACHE_FULL_RATIO, BAD)], line=True,
                  description=f"Share of the GPU KV cache in use; the dashed line is VllmKvCacheFull's "
                              f"{C.KV_CACHE_FULL_RATIO:.0%}.")
@@ -249,7 +249,7 @@ def overview() -> dict:
                                                   "multimodal is its encoder cache, for vision models.")
     b.timeseries("Tokens per second (from window counters)", [
         (f"sum by (server) (rate(vllm_log_generation_tokens_total{{{SE}}}[$__rate_interval]))", "generated {{server}}"),
-        (f"sum by (server) (rate(vllm_log_prompt_tokens_total{{{SE}}}[$__rate_interval]))", "prompt {{server}}"),
+        (f"sum by (server) (rate(vllm_log_computed_prompt_tokens_total{{{SE}}}[$__rate_interval]))", "prompt {{server}}"),
     ], TOKS, min_=0, description="Window average x window length, summed over engines: what the windows add up to.")
     b.timeseries("Preemptions", [
         (f"sum by (server) (increase(vllm_log_preemptions_total{{{SE}}}[$__rate_interval]))", "{{server}}")],
@@ -341,7 +341,7 @@ def memory_kv() -> dict:
               "Start-up capacity facts (KV tokens, concurrency, memory split) and KV offload over PCIe.",
               ["vllm-log-exporter", "vllm"])
     b.row("Capacity found at start-up")
-    b.stat("GPU KV cache", [(f"vllm_log_gpu_kv_cache_tokens{{{S}}}", "{{server}}")], "suffix: tokens", decimals=0,
+    b.stat("GPU KV cache", [(f"vllm_log_kv_cache_tokens{{{S}}}", "{{server}}")], "suffix: tokens", decimals=0,
            description="Tokens the GPU KV cache holds, as found by the start-up profile.")
     b.stat("Max concurrency", [(f"vllm_log_max_concurrency{{{S}}}", "{{server}}")], "suffix:x", decimals=2,
            steps=[(None, BAD), (1, GOOD)],

@@ -34,14 +34,14 @@ def test_backfilled_blocks_answer_range_queries(tmp_path):
             return json.loads(body)["data"]["result"]
 
         t0 = 1785811380  # 2026-08-04T02:43:00Z
-        res = wait_until(lambda: range_q('vllm_log_gpu_kv_cache_tokens{server="grandpa"}', t0, t0 + 1200), 20,
+        res = wait_until(lambda: range_q('vllm_log_kv_cache_tokens{server="grandpa"}', t0, t0 + 1200), 20,
                          what="backfilled series")
         assert {v for _, v in res[0]["values"]} == {"285336"}
         oom = range_q('vllm_log_errors_total{server="grandpa",kind="oom"}', t0, t0 + 1200)[0]["values"]
         before = [float(v) for ts, v in oom if ts < t0 + 592]
         after = [float(v) for ts, v in oom if ts > t0 + 600]
         assert set(before) == {0.0} and set(after) == {1.0}
-        peak = range_q('max_over_time(vllm_log_gpu_kv_cache_usage_ratio{server="grandpa"}[30m])', t0 + 1150, t0 + 1150)
+        peak = range_q('max_over_time(vllm_log_kv_cache_usage_ratio{server="grandpa"}[30m])', t0 + 1150, t0 + 1150)
         assert float(peak[0]["values"][0][1]) == 0.794
         spec = range_q('vllm_log_spec_decode_depth{server="grandpa"}', t0, t0 + 1200)
         assert {v for _, v in spec[0]["values"]} == {"5"}

@@ -312,7 +312,7 @@ def test_podman_compose_up_demo_without_grafana(images):
                    what="exporter target up in the stack's Prometheus")
         status, body = http_get(f"{prom}/api/v1/rules")
         assert status == 200 and '"VllmCudaOutOfMemory"' in body and '"VllmLogExporterDown"' in body
-        wait_until(lambda: query('vllm_log_gpu_kv_cache_tokens{server="demo"} == 285336'), 90, 1, what="demo series")
+        wait_until(lambda: query('vllm_log_kv_cache_tokens{server="demo"} == 285336'), 90, 1, what="demo series")
         status, body = http_get(f"{prom}/api/v1/alertmanagers")
         assert status == 200 and f"127.0.0.1:{ports[9093]}" in body
         status, _ = http_get(f"http://127.0.0.1:{ports[9093]}/-/ready")

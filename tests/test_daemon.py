@@ -62,7 +62,7 @@ def test_from_start_reads_the_whole_sample_and_accounts_every_line(tmp_path):
         assert ex.value("vllm_log_errors_total", server="gp", kind="engine_dead") == 2
         assert ex.value("vllm_log_errors_total", server="gp", kind="oom") == 1
         assert ex.value("vllm_log_server_starts_total", server="gp") == 3
-        assert ex.value("vllm_log_gpu_kv_cache_tokens", server="gp") == 285336
+        assert ex.value("vllm_log_kv_cache_tokens", server="gp") == 285336
 
 
 def test_stdin_source(tmp_path):
@@ -111,7 +111,7 @@ def test_demo_replays_the_sample_with_live_timestamps():
     with Exporter("--demo", "--demo-speed", "200") as ex:
         wait_until(lambda: (ex.value("vllm_log_spec_decode_accepted_tokens_total", server="demo") or 0) > 0,
                    30, 0.2, what="spec-decode tokens from the demo")
-        assert ex.value("vllm_log_gpu_kv_cache_tokens", server="demo") == 285336
+        assert ex.value("vllm_log_kv_cache_tokens", server="demo") == 285336
         assert ex.value("vllm_log_exporter_lines_total", server="demo", result="unparsed") == 0
         # timestamps are moved to now: the errors' times are recent, not the sample's August date
         wait_until(lambda: ex.value("vllm_log_errors_total", server="demo", kind="oom") == 1, 60, 0.2, what="demo OOM")
@@ -150,7 +150,7 @@ def test_metrics_are_served_in_the_text_format_gzipped_when_asked(tmp_path):
         from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 
         om_samples = {(s.name, frozenset(s.labels.items())) for f in parse_om(om) for s in f.samples}
-        assert ("vllm_log_gpu_kv_cache_tokens", frozenset({("server", "gp")})) in om_samples
+        assert ("vllm_log_kv_cache_tokens", frozenset({("server", "gp")})) in om_samples
 
 
 def test_the_telemetry_path_is_taken_literally():
@@ -172,7 +172,7 @@ def test_window_gauges_read_idle_after_two_stats_intervals_without_a_line(tmp_pa
         wait_until(lambda: ex.value("vllm_log_generation_throughput_tokens_per_second", server="grandpa") == 0, 10,
                    what="idle throughput")
         assert ex.value("vllm_log_requests_running", server="grandpa") == 0
-        assert ex.value("vllm_log_gpu_kv_cache_usage_ratio", server="grandpa") == 0.019  # not a rate: kept
+        assert ex.value("vllm_log_kv_cache_usage_ratio", server="grandpa") == 0.019  # not a rate: kept
         append(log, STATS.format(s=19, g=120.0))
         wait_until(lambda: ex.value("vllm_log_generation_throughput_tokens_per_second", server="grandpa") == 120.0,
                    what="busy again")
@@ -194,7 +194,7 @@ def test_the_default_demo_shows_every_family_within_its_first_pass_of_30_seconds
                 ("vllm_log_http_requests_total", {"status": "500"}),
                 ("vllm_log_errors_total", {"kind": "oom"}),
                 ("vllm_log_errors_total", {"kind": "engine_dead"}),
-                ("vllm_log_gpu_kv_cache_tokens", {}),
+                ("vllm_log_kv_cache_tokens", {}),
             )) and v(m, "vllm_log_server_starts_total", server="demo") >= 2
         # the first pass lasts 30 s; the bound leaves room for a slow machine, not for a slower demo
         wait_until(every_family, 40, 0.5, what="every family from the demo's first pass")

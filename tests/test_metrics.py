@@ -45,11 +45,11 @@ def test_window_gauges_and_token_counters_from_windows():
     text = render(m)
     assert value(text, "vllm_log_generation_throughput_tokens_per_second", server="s", engine="0") == 40.0
     assert value(text, "vllm_log_requests_waiting", server="s", engine="0") == 2
-    assert value(text, "vllm_log_gpu_kv_cache_usage_ratio", server="s", engine="0") == 0.4
+    assert value(text, "vllm_log_kv_cache_usage_ratio", server="s", engine="0") == 0.4
     assert value(text, "vllm_log_prefix_cache_hit_ratio", server="s", engine="0") == 0.5
     # First window: one interval (10 s); then the measured 10 s and 5 s gaps.
     assert value(text, "vllm_log_generation_tokens_total", server="s", engine="0") == 20 * 10 + 30 * 10 + 40 * 5
-    assert value(text, "vllm_log_prompt_tokens_total", server="s", engine="0") == 1000
+    assert value(text, "vllm_log_computed_prompt_tokens_total", server="s", engine="0") == 1000
     assert value(text, "vllm_log_stats_windows_total", server="s", engine="0") == 3
 
 
@@ -67,7 +67,7 @@ def test_restart_drops_the_old_run_gauges():
     text = render(m)
     assert value(text, "vllm_log_server_starts_total", server="s") == 2
     assert value(text, "vllm_log_generation_throughput_tokens_per_second", server="s") is None
-    assert value(text, "vllm_log_gpu_kv_cache_tokens", server="s") is None
+    assert value(text, "vllm_log_kv_cache_tokens", server="s") is None
     assert value(text, "vllm_log_build_info", server="s", version="0.21.0") == 1
     assert value(text, "vllm_log_build_info", server="s", version="0.20.0") is None
     # counters survive a restart (Prometheus' rate() handles the rest)
@@ -85,7 +85,7 @@ def test_sample_log_fills_every_family():
         "vllm_log_spec_decode_window_mean_acceptance_length_bucket",
         "vllm_log_spec_decode_window_draft_acceptance_ratio_bucket",
         "vllm_log_kv_offload_throughput_bytes_per_second_bucket", "vllm_log_kv_offload_cpu_cache_usage_ratio",
-        "vllm_log_http_requests_total", "vllm_log_gpu_kv_cache_tokens", "vllm_log_max_concurrency",
+        "vllm_log_http_requests_total", "vllm_log_kv_cache_tokens", "vllm_log_max_concurrency",
         "vllm_log_kv_cache_memory_bytes", "vllm_log_model_weights_bytes", "vllm_log_engine_init_seconds",
         "vllm_log_build_info", "vllm_log_startup_memory_bytes", "vllm_log_kv_offload_pool_bytes",
     ]:
@@ -108,7 +108,7 @@ def test_sample_log_fills_every_family():
 
 def test_v0_sample():
     text = render(fed(SAMPLE_V0.read_text(encoding="utf-8").splitlines()))
-    assert value(text, "vllm_log_gpu_kv_cache_blocks", server="s") == 28123
+    assert value(text, "vllm_log_kv_cache_blocks", server="s") == 28123
     assert value(text, "vllm_log_requests_swapped", server="s", engine="0") == 0
     assert value(text, "vllm_log_spec_decode_depth", server="s") == 3
     assert value(text, "vllm_log_model_weights_bytes", server="s") == round(14.99 * 2**30)
@@ -212,3 +212,18 @@ def test_lmcache_bytes_seconds_tokens_and_hits_from_its_sample():
     hits = value(s, "vllm_log_lmcache_hit_tokens_total", server="s")
     asked = value(s, "vllm_log_lmcache_requested_tokens_total", server="s")
     assert 0 < hits < asked == sum(f["total_tokens"] for f in lm if f["op"] == "lookup")
+
+
+def test_the_cpu_backends_kv_usage_and_the_drafts_feed_the_series_the_panels_and_alerts_use():
+    from tests.test_parsers import CPU_STATS, NGRAM
+
+    m = fed([CPU_STATS, NGRAM, CPU_STATS.replace("15:33:37", "15:33:39"), NGRAM.replace("15:33:37", "15:33:39")])
+    s = samples(m.render().decode())
+    assert value(s, "vllm_log_kv_cache_usage_ratio", server="s", engine="0", device="cpu") == 0.001
+    assert value(s, "vllm_log_swap_kv_cache_usage_ratio", server="s", engine="0") is None
+    assert value(s, "vllm_log_spec_decode_drafts_total", server="s", engine="0") == 660
+    assert value(s, "vllm_log_spec_decode_accepted_tokens_total", server="s", engine="0") == 2448
+    # the configured depth (4 per-position rates), not the tokens proposed per draft (3.71 here)
+    assert value(s, "vllm_log_spec_decode_depth", server="s", engine="0") == 4
+    # computed prompt tokens: 1210 tok/s over the 2 s between the windows, after a first window of 10 s
+    assert value(s, "vllm_log_computed_prompt_tokens_total", server="s", engine="0") == 1210 * 10 + 1210 * 2

@@ -22,7 +22,7 @@ def test_v1_stats_with_optional_segments_in_any_order():
     assert f["prompt_tokens_per_second"] == 12.5 and f["generation_tokens_per_second"] == 834.0
     assert (f["running"], f["waiting"], f["deferred"], f["preemptions"], f["corrupted"]) == (7, 3, 1, 4, 0)
     assert (f["kv_fetch_waiting"], f["kv_fetch_in_progress"], f["kv_fetch_completed_waiting"]) == (2, 1, 0)
-    assert f["device"] == "XPU" and f["gpu_kv_cache_usage"] == 1.0
+    assert f["device"] == "XPU" and f["kv_cache_usage"] == 1.0
     assert f["prefix_cache_hit_rate"] == 0.579
     assert f["external_prefix_cache_hit_rate"] == 0.03 and f["mm_cache_hit_rate"] == 0.125
 
@@ -31,7 +31,7 @@ def test_v1_stats_without_engine_prefix_and_aggregated():
     e = one("INFO 03-01 10:00:00 [loggers.py:80] Avg prompt throughput: 0.0 tokens/s, Avg generation "
             "throughput: 1.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.1%, "
             "Prefix cache hit rate: 0.0%")
-    assert e.fields["engine"] == 0 and e.fields["gpu_kv_cache_usage"] == 0.001
+    assert e.fields["engine"] == 0 and e.fields["kv_cache_usage"] == 0.001
     e = one("INFO 03-01 10:00:00 [loggers.py:335] 4 Engines Aggregated: Avg prompt throughput: 1.0 tokens/s, "
             "Avg generation throughput: 2.0 tokens/s, Running: 9 reqs, Waiting: 0 reqs, GPU KV cache usage: 5.0%")
     assert e.fields["aggregated_engines"] == 4 and e.fields["running"] == 9
@@ -44,7 +44,7 @@ def test_v0_stats_and_prefix_line():
             "12.4%, CPU KV cache usage: 0.5%.")
     f = e.fields
     assert (f["engine"], f["running"], f["swapped"], f["waiting"]) == (0, 3, 1, 2)
-    assert f["gpu_kv_cache_usage"] == 0.124 and f["cpu_kv_cache_usage"] == 0.005
+    assert f["kv_cache_usage"] == 0.124 and f["swap_kv_cache_usage"] == 0.005
     e = one("INFO 10-16 19:05:47 metrics.py:367] Prefix cache hit rate: GPU: 43.21%, CPU: 0.00%")
     assert e.kind == "prefix_cache" and e.fields == {"gpu_prefix_cache_hit_rate": 0.4321, "cpu_prefix_cache_hit_rate": 0.0}
 
@@ -699,3 +699,35 @@ def test_a_body_read_by_a_known_key_pattern_is_read_as_the_splitting_way_reads_i
     for pos, text in edits:
         body = body[:pos] + text + body[pos + 1:]
     assert kv_transfer.plain_metrics(body) == kv_transfer.split_plain_metrics(body), body
+
+
+# vLLM 0.32.0 CPU build, captured here by tools/capture_vllm_run.py (scenario traffic)
+CPU_STATS = ("(APIServer pid=10233) INFO 12-04 15:33:37 [loggers.py:335] Engine 000: Avg prompt throughput: 1210.0 "
+             "tokens/s, Avg generation throughput: 637.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, CPU KV cache "
+             "usage: 0.1%, Prefix cache hit rate: 73.7%")
+NGRAM = ("(APIServer pid=10233) INFO 12-04 15:33:37 [metrics.py:120] SpecDecoding metrics: Mean acceptance length: "
+         "4.71, Accepted throughput: 483.62 tokens/s, Drafted throughput: 483.62 tokens/s, Accepted: 1224 tokens, "
+         "Drafted: 1224 tokens, Per-position acceptance rate: 1.000, 1.000, 0.855, 0.855, Avg Draft acceptance rate: 100.0%")
+
+
+def test_the_cpu_backends_kv_cache_is_its_main_one_and_v0s_cpu_cache_is_swap():
+    f = one(CPU_STATS).fields
+    assert f["device"] == "CPU" and f["kv_cache_usage"] == 0.001 and "swap_kv_cache_usage" not in f
+    v0 = one("INFO 02-01 01:02:03 metrics.py:334] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1.0 "
+             "tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 12.4%, CPU KV cache "
+             "usage: 0.5%.").fields
+    assert v0["device"] == "GPU" and v0["kv_cache_usage"] == 0.124 and v0["swap_kv_cache_usage"] == 0.005
+
+
+def test_drafts_are_derived_from_the_per_position_rates_and_the_mean_length():
+    from exporter.parsers.spec_decode import drafts_of
+
+    f = one(NGRAM).fields
+    assert drafts_of(f) == round(1224 / 3.71) == 330
+    # the mean length alone (2 decimals) gives the same within its rounding
+    assert abs(drafts_of({"accepted_tokens": 1224, "mean_acceptance_length": 4.71}) - 330) <= 1
+    # nothing accepted: drafted tokens over the configured depth; nothing drafted: no drafts
+    assert drafts_of({"accepted_tokens": 0, "drafted_tokens": 40, "per_position_acceptance_rate": [0.0] * 4,
+                      "mean_acceptance_length": 1.0}) == 10
+    assert drafts_of({"accepted_tokens": 0, "drafted_tokens": 0}) == 0
+    assert drafts_of({"mean_acceptance_length": 2.0}) is None

@@ -36,7 +36,7 @@ def test_prometheus_scrapes_the_exporter(tmp_path):
                 return float(res[0]["value"][1]) if res else None
 
             wait_until(lambda: got('up{job="vllm-log"}') == 1, 30, 0.5, what="target up")
-            wait_until(lambda: got('vllm_log_gpu_kv_cache_tokens{server="grandpa"}') == 285336, 15, 0.5, what="kv tokens")
+            wait_until(lambda: got('vllm_log_kv_cache_tokens{server="grandpa"}') == 285336, 15, 0.5, what="kv tokens")
             assert got('vllm_log_generation_throughput_tokens_per_second{server="grandpa",engine="0"}') == 359.0
             assert got('vllm_log_spec_decode_draft_acceptance_ratio{server="grandpa"}') == 0.981
             assert got('vllm_log_spec_decode_position_acceptance_ratio{server="grandpa",position="4"}') == 0.941

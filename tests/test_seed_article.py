@@ -71,7 +71,7 @@ def test_engine_stats_windows(events):
     stats = [e.fields for e in kinds(events, "engine_stats")]
     assert max(s["generation_tokens_per_second"] for s in stats) == 359.0
     assert max(s["prompt_tokens_per_second"] for s in stats) == 5790.1
-    assert max(s["gpu_kv_cache_usage"] for s in stats) == 0.794
+    assert max(s["kv_cache_usage"] for s in stats) == 0.794
     assert max(s["prefix_cache_hit_rate"] for s in stats) == 0.974
     assert max(s["external_prefix_cache_hit_rate"] for s in stats) == 0.114
 

@@ -3,12 +3,15 @@
 Emitted (label ``engine``: 0-63, or ``aggregated`` for vLLM's aggregated DP line):
     vllm_log_prompt_throughput_tokens_per_second, vllm_log_generation_throughput_tokens_per_second,
     vllm_log_requests_running, vllm_log_requests_waiting, vllm_log_requests_swapped (V0),
-    vllm_log_gpu_kv_cache_usage_ratio, vllm_log_cpu_kv_cache_usage_ratio (V0),
+    vllm_log_kv_cache_usage_ratio{device} (the main KV cache: GPU memory, or host memory on vLLM's
+    CPU backend), vllm_log_swap_kv_cache_usage_ratio (V0's CPU swap space),
     vllm_log_prefix_cache_hit_ratio, vllm_log_external_prefix_cache_hit_ratio, vllm_log_mm_cache_hit_ratio,
-    vllm_log_prompt_tokens_total, vllm_log_generation_tokens_total (estimated: window average
-    x window length), vllm_log_preemptions_total, vllm_log_stats_windows_total,
+    vllm_log_computed_prompt_tokens_total (prompt tokens the engine computed: not prefix-cache hits,
+    not KV transferred in), vllm_log_generation_tokens_total (both estimated: window average x window
+    length), vllm_log_preemptions_total, vllm_log_stats_windows_total,
     vllm_log_engine_stalled (1: the last window was busy and no window came for 3 intervals)
     vllm_log_spec_decode_accepted_tokens_total, vllm_log_spec_decode_drafted_tokens_total,
+    vllm_log_spec_decode_drafts_total (derived from each window's line: see spec_decode.drafts_of),
     vllm_log_spec_decode_mean_acceptance_length, vllm_log_spec_decode_draft_acceptance_ratio,
     vllm_log_spec_decode_position_acceptance_ratio{position}, vllm_log_spec_decode_depth,
     vllm_log_spec_decode_window_mean_acceptance_length (histogram),
@@ -21,12 +24,20 @@ import time
 
 from exporter.events import Event
 from exporter.incidents import busy_window
-from exporter.metrics.labels import POSITIONS, engine_label
+from exporter.metrics.labels import DEVICES, POSITIONS, engine_label
+from exporter.parsers.spec_decode import drafts_of
 
 IDLE_AFTER_WINDOWS = 2  # stats intervals without a stats line before an engine's window gauges read 0
 STALLED_AFTER_WINDOWS = 3  # ... and, when its last window was busy, before it reads stalled
 ACCEPTANCE_LENGTH_BUCKETS = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0, 8.0, 10.0, 16.0)
 RATIO_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.0)
+
+
+def _device(fields: dict) -> str:
+    """The main KV cache's device as a label: the word vLLM logs, within a fixed set."""
+    d = fields.get("device")
+    d = d.lower() if isinstance(d, str) else "gpu"
+    return d if d in DEVICES else "other"
 
 
 class EngineMetrics:
@@ -35,17 +46,24 @@ class EngineMetrics:
     def _declare_engine(self, SE: list[str]) -> None:
         c, w, h = self._counter, self._gauge, self._table.histogram
         # Window gauges: dropped for a server when it starts again, so nothing stale survives a restart.
-        self.prompt_tps = w("vllm_log_prompt_throughput_tokens_per_second", "Average prompt throughput of the last stats window.", SE)
+        self.prompt_tps = w("vllm_log_prompt_throughput_tokens_per_second", "Average prompt throughput of the last stats "
+                            "window, as logged: since vLLM 0.10.2 only the prompt tokens the engine computed (not "
+                            "prefix-cache hits, not KV transferred in).", SE)
         self.gen_tps = w("vllm_log_generation_throughput_tokens_per_second", "Average generation throughput of the last stats window.", SE)
         self.running = w("vllm_log_requests_running", "Requests running at the last stats window.", SE)
         self.waiting = w("vllm_log_requests_waiting", "Requests waiting at the last stats window.", SE)
         self.swapped = w("vllm_log_requests_swapped", "Requests swapped to CPU at the last stats window (V0).", SE)
-        self.gpu_kv = w("vllm_log_gpu_kv_cache_usage_ratio", "GPU KV cache usage at the last stats window (0-1).", SE)
-        self.cpu_kv = w("vllm_log_cpu_kv_cache_usage_ratio", "CPU KV cache usage at the last stats window (V0, 0-1).", SE)
+        self.kv_usage = w("vllm_log_kv_cache_usage_ratio", "Usage of the main KV cache at the last stats window (0-1): "
+                          "GPU memory, or host memory on vLLM's CPU backend (device says which).", SE + ["device"])
+        self.swap_kv = w("vllm_log_swap_kv_cache_usage_ratio", "Usage of V0's CPU swap space for KV blocks at the last "
+                         "stats window (its 'CPU KV cache usage' beside the GPU one, 0-1).", SE)
         self.prefix_hit = w("vllm_log_prefix_cache_hit_ratio", "Prefix cache hit rate as logged (over recent requests, 0-1).", SE)
         self.ext_prefix_hit = w("vllm_log_external_prefix_cache_hit_ratio", "External (KV connector) prefix cache hit rate (0-1).", SE)
         self.mm_cache_hit = w("vllm_log_mm_cache_hit_ratio", "Multimodal cache hit rate as logged (0-1).", SE)
-        self.prompt_tokens = c("vllm_log_prompt_tokens", "Prompt tokens, estimated as window average x window length.", SE)
+        self.prompt_tokens = c("vllm_log_computed_prompt_tokens", "Prompt tokens the engine computed (prefilled), "
+                               "estimated as window average x window length. Since vLLM 0.10.2 the log's prompt "
+                               "throughput leaves out prefix-cache hits and KV transferred in: compare with vLLM's "
+                               "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}, not vllm:prompt_tokens_total.", SE)
         self.gen_tokens = c("vllm_log_generation_tokens", "Generated tokens, estimated as window average x window length.", SE)
         self.preemptions = c("vllm_log_preemptions", "Preemptions reported by stats windows.", SE)
         self.windows = c("vllm_log_stats_windows", "Engine stats lines seen.", SE)
@@ -57,7 +75,12 @@ class EngineMetrics:
         self.spec_drafted = c("vllm_log_spec_decode_drafted_tokens", "Draft tokens proposed.", SE)
         self.spec_mean_len = w("vllm_log_spec_decode_mean_acceptance_length", "Mean acceptance length of the last window (includes the bonus token).", SE)
         self.spec_ratio = w("vllm_log_spec_decode_draft_acceptance_ratio", "Draft acceptance rate of the last window (0-1).", SE)
-        self.spec_depth = w("vllm_log_spec_decode_depth", "Speculative depth: draft tokens per step.", SE)
+        self.spec_drafts = c("vllm_log_spec_decode_drafts", "Drafts proposed (one per request per step), derived from "
+                             "each window's line: accepted / (mean acceptance length - 1). vLLM's own is "
+                             "vllm:spec_decode_num_drafts_total. Run-level mean acceptance length = 1 + accepted / drafts.", SE)
+        self.spec_depth = w("vllm_log_spec_decode_depth", "Configured speculative depth: the most draft tokens proposed "
+                            "per step (a custom build's 'Current speculative depth', else the number of per-position "
+                            "rates). Drafted tokens / drafts gives what was proposed on average.", SE)
         self.spec_pos = w("vllm_log_spec_decode_position_acceptance_ratio", "Acceptance rate per draft position in the last window (0-1).", SE + ["position"])
         self.spec_len_hist = h("vllm_log_spec_decode_window_mean_acceptance_length", "Per-window mean acceptance length.", SE,
                                ACCEPTANCE_LENGTH_BUCKETS)
@@ -71,11 +94,11 @@ class EngineMetrics:
         self._idle_values = tuple(fam.values for fam in (self.prompt_tps, self.gen_tps, self.running,
                                                           self.waiting, self.swapped))
         # what describes a running engine's load; hit rates describe the windows that were
-        self._down_values = self._idle_values + (self.gpu_kv.values, self.cpu_kv.values)
+        self._down_values = self._idle_values + (self.kv_usage.values, self.swap_kv.values)
         self._window_gauges = tuple((fam.values, name) for fam, name in (
             (self.prompt_tps, "prompt_tokens_per_second"), (self.gen_tps, "generation_tokens_per_second"),
             (self.running, "running"), (self.waiting, "waiting"), (self.swapped, "swapped"),
-            (self.gpu_kv, "gpu_kv_cache_usage"), (self.cpu_kv, "cpu_kv_cache_usage"),
+            (self.swap_kv, "swap_kv_cache_usage"),
             (self.prefix_hit, "prefix_cache_hit_rate"), (self.ext_prefix_hit, "external_prefix_cache_hit_rate"),
             (self.mm_cache_hit, "mm_cache_hit_rate"),
         ))
@@ -129,6 +152,9 @@ class EngineMetrics:
             v = f.get(name)
             if v is not None:
                 values[key] = float(v)
+        v = f.get("kv_cache_usage")
+        if v is not None:
+            self.kv_usage.values[(server, eng, _device(f))] = float(v)
         # A window's length is the logging interval; a longer gap means vLLM hid idle windows at
         # DEBUG, and the window that ends now is still one interval long.
         self._window_seen[key] = time.monotonic()
@@ -162,6 +188,10 @@ class EngineMetrics:
         c[key] = c.get(key, 0.0) + max(0, acc or 0)
         c = self.spec_drafted.values
         c[key] = c.get(key, 0.0) + max(0, dra or 0)
+        drafts = drafts_of(f)
+        if drafts:
+            c = self.spec_drafts.values
+            c[key] = c.get(key, 0.0) + drafts
         mean_len = f.get("mean_acceptance_length")
         if mean_len is not None:
             self.spec_mean_len.values[key] = float(mean_len)

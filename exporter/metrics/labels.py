@@ -23,6 +23,8 @@ KNOWN_METHODS = frozenset("GET POST PUT DELETE PATCH HEAD OPTIONS".split())
 POSITIONS = tuple(str(i) for i in range(32))
 _ENGINES = tuple(str(i) for i in range(64))
 MAX_WORKERS = 32
+# where the main KV cache lives, as vLLM words it ("GPU KV cache usage", "CPU KV cache size"...)
+DEVICES = frozenset({"gpu", "cpu", "xpu", "npu", "hpu", "tpu", "gpu + host"})
 _STATUSES = frozenset(int(s) for s in HTTPStatus)
 
 

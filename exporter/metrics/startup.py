@@ -2,21 +2,27 @@
 Reset when the server starts again (its version banner), so nothing of the previous run survives.
 
 Emitted:
-    vllm_log_gpu_kv_cache_tokens, vllm_log_gpu_kv_cache_blocks, vllm_log_max_concurrency,
-    vllm_log_max_model_len_tokens, vllm_log_kv_cache_memory_bytes{worker},
+    vllm_log_kv_cache_tokens{engine,device}, vllm_log_kv_cache_blocks, vllm_log_max_concurrency{engine},
+    vllm_log_max_model_len_tokens{engine}, vllm_log_kv_cache_memory_bytes{worker},
     vllm_log_model_weights_bytes{worker}, vllm_log_model_load_seconds{worker},
     vllm_log_startup_memory_bytes{worker,component=peak_activation|non_torch|cuda_graph},
-    vllm_log_engine_init_seconds, vllm_log_engine_compile_seconds, vllm_log_max_num_seqs,
+    vllm_log_engine_init_seconds{engine}, vllm_log_engine_compile_seconds{engine}, vllm_log_max_num_seqs,
     vllm_log_server_starts_total, vllm_log_last_start_timestamp_seconds,
     vllm_log_build_info{version}, vllm_log_model_info{model,path}
+
+``engine`` is the data-parallel rank of the engine core that logged the fact (its process name,
+``EngineCore_DP1``), 0 without data parallelism: each DP engine logs its own KV size and init time.
 """
 
 from __future__ import annotations
 
+import re
 import time
 
 from exporter.events import Event
-from exporter.metrics.labels import MAX_WORKERS
+from exporter.metrics.labels import DEVICES, MAX_WORKERS, engine_label
+
+_DP_RANK = re.compile(r"_DP(\d+)$")
 
 # The rest of the start-up profile: weights and KV cache have gauges of their own
 # (vllm_log_model_weights_bytes, vllm_log_kv_cache_memory_bytes), not a second copy here.
@@ -32,17 +38,18 @@ class StartupMetrics:
 
     def _declare_startup(self, S: list[str]) -> None:
         c, w, lg = self._counter, self._gauge, self._lasting_gauge
-        W = S + ["worker"]
-        self.kv_tokens = w("vllm_log_gpu_kv_cache_tokens", "GPU KV cache capacity in tokens, from start-up.")
-        self.kv_blocks = w("vllm_log_gpu_kv_cache_blocks", "GPU KV cache blocks, from start-up (V0 and early V1).")
-        self.max_conc = w("vllm_log_max_concurrency", "Maximum concurrency for max-length requests, from start-up.")
-        self.max_len = w("vllm_log_max_model_len_tokens", "Tokens per request the max-concurrency figure assumes.")
+        W, SE = S + ["worker"], S + ["engine"]
+        self.kv_tokens = w("vllm_log_kv_cache_tokens", "Capacity of the main KV cache in tokens, from start-up: GPU "
+                           "memory, or host memory on vLLM's CPU backend (device says which).", SE + ["device"])
+        self.kv_blocks = w("vllm_log_kv_cache_blocks", "KV cache blocks on the GPU, from start-up (V0 and early V1).")
+        self.max_conc = w("vllm_log_max_concurrency", "Maximum concurrency for max-length requests, from start-up.", SE)
+        self.max_len = w("vllm_log_max_model_len_tokens", "Tokens per request the max-concurrency figure assumes.", SE)
         self.kv_mem = w("vllm_log_kv_cache_memory_bytes", "KV cache memory available per worker, from start-up.", W)
         self.weights = w("vllm_log_model_weights_bytes", "Model weight memory per worker, from start-up.", W)
         self.load_secs = w("vllm_log_model_load_seconds", "Model loading time per worker.", W)
         self.startup_mem = w("vllm_log_startup_memory_bytes", "GPU memory found by the start-up profile besides weights and KV cache.", W + ["component"])
-        self.init_secs = w("vllm_log_engine_init_seconds", "Engine init time (profile, KV cache, warm-up).")
-        self.compile_secs = w("vllm_log_engine_compile_seconds", "Compilation part of the engine init time.")
+        self.init_secs = w("vllm_log_engine_init_seconds", "Engine init time (profile, KV cache, warm-up).", SE)
+        self.compile_secs = w("vllm_log_engine_compile_seconds", "Compilation part of the engine init time.", SE)
         self.max_seqs = w("vllm_log_max_num_seqs", "max_num_seqs the server was started with, where logged.")
         self.starts = c("vllm_log_server_starts", "Server starts seen (version banner lines).")
         self.build_info = w("vllm_log_build_info", "vLLM version of the running server.", S + ["version"])
@@ -64,15 +71,23 @@ class StartupMetrics:
             return name
         return self._overflow(server, "worker")
 
+    def _dp_engine(self, server: str, ev: Event) -> str:
+        """The engine that logged a start-up fact: its DP rank from the process name, else 0."""
+        m = _DP_RANK.search(ev.process or "")
+        return "0" if m is None else (engine_label(int(m.group(1))) or self._overflow(server, "engine"))
+
     def _on_kv_cache_size(self, server, ev, f):
-        self._set(self.kv_tokens, (server,), f["tokens"])
+        device = str(f.get("device") or "gpu").lower()
+        self._set(self.kv_tokens, (server, self._dp_engine(server, ev), device if device in DEVICES else "other"),
+                  f["tokens"])
 
     def _on_gpu_blocks(self, server, ev, f):
         self._set(self.kv_blocks, (server,), f["gpu_blocks"])
 
     def _on_max_concurrency(self, server, ev, f):
-        self._set(self.max_conc, (server,), f["concurrency"])
-        self._set(self.max_len, (server,), f["tokens_per_request"])
+        engine = self._dp_engine(server, ev)
+        self._set(self.max_conc, (server, engine), f["concurrency"])
+        self._set(self.max_len, (server, engine), f["tokens_per_request"])
 
     def _on_kv_cache_memory(self, server, ev, f):
         self._set(self.kv_mem, (server, self._worker(server, ev)), f["bytes"])
@@ -95,10 +110,11 @@ class StartupMetrics:
             self._set(self.kv_mem, (server, w), f["kv_cache_bytes"])
 
     def _on_init_engine(self, server, ev, f):
+        engine = self._dp_engine(server, ev)
         if "seconds" in f:
-            self._set(self.init_secs, (server,), f["seconds"])
+            self._set(self.init_secs, (server, engine), f["seconds"])
         if "compilation_seconds" in f:
-            self._set(self.compile_secs, (server,), f["compilation_seconds"])
+            self._set(self.compile_secs, (server, engine), f["compilation_seconds"])
 
     def _on_engine_config(self, server, ev, f):
         if isinstance(f.get("max_num_seqs"), int):

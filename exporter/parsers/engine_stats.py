@@ -34,7 +34,7 @@ _KNOWN = {
     "prefix cache hit rate": ("prefix_cache_hit_rate", ratio),
     "external prefix cache hit rate": ("external_prefix_cache_hit_rate", ratio),
     "mm cache hit rate": ("mm_cache_hit_rate", ratio),
-    "cpu kv cache usage": ("cpu_kv_cache_usage", ratio),
+    "cpu kv cache usage": ("swap_kv_cache_usage", ratio),
 }
 
 
@@ -57,7 +57,7 @@ def current_fields(engine, prompt, gen, running, waiting, preemptions, kv, prefi
     if preemptions is not None:  # logged (0.11.1+) only in an interval that had some
         fields["preemptions"] = int(preemptions)
     fields["device"] = "GPU"
-    fields["gpu_kv_cache_usage"] = percent(kv)
+    fields["kv_cache_usage"] = percent(kv)
     fields["prefix_cache_hit_rate"] = percent(prefix)
     if external is not None:
         fields["external_prefix_cache_hit_rate"] = percent(external)
@@ -105,7 +105,7 @@ def parse_generic(msg: str) -> dict | None:
             fields["device"] = key[: -len(" KV cache usage")]
             v = ratio(value)
             if v is not None:
-                fields["gpu_kv_cache_usage"] = v
+                fields["kv_cache_usage"] = v
         elif k == "kv fetch":
             m = _KV_FETCH.search(value)
             if m:
@@ -118,6 +118,11 @@ def parse_generic(msg: str) -> dict | None:
             fields[snake(key)] = v if v is not None else value
     if "prompt_tokens_per_second" not in fields or "generation_tokens_per_second" not in fields:
         return None
+    if "kv_cache_usage" not in fields and "swap_kv_cache_usage" in fields:
+        # vLLM's CPU backend (V1) calls its main KV cache "CPU KV cache usage"; V0's CPU KV cache is
+        # the swap space, logged beside the GPU's
+        fields["device"] = "CPU"
+        fields["kv_cache_usage"] = fields.pop("swap_kv_cache_usage")
     return fields
 
 

@@ -81,7 +81,7 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
         ("Tensor parallel", str(c.get("tensor_parallel_size", "–"))),
         ("Maximum sequences", str(c.get("max_num_seqs", "–"))),
         ("Configured context", _n(c.get("max_model_len") or c.get("max_seq_len"), "{:,}")),
-        ("GPU KV capacity", _n(c.get("gpu_kv_cache_tokens"), "{:,} tokens")),
+        (f"{c.get('kv_cache_device', 'GPU')} KV capacity", _n(c.get("gpu_kv_cache_tokens"), "{:,} tokens")),
         ("Max-length request concurrency", _n(c.get("max_concurrency"), "{:.2f}x")),
         ("Engine init", _n(c.get("init_seconds"), "{:.2f} s") + (
             f" (compilation {c['compile_seconds']:.2f} s)" if c.get("compile_seconds") is not None else "")),
@@ -104,8 +104,8 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
         (f"Single-active-request median ({t['single_request_windows']} windows)", _n(t["single_request_median"], "{:,.1f} tok/s")),
         ("Single-active-request IQR (Tukey hinges)", f"{iqr[0]:,.1f}-{iqr[1]:,.1f} tok/s" if iqr else "–"),
         (f"Nonzero-window mean ({t['nonzero_windows']} windows)", _n(t["nonzero_mean"], "{:,.1f} tok/s")),
-        ("Peak prompt throughput", _n(t["prompt_peak"], "{:,.1f} tok/s")),
-        ("Peak GPU KV usage", _pct(t["gpu_kv_usage_peak"])),
+        ("Peak prompt throughput (computed tokens: not prefix-cache hits)", _n(t["prompt_peak"], "{:,.1f} tok/s")),
+        (f"Peak {t.get('kv_cache_device', 'GPU')} KV usage", _pct(t["gpu_kv_usage_peak"])),
         ("Peak prefix cache hit rate", _pct(t["prefix_cache_hit_peak"])),
         ("Peak external prefix cache hit rate", _pct(t["external_prefix_cache_hit_peak"])),
     ]
@@ -117,8 +117,11 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
         rows = [
             ("Windows with spec-decode metrics", str(sd["windows"])),
             ("Speculative depth", ", ".join(map(str, sd["depths"])) or "–"),
-            ("Acceptance length median / mean / best", f"{_n(al['median'], '{:.2f}')} / {_n(al['mean'], '{:.2f}')} / {_n(al['best'], '{:.2f}')}"),
-            ("Draft acceptance median / mean / best", f"{_pct(da['median'])} / {_pct(da['mean'])} / {_pct(da['best'])}"),
+            ("Acceptance length over the run (1 + accepted / drafts, vLLM's definition)", _n(sd.get("run_acceptance_length"), "{:.2f}")),
+            ("Acceptance length per window: median / mean of windows / best", f"{_n(al['median'], '{:.2f}')} / {_n(al['mean'], '{:.2f}')} / {_n(al['best'], '{:.2f}')}"),
+            ("Draft acceptance over the run (accepted / drafted tokens)", _pct(sd.get("run_draft_acceptance"))),
+            ("Draft acceptance per window: median / mean of windows / best", f"{_pct(da['median'])} / {_pct(da['mean'])} / {_pct(da['best'])}"),
+            ("Drafts / drafted tokens per draft", f"{sd.get('drafts', 0):,} / " + _n(sd.get("drafted_per_draft"), "{:.2f}")),
             ("Draft acceptance range", f"{_pct(da['worst'])}-{_pct(da['best'])}"),
             ("Accepted speculative throughput median / best", f"{_n(at['median'])} / {_n(at['best'])} tok/s"),
             ("Per-position acceptance (mean)", ", ".join(f"{p:.3f}" for p in sd["per_position_mean"]) or "–"),

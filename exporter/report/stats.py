@@ -13,6 +13,7 @@ from typing import Any
 
 from exporter.events import ERROR_KINDS, KINDS, Event
 from exporter.incidents import busy_window, counts_as_traceback
+from exporter.parsers.spec_decode import drafts_of
 from exporter.report.series import BucketCounts, Tally, Trace
 
 GB = 1e9  # rates are reported in GB/s (10^9), as PCIe is specified
@@ -75,7 +76,8 @@ class RunStats:
         self.prompt = Trace()
         self.prompt_peak: float | None = None
         self.kv_usage = Trace()
-        self.kv_usage_peak: float | None = None
+        self.kv_usage_peak: float | None = None  # of the main KV cache (GPU, or host memory on the CPU backend)
+        self.kv_device = "GPU"
         self.prefix_hit: float | None = None  # peaks
         self.ext_prefix_hit: float | None = None
         self.accept_len = Trace()
@@ -83,7 +85,7 @@ class RunStats:
         self.accept_ratio = Trace()
         self.accept_ratio_values = Tally()
         self.accepted_tps = Tally()
-        self.tokens = {"accepted": 0, "drafted": 0}
+        self.tokens = {"accepted": 0, "drafted": 0, "drafts": 0}
         self.per_position: list[list] = []  # per draft position: [count, sum]
         self.depths: set[int] = set()
         self.transfers = {"store": Transfers(), "load": Transfers()}
@@ -181,7 +183,10 @@ class RunStats:
                 self.facts.setdefault(key, f[key])
 
     def _on_kv_cache_size(self, ev, f):
+        # the main KV cache, whichever device holds it (the key keeps its name for JSON readers)
         self.facts["gpu_kv_cache_tokens"] = f["tokens"]
+        if f.get("device"):
+            self.facts["kv_cache_device"] = str(f["device"])
 
     def _on_gpu_blocks(self, ev, f):
         self.facts["gpu_blocks"] = f["gpu_blocks"]
@@ -248,8 +253,10 @@ class RunStats:
         self._prompt_v(p)
         if self.prompt_peak is None or p > self.prompt_peak:
             self.prompt_peak = p
-        v = f.get("gpu_kv_cache_usage")
+        v = f.get("kv_cache_usage")
         if v is not None:
+            if "device" in f:
+                self.kv_device = f["device"]
             self._kv_t(t)
             self._kv_v(v)
             if self.kv_usage_peak is None or v > self.kv_usage_peak:
@@ -280,6 +287,7 @@ class RunStats:
             self._tps(v)
         self.tokens["accepted"] += f.get("accepted_tokens") or 0
         self.tokens["drafted"] += f.get("drafted_tokens") or 0
+        self.tokens["drafts"] += drafts_of(f) or 0
         for i, v in enumerate(f.get("per_position_acceptance_rate") or []):
             while len(self.per_position) <= i:
                 self.per_position.append([0, 0])
@@ -429,6 +437,7 @@ class RunStats:
             "nonzero_mean": nz_sum / nz_n if nz_n else None,
             "prompt_peak": self.prompt_peak,
             "gpu_kv_usage_peak": self.kv_usage_peak,
+            "kv_cache_device": self.kv_device,
             "prefix_cache_hit_peak": self.prefix_hit,
             "external_prefix_cache_hit_peak": self.ext_prefix_hit,
         }
@@ -440,6 +449,12 @@ class RunStats:
             "depths": sorted(self.depths),
             "accepted_tokens": self.tokens["accepted"],
             "drafted_tokens": self.tokens["drafted"],
+            # over the whole run, as vLLM defines them (its /metrics counters give the same):
+            # 1 + accepted / drafts, accepted / drafted, drafted / drafts
+            "drafts": self.tokens["drafts"],
+            "run_acceptance_length": 1 + self.tokens["accepted"] / self.tokens["drafts"] if self.tokens["drafts"] else None,
+            "run_draft_acceptance": self.tokens["accepted"] / self.tokens["drafted"] if self.tokens["drafted"] else None,
+            "drafted_per_draft": self.tokens["drafted"] / self.tokens["drafts"] if self.tokens["drafts"] else None,
             "acceptance_length": {"median": lens.median(), "mean": lens.mean(), "best": lens.high},
             "draft_acceptance": {"median": ratios.median(), "mean": ratios.mean(), "best": ratios.high, "worst": ratios.low},
             "accepted_throughput": {"median": tps.median(), "best": tps.high},
