@@ -29,6 +29,12 @@ def _by(*labels: str) -> str:
     return ", ".join([*C.KEEP_LABELS, *labels])
 
 
+# The last state the log put a server in (vllm_log_server_state): a stop that was asked for (SIGTERM,
+# a deploy), or a dead engine, which VllmEngineDead reports.
+STOPPED = 'vllm_log_server_state{state="stopped"} == 1'
+STOPPED_OR_DEAD = 'vllm_log_server_state{state=~"stopped|dead"} == 1'
+
+
 def groups() -> list[dict]:
     BS, BSE, BSD = _by("server"), _by("server", "engine"), _by("server", "direction")
     errors = [
@@ -90,8 +96,12 @@ def groups() -> list[dict]:
         },
         {
             "alert": "VllmEngineStalled",
+            # The exporter zeroes the stalled gauge at a stop or death and lets no window logged after
+            # it (in-flight requests at SIGTERM) arm it again; the rule says the same from the state,
+            # so a stopped or dead server never reads as stalled whatever the exporter's version.
             "expr": f"max by ({BSE}) (vllm_log_engine_stalled) == 1\n"
-                    f"  and on ({BS}) max by ({BS}) (vllm_log_exporter_source_up) == 1",
+                    f"  and on ({BS}) max by ({BS}) (vllm_log_exporter_source_up) == 1\n"
+                    f"  unless on ({BS}) {STOPPED_OR_DEAD}",
             "for": "1m",
             "labels": {"severity": "critical"},
             "annotations": {
@@ -175,14 +185,15 @@ def groups() -> list[dict]:
         {
             "alert": "VllmKvCacheFull",
             "expr": (
-                f"max by ({BSE}) (vllm_log_kv_cache_usage_ratio) > {C.KV_CACHE_FULL_RATIO:g}\n"
+                f"max by ({BSE}, device) (vllm_log_kv_cache_usage_ratio) > {C.KV_CACHE_FULL_RATIO:g}\n"
                 f"  and on ({BSE}) max by ({BSE}) (vllm_log_requests_waiting) > 0"
             ),
             "for": "5m",
             "labels": {"severity": "warning"},
             "annotations": {
-                "summary": "GPU KV cache of {{ $labels.server }} is {{ $value | humanizePercentage }} full with requests waiting",
-                "description": "The GPU KV cache has been nearly full for 5 minutes while requests queue (engine {{ $labels.engine }}). "
+                "summary": "KV cache of {{ $labels.server }} is {{ $value | humanizePercentage }} full with requests waiting",
+                "description": "The KV cache (device {{ $labels.device }}) has been nearly full for 5 minutes while requests "
+                               "queue (engine {{ $labels.engine }}). "
                                "Requests wait or get preempted; shorten contexts, lower --max-num-seqs, or add KV memory.",
             },
         },
@@ -231,7 +242,8 @@ def groups() -> list[dict]:
         },
         {
             "alert": "VllmLogSourceDown",
-            "expr": "vllm_log_exporter_source_up == 0",
+            # a container source goes down on every deploy: not when the server was stopped on purpose
+            "expr": f"vllm_log_exporter_source_up == 0\n  unless on ({BS}) {STOPPED}",
             "for": "5m",
             "labels": {"severity": "warning"},
             "annotations": {
@@ -244,7 +256,8 @@ def groups() -> list[dict]:
             "alert": "VllmLogStale",
             "expr": (
                 f"time() - vllm_log_last_line_timestamp_seconds > {C.LOG_STALE_MINUTES * 60}\n"
-                f"  and on ({BS}) vllm_log_exporter_source_up == 1"
+                f"  and on ({BS}) vllm_log_exporter_source_up == 1\n"
+                f"  unless on ({BS}) {STOPPED}"  # a server stopped on purpose logs nothing more
             ),
             "labels": {"severity": "warning"},
             "annotations": {

@@ -14,7 +14,7 @@ DRAFT_ACCEPTANCE_MIN = 0.5
 # seed article measured 50-55 GB/s; PCIe 4.0 x16 is half that. 20 GB/s flags a link that fell back.
 KV_OFFLOAD_MIN_BYTES_PER_SECOND = 20e9
 
-# GPU KV cache this full while requests wait.
+# The main KV cache (GPU memory, or host memory on vLLM's CPU backend) this full while requests wait.
 KV_CACHE_FULL_RATIO = 0.95
 
 # Share of 5xx responses, and of 429s, over 5 minutes.

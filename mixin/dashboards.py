@@ -5,8 +5,8 @@ the datasource, ``job`` (the exporters' scrape job), ``host`` (the external labe
 Prometheus agent), ``instance`` (the exporter),
 ``server`` and ``engine`` (multi-select with "All"), stable uids, and on every panel a unit, a
 description, thresholds that mean something (never Grafana's default green/red at 80) and, where an
-alert watches the figure, the alert's threshold drawn as a line. Server starts and each error kind
-are annotations on every board, so a drop in throughput lines up with its cause. The datasource is
+alert watches the figure, the alert's threshold drawn as a line. Server starts, stops and each error
+kind are annotations on every board, so a drop in throughput lines up with its cause. The datasource is
 the ``${datasource}`` variable, never an import-time ``${DS_...}`` input (provisioning does not
 resolve those). tests/test_mixin.py holds grafana/dashboard-linter's rules as a test.
 """
@@ -22,8 +22,13 @@ SE = S + ', engine=~"$engine"'
 TOKS = "suffix: tok/s"
 NEUTRAL = "blue"  # a figure that is neither good nor bad (capacity, version): not Grafana's default red
 GOOD, WARN, BAD = "green", "orange", "red"
+GREY = "#8e8e8e"  # over, on purpose: a stopped server
 UP_DOWN = [{"type": "value", "options": {"0": {"text": "Down", "color": BAD, "index": 0},
                                          "1": {"text": "Up", "color": GOOD, "index": 1}}}]
+# vllm_log_server_state{state}: the state that reads 1, as a number the value mappings name and colour
+SERVER_STATES = (("starting", NEUTRAL), ("serving", GOOD), ("stopped", GREY), ("dead", BAD), ("failed", BAD))
+STATE_MAPPINGS = [{"type": "value", "options": {
+    str(i): {"text": state, "color": colour, "index": i - 1} for i, (state, colour) in enumerate(SERVER_STATES, 1)}}]
 # HTTP status colours by the legend (the status code): 5xx red, 4xx orange, 2xx green
 HTTP_COLOURS = [
     {"matcher": {"id": "byRegexp", "options": pattern},
@@ -180,6 +185,8 @@ def _annotation(name: str, expr: str, colour: str, title: str) -> dict:
 ANNOTATIONS = [
     _annotation("Server starts", f"sum by (server) (increase(vllm_log_server_starts_total{{{S}}}[$__interval])) > 0",
                 "blue", "server start"),
+    _annotation("Stops", f"sum by (server) (increase(vllm_log_server_stops_total{{{S}}}[$__interval])) > 0",
+                GREY, "server stopped (asked for)"),
 ] + [
     _annotation(label, f'sum by (server) (increase(vllm_log_errors_total{{{S}, kind="{kind}"}}[$__interval])) > 0',
                 colour, label)
@@ -196,6 +203,13 @@ def _http_ratio(status_match: str) -> str:
     return f"({part} or {total} * 0) / {total}"
 
 
+def _server_state() -> str:
+    """Per server, the number of its state (SERVER_STATES order) that reads 1."""
+    terms = "\n  or ".join(f'{i} * vllm_log_server_state{{{S}, state="{state}"}}'
+                           for i, (state, _) in enumerate(SERVER_STATES, 1))
+    return f"max by (host, instance, server) (\n  {terms}\n)"
+
+
 def overview() -> dict:
     b = Board("vllm-log-overview", "vLLM / Overview",
               "Throughput, queue, KV cache, HTTP status and errors of vLLM servers, from their logs.",
@@ -206,17 +220,15 @@ def overview() -> dict:
     b.stat("Log source up", [(f"vllm_log_exporter_source_up{{{S}}}", "{{server}}")], "none", mappings=UP_DOWN,
            steps=[(None, BAD), (1, GOOD)],
            description="The exporter has the server's log open (file, container, journal).")
+    b.stat("Server state", [(_server_state(), "{{server}}")], "none", mappings=STATE_MAPPINGS,
+           steps=[(None, NEUTRAL)], decimals=0,
+           description="What the log last said of the server: starting (version banner), serving (ready or a stats "
+                       "window), stopped (a stop that was asked for: SIGTERM, Ctrl-C, a deploy), dead (its engine "
+                       "died) or failed (its start failed). Empty until the log says any of these.")
     b.stat("Last log line", [(f"time() - vllm_log_last_line_timestamp_seconds{{{S}}}", "{{server}}")], "s",
            steps=[(None, GOOD), (300, WARN), (C.LOG_STALE_MINUTES * 60, BAD)], decimals=0,
            description="Seconds since the exporter last read a line; red from the VllmLogStale alert's "
                        f"{C.LOG_STALE_MINUTES} minutes. An idle vLLM that nobody scrapes is quiet.")
-    b.stat("Server starts", [(f"sum by (server) (round(increase(vllm_log_server_starts_total{{{S}}}[$__range])))",
-                              "{{server}}")],
-           "none", steps=[(None, GOOD), (2, WARN)], decimals=0,
-           description="Start-up banners in the time range: more than one means restarts.")
-    b.stat("Errors in range", [(f"sum(round(increase(vllm_log_errors_total{{{S}}}[$__range])))", "errors")], "none",
-           steps=[(None, GOOD), (1, BAD)], decimals=0,
-           description="OOMs, CUDA/NCCL errors, dead engines and other tracebacks in the time range.")
     b.stat("Engines stalled", [(f"sum by (server) (vllm_log_engine_stalled{{{SE}}})", "{{server}}")], "none",
            steps=[(None, GOOD), (1, BAD)], decimals=0,
            description="Engines whose last stats window was busy and that logged none for 3 intervals since: hung "
@@ -225,22 +237,38 @@ def overview() -> dict:
            options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
                     "textMode": "name", "colorMode": "none", "graphMode": "none"},
            description="The version in the last start-up banner of each server.")
+    b.stat("Server starts", [(f"sum by (server) (round(increase(vllm_log_server_starts_total{{{S}}}[$__range])))",
+                              "{{server}}")],
+           "none", steps=[(None, GOOD), (2, WARN)], decimals=0, w=8,
+           description="Start-up banners in the time range: more than one means restarts.")
+    b.stat("Stops (asked for)", [(f"sum by (server) (round(increase(vllm_log_server_stops_total{{{S}}}[$__range])))",
+                                  "{{server}}")],
+           "none", decimals=0, w=8,
+           description="Stops that were asked for in the time range (SIGTERM or SIGINT: a deploy, a restart, Ctrl-C), "
+                       "from vLLM's shutdown lines. Not deaths: those are in Errors. A start with no stop before it "
+                       "followed a death or a kill.")
+    b.stat("Errors in range", [(f"sum(round(increase(vllm_log_errors_total{{{S}}}[$__range])))", "errors")], "none",
+           steps=[(None, GOOD), (1, BAD)], decimals=0, w=8,
+           description="OOMs, CUDA/NCCL errors, dead engines and other tracebacks in the time range.")
     b.row("Throughput and queue")
     b.timeseries("Generation throughput", [(f"vllm_log_generation_throughput_tokens_per_second{{{SE}}}", "{{server}} e{{engine}}")],
                  TOKS, min_=0, description="Average generation throughput of each stats window; 0 two intervals "
                                            "after the last window (vLLM logs nothing while idle).")
     b.timeseries("Prompt throughput", [(f"vllm_log_prompt_throughput_tokens_per_second{{{SE}}}", "{{server}} e{{engine}}")],
-                 TOKS, min_=0, description="Average prompt (prefill) throughput of each stats window.")
+                 TOKS, min_=0, description="Average prompt (prefill) throughput of each stats window: the prompt tokens "
+                                           "the engine computed, as the log counts them since vLLM 0.10.2 (prefix-cache "
+                                           "hits and KV transferred in are not in it).")
     b.timeseries("Requests running and waiting", [
         (f"vllm_log_requests_running{{{SE}}}", "running {{server}} e{{engine}}"),
         (f"vllm_log_requests_waiting{{{SE}}}", "waiting {{server}} e{{engine}}"),
     ], "short", min_=0, decimals=0,
         description="Requests in the batch and in the queue at each stats window. Waiting with a full KV cache: "
                     "the server is at capacity.")
-    b.timeseries("GPU KV cache usage", [(f"vllm_log_kv_cache_usage_ratio{{{SE}}}", "{{server}} e{{engine}}")],
+    b.timeseries("KV cache usage", [(f"vllm_log_kv_cache_usage_ratio{{{SE}}}", "{{server}} e{{engine}} {{device}}")],
                  "percentunit", min_=0, max_=1, steps=[(None, GOOD), (C.KV_CACHE_FULL_RATIO, BAD)], line=True,
-                 description=f"Share of the GPU KV cache in use; the dashed line is VllmKvCacheFull's "
-                             f"{C.KV_CACHE_FULL_RATIO:.0%}.")
+                 description=f"Share of the main KV cache in use: GPU memory, or host memory on vLLM's CPU backend "
+                             f"(the device in the legend; V0's CPU swap space is not this). The dashed line is "
+                             f"VllmKvCacheFull's {C.KV_CACHE_FULL_RATIO:.0%}.")
     b.timeseries("Prefix cache hit rate", [
         (f"vllm_log_prefix_cache_hit_ratio{{{SE}}}", "{{server}} e{{engine}}"),
         (f"vllm_log_external_prefix_cache_hit_ratio{{{SE}}}", "external {{server}} e{{engine}}"),
@@ -249,8 +277,12 @@ def overview() -> dict:
                                                   "multimodal is its encoder cache, for vision models.")
     b.timeseries("Tokens per second (from window counters)", [
         (f"sum by (server) (rate(vllm_log_generation_tokens_total{{{SE}}}[$__rate_interval]))", "generated {{server}}"),
-        (f"sum by (server) (rate(vllm_log_computed_prompt_tokens_total{{{SE}}}[$__rate_interval]))", "prompt {{server}}"),
-    ], TOKS, min_=0, description="Window average x window length, summed over engines: what the windows add up to.")
+        (f"sum by (server) (rate(vllm_log_computed_prompt_tokens_total{{{SE}}}[$__rate_interval]))",
+         "computed prompt {{server}}"),
+    ], TOKS, min_=0, description="Window average x window length, summed over engines: what the windows add up to. "
+                                 "Prompt tokens are those the engine computed: prefix-cache hits and KV transferred in "
+                                 "are not counted (compare with vLLM's "
+                                 "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}).")
     b.timeseries("Preemptions", [
         (f"sum by (server) (increase(vllm_log_preemptions_total{{{SE}}}[$__rate_interval]))", "{{server}}")],
         "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 80},
@@ -301,19 +333,35 @@ def overview() -> dict:
     return b.model()
 
 
+def _run_level_acceptance_length(sel: str, window: str, fn: str) -> str:
+    """1 + accepted / drafts from the counters: vLLM's mean acceptance length over every draft in the window."""
+    return (f"1 + sum by (server) ({fn}(vllm_log_spec_decode_accepted_tokens_total{{{sel}}}[{window}]))"
+            f" / sum by (server) ({fn}(vllm_log_spec_decode_drafts_total{{{sel}}}[{window}]))")
+
+
 def spec_decode() -> dict:
     b = Board("vllm-log-spec-decode", "vLLM / Speculative decoding",
               "Acceptance of drafted tokens: per window, per position, and weighted by tokens.",
               ["vllm-log-exporter", "vllm"])
     b.row("Acceptance")
-    b.timeseries("Mean acceptance length", [(f"vllm_log_spec_decode_mean_acceptance_length{{{SE}}}", "{{server}} e{{engine}}")],
-                 "short", min_=1, description="Tokens emitted per verification step, including the bonus token.")
+    b.stat("Mean acceptance length over the range (1 + accepted / drafts)",
+           [(_run_level_acceptance_length(SE, "$__range", "increase"), "{{server}}")], "none", w=4, h=8, decimals=2,
+           description="The run-level mean acceptance length: tokens emitted per draft, bonus token included, "
+                       "from the counters over the whole time range (1 + accepted tokens / drafts), so every "
+                       "draft weighs the same. Not the mean of the windows' logged means.")
+    b.timeseries("Mean acceptance length", [
+        (f"vllm_log_spec_decode_mean_acceptance_length{{{SE}}}", "window {{server}} e{{engine}}"),
+        (_run_level_acceptance_length(SE, "$__rate_interval", "rate"), "1 + accepted / drafts {{server}}"),
+    ], "short", min_=1, w=10,
+        description="Tokens emitted per draft, including the bonus token. window: the gauge, the mean vLLM logged "
+                    "for each engine's last stats window. 1 + accepted / drafts: the ratio of the counters over the "
+                    "rate interval, summed over engines, so busy and quiet windows weigh by their drafts.")
     b.timeseries("Draft acceptance", [
         (f"vllm_log_spec_decode_draft_acceptance_ratio{{{SE}}}", "window {{server}} e{{engine}}"),
         (f"sum by (server) (rate(vllm_log_spec_decode_accepted_tokens_total{{{SE}}}[$__rate_interval]))"
          f" / sum by (server) (rate(vllm_log_spec_decode_drafted_tokens_total{{{SE}}}[$__rate_interval]))",
          "token-weighted {{server}}"),
-    ], "percentunit", min_=0, max_=1, steps=[(None, BAD), (C.DRAFT_ACCEPTANCE_MIN, GOOD)], line=True,
+    ], "percentunit", min_=0, max_=1, steps=[(None, BAD), (C.DRAFT_ACCEPTANCE_MIN, GOOD)], line=True, w=10,
         description=f"Drafted tokens accepted, per window and weighted by tokens; below the dashed line "
                     f"({C.DRAFT_ACCEPTANCE_MIN:.0%}, VllmDraftAcceptanceCollapsed) drafting costs more than it gives.")
     b.heatmap("Mean acceptance length per window",
@@ -328,11 +376,19 @@ def spec_decode() -> dict:
                "percentunit", min_=0, max_=1, w=8, steps=[(None, BAD), (C.DRAFT_ACCEPTANCE_MIN, WARN), (0.8, GOOD)],
                description="Acceptance at each draft position: later positions are accepted less often.")
     b.stat("Speculative depth", [(f"vllm_log_spec_decode_depth{{{SE}}}", "{{server}} e{{engine}}")], "none", w=4, h=8,
-           decimals=0, description="Draft tokens proposed per step (num_speculative_tokens).")
+           decimals=0, description="The configured number of draft tokens per step (num_speculative_tokens).")
+    b.stat("Drafted tokens per draft", [
+        (f"sum by (server) (increase(vllm_log_spec_decode_drafted_tokens_total{{{SE}}}[$__range]))"
+         f" / sum by (server) (increase(vllm_log_spec_decode_drafts_total{{{SE}}}[$__range]))", "{{server}}")],
+        "none", w=4, h=8, decimals=2,
+        description="Draft tokens proposed per draft over the time range (drafted / drafts), beside the configured "
+                    "depth: the depth when every draft is full length, less when the proposer drafts fewer. Drafts "
+                    "are derived from each window's line (accepted / (mean acceptance length - 1)), so expect a few "
+                    "% either side.")
     b.timeseries("Accepted vs drafted tokens", [
         (f"sum by (server) (rate(vllm_log_spec_decode_accepted_tokens_total{{{SE}}}[$__rate_interval]))", "accepted {{server}}"),
         (f"sum by (server) (rate(vllm_log_spec_decode_drafted_tokens_total{{{SE}}}[$__rate_interval]))", "drafted {{server}}"),
-    ], TOKS, min_=0, description="Draft tokens proposed and accepted per second, summed over engines.")
+    ], TOKS, min_=0, w=8, description="Draft tokens proposed and accepted per second, summed over engines.")
     return b.model()
 
 
@@ -341,19 +397,23 @@ def memory_kv() -> dict:
               "Start-up capacity facts (KV tokens, concurrency, memory split) and KV offload over PCIe.",
               ["vllm-log-exporter", "vllm"])
     b.row("Capacity found at start-up")
-    b.stat("GPU KV cache", [(f"vllm_log_kv_cache_tokens{{{S}}}", "{{server}}")], "suffix: tokens", decimals=0,
-           description="Tokens the GPU KV cache holds, as found by the start-up profile.")
-    b.stat("Max concurrency", [(f"vllm_log_max_concurrency{{{S}}}", "{{server}}")], "suffix:x", decimals=2,
+    b.stat("KV cache capacity", [(f"vllm_log_kv_cache_tokens{{{SE}}}", "{{server}} e{{engine}} {{device}}")],
+           "suffix: tokens", decimals=0,
+           description="Tokens the main KV cache of each engine holds, as found by the start-up profile: GPU memory, "
+                       "or host memory on vLLM's CPU backend (the device in the name).")
+    b.stat("Max concurrency", [(f"vllm_log_max_concurrency{{{SE}}}", "{{server}} e{{engine}}")], "suffix:x", decimals=2,
            steps=[(None, BAD), (1, GOOD)],
-           description="Requests of the full configured length that fit in the KV cache at once; below 1 a "
+           description="Requests of the full configured length that fit in each engine's KV cache at once; below 1 a "
                        "full-length request cannot be served.")
-    b.stat("Context length", [(f"vllm_log_max_model_len_tokens{{{S}}}", "{{server}}")], "suffix: tokens", decimals=0,
+    b.stat("Context length", [(f"vllm_log_max_model_len_tokens{{{SE}}}", "{{server}} e{{engine}}")], "suffix: tokens",
+           decimals=0,
            description="Tokens per request the concurrency figure assumes (max_model_len).")
     b.stat("KV cache memory (all workers)", [(f"sum by (server) (vllm_log_kv_cache_memory_bytes{{{S}}})", "{{server}}")],
            "bytes", description="GPU memory the workers gave to the KV cache, summed.")
-    b.stat("Engine init", [(f"vllm_log_engine_init_seconds{{{S}}}", "init {{server}}"),
-                           (f"vllm_log_engine_compile_seconds{{{S}}}", "compile {{server}}")], "s",
-           description="Profile, KV cache creation and warm-up at start, and the compilation part of it.")
+    b.stat("Engine init", [(f"vllm_log_engine_init_seconds{{{SE}}}", "init {{server}} e{{engine}}"),
+                           (f"vllm_log_engine_compile_seconds{{{SE}}}", "compile {{server}} e{{engine}}")], "s",
+           description="Profile, KV cache creation and warm-up at start, and the compilation part of it, per engine "
+                       "(data-parallel rank).")
     b.stat("CPU offload pool", [(f"vllm_log_kv_offload_pool_bytes{{{S}}}", "{{server}}")], "bytes",
            description="Host memory set aside for KV offload at start-up.")
     b.bargauge("GPU memory split per worker",

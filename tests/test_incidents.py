@@ -99,3 +99,20 @@ def test_a_failed_start_logged_three_times_is_one_with_its_reason_and_one_withou
     derived(life, "startup_failure", 401.0, reason="other")
     assert [(e.kind, e.fields["reason"]) for e in life.tick(None)] == [("start_failure_reason", "other")]
     assert life.tick(None) == []
+
+
+def test_a_busy_window_after_a_stop_does_not_arm_the_stall_check():
+    stop = "(APIServer pid=53) INFO 08-04 02:47:00 [launcher.py:254] [shutdown] API server: shutdown triggered"
+    busy = ("(APIServer pid=53) INFO 08-04 02:47:01 [loggers.py:335] Engine 000: Avg prompt throughput: 10.0 tokens/s, "
+            "Avg generation throughput: 50.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 5.0%, "
+            "Prefix cache hit rate: 0.0%")
+    m = Metrics(process_metrics=False, stats_interval=10)
+    m.add_server("s")
+    p = Pipeline(Clock(year=2026))
+    for line in (BANNER, READY, busy, stop, busy):
+        m.observe_many("s", p.feed(line)[1])
+    m.go_idle(10_000.0, log_time=True)  # long after: a busy engine would read stalled
+    s = samples(m.render().decode())
+    assert value(s, "vllm_log_engine_stalled", server="s", engine="0") == 0
+    assert value(s, "vllm_log_server_stops_total", server="s") == 1
+    assert value(s, "vllm_log_server_state", server="s", state="stopped") == 1

@@ -111,6 +111,21 @@ def _lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
+def _capture(out: Path, scenario: str, extra: list[str], timeout: float = 900) -> tuple[int, str]:
+    """tools/capture_vllm_run.py for one scenario; past ``timeout`` it gets SIGTERM, on which it
+    kills its server's process group before it exits."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tools" / "capture_vllm_run.py"), str(out), "--scenario",
+                             scenario, "--stats-interval", str(STATS_INTERVAL), "--traffic-seconds", "16", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        _, err = proc.communicate(timeout=120)
+        return -1, f"timed out after {timeout:.0f} s\n{err}"
+    return proc.returncode, err
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("live-vllm")
@@ -124,11 +139,8 @@ def live(tmp_path_factory):
                 state = Live(tmp, ex, prom, receiver)
                 for scenario, server in SERVERS.items():
                     extra = ["--inflight-at-stop", "0"] if scenario == "traffic" else []
-                    r = subprocess.run([sys.executable, str(ROOT / "tools" / "capture_vllm_run.py"),
-                                        str(tmp / scenario), "--scenario", scenario, "--stats-interval",
-                                        str(STATS_INTERVAL), "--traffic-seconds", "16", *extra],
-                                       capture_output=True, text=True, timeout=900, cwd=ROOT)
-                    assert r.returncode == 0, f"{scenario}: {r.stderr[-4000:]}"
+                    rc, err = _capture(tmp / scenario, scenario, extra)
+                    assert rc == 0, f"{scenario}: {err[-4000:]}"
                     log = tmp / scenario / "vllm.log"
                     # the exporter has read every line (its flush of open tracebacks follows within 2 s)
                     wait_until(lambda: ex.value("vllm_log_exporter_lines_total", server=server) >= _lines(log),
@@ -195,9 +207,15 @@ def test_a_routine_stop_is_a_stop_and_pages_nobody(live):
         assert live.value(scenario, "vllm_log_requests_running") == 0
         assert not live.alerts(server) and not live.alerts(server, "pending"), scenario
         assert not live.pushed(server), scenario
-    # what made it a false alarm before: the DP stop with streams in flight logs an EngineDeadError
-    log = (live.dir("dp2") / "vllm.log").read_text(errors="replace")
-    assert "EngineDeadError" in log and "[shutdown] API server: shutdown triggered" in log
+    # what made it a false alarm before: a stop with requests in flight often logs an EngineDeadError
+    # (not every time: it races the engine's exit; the captures in tests/fixtures/vllm-0.32-cpu hold
+    # one for certain). When it did, it was seen and counted as nothing.
+    for scenario in ("traffic", "dp2"):
+        log = (live.dir(scenario) / "vllm.log").read_text(errors="replace")
+        assert "[shutdown] API server: shutdown triggered" in log
+        if "EngineDeadError" in log:
+            print(f"{scenario}: the stop logged an EngineDeadError")
+            assert live.value(scenario, "vllm_log_exporter_events_total", kind="engine_dead") >= 1
 
 
 # -- (b) SIGKILL of the EngineCore ----------------------------------------------------------------

@@ -256,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="traffic, dp2: streaming requests still running when SIGTERM is sent")
     ap.add_argument("--keep-tmp", action="store_true", help="keep the model and caches (printed)")
     args = ap.parse_args(argv)
+    # SIGTERM (a test's timeout, Ctrl-C's cousin) unwinds through the `finally`s, which kill the
+    # server's process group: no vLLM outlives its capture
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if args.health_timeout is None:
         args.health_timeout = 600.0 if args.scenario == "dp2" else 300.0
 

@@ -159,6 +159,7 @@ class Metrics(EngineMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics):
         for result in RESULTS:
             self.lines.touch((server, result))
         self.starts.touch((server,))
+        self.stops.touch((server,))  # increase() sees the first stop too
         self.source_restarts.touch((server,))
         for event in SOURCE_EVENTS:
             self.source_events.touch((server, event))
