@@ -9,7 +9,9 @@ exception line and the numbers the message gives (GPU, bytes asked for, free), b
 Deaths and failed starts are exporter.lifecycle's ``engine_death`` and ``start_failed``: a routine
 stop's EngineDeadError pages nobody. A failed start's alert is sent at its first signal and sent
 again when the log gives its reason (``start_failure_reason``: the reason and its words, or the
-root cause's exception line when no known reason fits).
+root cause's exception line when no known reason fits). It is held back until then, for at most
+REASON_WAIT_SECONDS: Alertmanager notifies once per alert, so the words of the first post are the
+ones a receiver sees.
 
 How long they last: an OOM or GPU error as long as the rules' ``increase(...[10m])`` would say
 (10 minutes from when the line was read); a dead engine or a failed start-up until the server starts again
@@ -23,12 +25,16 @@ import time
 from dataclasses import dataclass, field
 
 from exporter.events import Event
+from exporter.lifecycle import FAILED_START_QUIET_SECONDS
 
 RECENT_SECONDS = 600.0  # the rules' 10-minute window
 # docs/runbook.md, one section per alert (the anchor is the alert's name in lower case); the rules
 # take the same base from mixin/config.py
 RUNBOOK_URL = "https://github.com/vllm-log-exporter/vllm-log-exporter/blob/main/docs/runbook.md"
 DESCRIPTION_BYTES = 1024
+# a failed start's reason follows its first line within the traceback's idle flush; with no known
+# reason, "other" and the root cause come when the failed start is over (FAILED_START_QUIET_SECONDS)
+REASON_WAIT_SECONDS = FAILED_START_QUIET_SECONDS + 2.0
 
 
 @dataclass
@@ -39,6 +45,7 @@ class Alert:
     ends_at: float | None = None  # None: until resolved by a start
     sent_at: float | None = None
     changed: bool = True
+    hold_until: float | None = None  # not sent before then unless released (a failed start's reason)
 
     def to_api(self) -> dict:
         """Alertmanager API v2's postable alert."""
@@ -126,7 +133,8 @@ class Alerts:
             # line read late, from a backlog, must not arrive already over)
             ends = None if ev.kind in ("engine_death", "start_failed") else max(starts, now) + RECENT_SECONDS
             key = tuple(sorted(labels.items()))
-            self.active[key] = Alert(labels, annotations, starts, ends)
+            hold = now + REASON_WAIT_SECONDS if ev.kind == "start_failed" else None
+            self.active[key] = Alert(labels, annotations, starts, ends, hold_until=hold)
 
     def _reason(self, server: str, ev: Event) -> None:
         """The failed start's reason, and its words (or its root cause's), into its open alert."""
@@ -134,7 +142,7 @@ class Alerts:
             if a.labels["server"] == server and a.labels["alertname"] == "VllmStartupFailed" and a.ends_at is None:
                 description, extra = _description(ev)
                 a.annotations.update(description=description, **extra)
-                a.changed = True
+                a.changed, a.hold_until = True, None
 
     def _started(self, server: str, now: float) -> None:
         """A server start resolves its dead engine and its failed start."""
@@ -148,6 +156,8 @@ class Alerts:
         now = time.time() if now is None else now
         out = []
         for key, a in list(self.active.items()):
+            if a.hold_until is not None and now < a.hold_until:
+                continue
             over = a.ends_at is not None and a.ends_at <= now
             if a.changed or (not over and (a.sent_at is None or now - a.sent_at >= repeat_seconds)):
                 out.append(a)

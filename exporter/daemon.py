@@ -247,7 +247,7 @@ class Daemon:
             self._auth = webconfig.Auth(wc.users)
             middlewares.append(self._auth.middleware())
         app = make_app(self.metrics.render, self.cfg.telemetry_path, self.sources, middlewares, self.problems,
-                       render_openmetrics=self.metrics.render_openmetrics)
+                       render_openmetrics=self.metrics.render_openmetrics, notes=self.metrics.notes)
         self._web = web.AppRunner(app, access_log=None)
         await self._web.setup()
         ssl_context = wc.ssl_context if wc is not None else None

@@ -32,6 +32,12 @@ KINDS = (
     "startup_failure",
     "traceback",
     "log",
+    # the warm-up run at start-up, vLLM's own hang warning, stats lines it will not log, a client's
+    # request refused (a client error vLLM logs at ERROR)
+    "warmup",
+    "shm_broadcast_wait",
+    "stats_disabled",
+    "request_error",
     # a server ready to serve, a stop asked for (exporter.parsers.lifecycle)
     "ready",
     "shutdown",

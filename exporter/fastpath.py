@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
-from exporter.framing import (BARE_RESET, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, TRACEBACK_START, Clock,
-                              record_time)
+from exporter.framing import (BARE_RESET, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, PROCESS_NAME_P, TRACEBACK_START,
+                              Clock, record_time)
 from exporter.parsers import NO_NEEDLE_FILTERS, engine_stats, kv_transfer, spec_decode
 
 _WRAPPER = re.compile(JOURNALD_RECORD_P)
@@ -26,7 +26,7 @@ _WRAPPER = re.compile(JOURNALD_RECORD_P)
 # the same places; a line it does not fit is matched by the whole pattern.
 _WRAPPER_COMMON = re.compile(
     r"([A-Z][a-z]{2}) {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) (\S+) ([^\s\[:]+)\[(\d+)\]: "
-    r"(\(([A-Za-z_]\w*) pid=(\d+)\) (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) "
+    rf"(\(({PROCESS_NAME_P}) pid=(\d+)\) (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) "
     r"\[([^\s\]]+):(\d+)\] )")
 
 # (what the message starts with, kind, its exact pattern, fields from that pattern's groups)

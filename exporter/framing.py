@@ -41,8 +41,12 @@ _RANK = re.compile(r"\[rank(\d+)\]:? ?")
 _GCP = re.compile(r"(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL) (?=\d{4}-\d\d-\d\dT)")
 _GCP_LABEL = re.compile(r"\[resource\.labels\.containerName: ([^\]]+)\] ")
 
-# "(APIServer pid=53) ", "(VllmWorker rank=0 pid=12) ", "(RayWorkerWrapper pid=1, ip=10.0.0.2) ".
-_PROCESS_P = r"\(([A-Za-z_][\w]*(?: rank=\d+)?) pid=(\d+)(?:, ip=[^)]*)?\) ?"
+# "(APIServer pid=53) ", "(VllmWorker rank=0 pid=12) ", "(RayWorkerWrapper pid=1, ip=10.0.0.2) ",
+# "(VllmWorker-0 pid=10614) ". The name is whatever vLLM's decorate_logs() was given, else the
+# multiprocessing process name (vllm/utils/system_utils.py:197 in 0.32): multiproc_executor names its
+# workers f"VllmWorker-{rank}" and nested processes are "SpawnProcess-1:2", hence "-", ":" and ".".
+PROCESS_NAME_P = r"[A-Za-z_][\w.:-]*"
+_PROCESS_P = rf"\(({PROCESS_NAME_P}(?: rank=\d+)?) pid=(\d+)(?:, ip=[^)]*)?\) ?"
 _PROCESS = re.compile(_PROCESS_P)
 
 _LEVELS = "DEBUG|INFO|WARNING|ERROR|CRITICAL"

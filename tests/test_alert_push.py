@@ -121,3 +121,20 @@ def test_the_notification_templates_give_a_slack_receiver_the_exception_line_run
     assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" in text
     assert "GPU 0" in text and "Runbook: https://" in text and "docs/runbook.md#vllmcudaoutofmemory" in text
     assert "/d/vllm-log-overview?var-server=live&from=" in text and "&to=now" in text
+
+
+def test_a_failed_start_is_held_back_until_its_reason_or_root_cause_is_known():
+    """Alertmanager notifies once per alert: the first post must already say why the start failed."""
+    a = Alerts()
+    first = Event("start_failed", {"reason": "other", "message": "EngineCore failed to start."}, 100.0, "EngineCore", 7)
+    a.observe("s", [first], now=1000.0)
+    assert a.pending(now=1000.5) == []  # its traceback (the reason) follows within the idle flush
+    why = Event("start_failure_reason", {"reason": "kv_cache_too_small", "message": "To serve at least one request "
+                "with the model's max seq len (131072), (0.12 GiB KV cache is needed"}, 100.0, "EngineCore", 7)
+    a.observe("s", [why], now=1001.0)
+    (sent,) = a.pending(now=1001.0)
+    assert sent.annotations["reason"] == "kv_cache_too_small" and "KV cache is needed" in sent.annotations["description"]
+    # with no reason at all it goes anyway, once the wait is over
+    b = Alerts()
+    b.observe("s", [first], now=1000.0)
+    assert b.pending(now=1005.0) == [] and len(b.pending(now=1000.0 + 13)) == 1

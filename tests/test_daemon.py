@@ -150,7 +150,7 @@ def test_metrics_are_served_in_the_text_format_gzipped_when_asked(tmp_path):
         from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 
         om_samples = {(s.name, frozenset(s.labels.items())) for f in parse_om(om) for s in f.samples}
-        assert ("vllm_log_kv_cache_tokens", frozenset({("server", "gp")})) in om_samples
+        assert ("vllm_log_kv_cache_tokens", frozenset({("server", "gp"), ("engine", "0"), ("device", "gpu")})) in om_samples
 
 
 def test_the_telemetry_path_is_taken_literally():

@@ -51,6 +51,16 @@ def test_other_wordings_and_wrappers_step_aside():
         assert fastpath.match(other, Clock(year=2026)) is None, other
 
 
+def test_a_process_name_with_a_dash_takes_the_fast_path_too():
+    # multiprocessing names vLLM's workers "VllmWorker-0" (vLLM 0.32.0 CPU build, captured here by
+    # tools/capture_vllm_run.py); framing takes such names, so the fast shape must as well
+    line = next(line for line in PERIODIC if "(APIServer pid=53) " in line and check(line))
+    for name in ("VllmWorker-0", "SpawnProcess-1:2", "EngineCore_DP1"):
+        other = line.replace("(APIServer pid=53) ", f"({name} pid=53) ")
+        assert fastpath._WRAPPER_COMMON.match(other) is not None and check(other), other
+        assert fastpath.match(other, Clock(year=2026))[3] == name
+
+
 def test_the_pipeline_uses_it_and_attributes_the_engine():
     stats = next(line for line in PERIODIC if "Engine 000: Avg prompt" in line and check(line))
     spec = next(line for line in PERIODIC if "SpecDecoding metrics: " in line and check(line))

@@ -3,7 +3,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from exporter.framing import Clock, frame_line, strip_ansi
+from exporter.framing import Clock, frame_general, frame_line, strip_ansi
 
 UTC = ZoneInfo("UTC")
 
@@ -95,6 +95,34 @@ def test_nested_process_tags_keep_the_innermost(uclock):
     assert (f.process, f.pid) == ("RayWorkerProc", 8272)
 
 
+# vLLM 0.32.0 CPU build, captured here by tools/capture_vllm_run.py (scenarios traffic and dp2): the
+# multiprocessing name of a worker is "VllmWorker-0"; before the "-" was allowed, every line it
+# logged was left unparsed.
+_TAGGED = "WARNING 12-04 15:33:15 [vllm.py:725] Model Runner V2 requires Triton; using the V1 model runner instead."
+
+
+@pytest.mark.parametrize("tag, process, pid", [
+    ("(VllmWorker-0 pid=10614) ", "VllmWorker-0", 10614),  # the capture's
+    ("(VllmWorker rank=0 pid=123) ", "VllmWorker rank=0", 123),
+    ("(EngineCore_DP0 pid=1) ", "EngineCore_DP0", 1),  # the dp2 capture's
+    ("(VLLM_DP_Coordinator pid=15899) ", "VLLM_DP_Coordinator", 15899),  # the dp2 capture's
+    ("(SpawnProcess-1:2 pid=77) ", "SpawnProcess-1:2", 77),  # a nested multiprocessing name
+])
+@pytest.mark.parametrize("wrapper", ["", "Dec 04 15:33:15 cpu-host vllm[4242]: ", "2026-12-04T15:33:15.5Z "])
+def test_process_names_with_dashes_and_ranks_are_framed_like_any_other(tag, process, pid, wrapper, uclock):
+    line = wrapper + tag + _TAGGED
+    f = frame_line(line, uclock)
+    assert (f.process, f.pid, f.level, f.logger) == (process, pid, "WARNING", "vllm.py:725")
+    assert f.message.startswith("Model Runner V2 requires Triton")
+    assert f == frame_general(line, uclock)
+
+
+def test_a_parenthesis_that_is_no_process_tag_stays_in_the_message(uclock):
+    for text in ("(-x pid=1) INFO 05-12 10:01:39 [a.py:1] hi", "(Vllm Worker-0 pid=1) hi", "(VllmWorker-0 pid=) hi"):
+        f = frame_line(text, uclock)
+        assert f.process is None and f.message.startswith("("), text
+
+
 def test_crlf_trailing_space_and_tqdm_redraws(uclock):
     f = frame_line("INFO 05-12 10:01:39 [a.py:1] hi   \r", uclock)
     assert f.message == "hi"
@@ -138,7 +166,8 @@ def test_fast_shape_agrees_on_real_lines(uclock):
 
 @settings(max_examples=3000, deadline=None)
 @given(st.sampled_from(_REAL), st.lists(st.tuples(st.integers(0, 120), st.sampled_from(
-    ["", "(", ")", "(X pid=1) ", "[", "]", " ", "0m", "[0;0m", "авг", "Zzz", "INFO ", "32", ":", "|", "\r", "\t"])),
+    ["", "(", ")", "(X pid=1) ", "(X-0 pid=1) ", "[", "]", " ", "0m", "[0;0m", "авг", "Zzz", "INFO ", "32", ":", "|",
+     "-", "\r", "\t"])),
     max_size=3))
 def test_fast_shape_agrees_with_the_general_loop(line, edits):
     clock = Clock(year=2026, tz=UTC)

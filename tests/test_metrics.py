@@ -227,3 +227,37 @@ def test_the_cpu_backends_kv_usage_and_the_drafts_feed_the_series_the_panels_and
     assert value(s, "vllm_log_spec_decode_depth", server="s", engine="0") == 4
     # computed prompt tokens: 1210 tok/s over the 2 s between the windows, after a first window of 10 s
     assert value(s, "vllm_log_computed_prompt_tokens_total", server="s", engine="0") == 1210 * 10 + 1210 * 2
+
+
+def test_what_vllm_032_says_at_start_up_and_while_serving_lands_on_its_series():
+    from tests.test_parsers import SHM_032, STATS_OFF
+
+    banner = "(APIServer pid=1) INFO 12-04 15:33:00 [api_utils.py:347] vLLM API server version 0.32.0"
+    ready = "INFO:     Application startup complete."
+    lines = [
+        banner,
+        "(Worker pid=10614) INFO 12-04 15:33:15 [base_loader.py:82] Initializing model took 0.071071 seconds",
+        "(Worker pid=10614) INFO 12-04 15:33:31 [monitor.py:91] [backbone] Initial profiling/warmup run took 2.79 s",
+        f"(EngineCore pid=2) INFO 12-04 15:33:40 [shm_broadcast.py:750] {SHM_032}",  # loading: not a hang
+        f"(APIServer pid=1) WARNING 12-04 15:33:50 [loggers.py:1386] {STATS_OFF}",
+        ready,
+        "(APIServer pid=1) ERROR 12-04 15:34:52 [serving.py:274] Error with model error=ErrorInfo(message='The model "
+        "`x` does not exist.', type='NotFoundError', param='model', code=404)",
+    ]
+    m = fed(lines)
+    s = samples(m.render().decode())
+    assert value(s, "vllm_log_model_init_seconds", server="s", worker="Worker") == 0.071071
+    assert value(s, "vllm_log_warmup_seconds", server="s", worker="Worker") == 2.79
+    assert value(s, "vllm_log_stats_logging_disabled", server="s", reason="api_server_count") == 1
+    assert m.notes() == {"s": "vLLM logs no stats lines (api_server_count): engine metrics stay empty; with data "
+                              "parallel, start it with --api-server-count 1"}
+    # a client's unknown model is the client's error, not an ERROR message of the server's
+    assert value(s, "vllm_log_request_errors_total", server="s", status="404") == 1
+    assert value(s, "vllm_log_messages_total", server="s", level="error") == 0
+    # the hang warning while weights load is counted, not a stall; while serving it is one
+    assert value(s, "vllm_log_shm_broadcast_waits_total", server="s") == 1
+    assert value(s, "vllm_log_engine_stalled", server="s", engine="0") is None
+    m2 = fed(lines + [f"(EngineCore pid=2) INFO 12-04 15:40:00 [shm_broadcast.py:750] {SHM_032}"])
+    s2 = samples(m2.render().decode())
+    assert value(s2, "vllm_log_engine_stalled", server="s", engine="0") == 1
+    assert value(s2, "vllm_log_shm_broadcast_waits_total", server="s") == 2

@@ -731,3 +731,164 @@ def test_drafts_are_derived_from_the_per_position_rates_and_the_mean_length():
                       "mean_acceptance_length": 1.0}) == 10
     assert drafts_of({"accepted_tokens": 0, "drafted_tokens": 0}) == 0
     assert drafts_of({"mean_acceptance_length": 2.0}) is None
+
+
+# ---- vLLM 0.32.0 CPU build, captured here by tools/capture_vllm_run.py -------------------------
+# Each pattern on its real line, on a variant (other numbers, another wrapper) and on a near miss.
+
+JOURNALD = "Dec 04 15:33:31 cpu-host vllm[4242]: "  # journald's short output
+PODMAN = "2026-12-04T15:33:31.123456789Z "  # `podman logs -t`
+
+
+def _kinds(line):
+    return [e.kind for e in run_lines([line])[1]]
+
+
+def test_the_cpu_workers_kv_memory_is_a_kv_cache_memory_event():
+    # vLLM 0.32.0 CPU build, captured here by tools/capture_vllm_run.py (scenario traffic)
+    real = "(Worker pid=10614) INFO 12-04 15:33:31 [cpu_worker.py:260] Explicitly set (1.0/23.54) GiB for KV cache on node 0."
+    e = one(real)
+    assert e.kind == "kv_cache_memory" and e.process == "Worker"
+    assert e.fields == {"bytes": 1.0 * GIB, "total_bytes": round(23.54 * GIB), "node": 0, "sized": "explicit"}
+    # the automatic sizing (cpu_worker.py:251), on another node, under journald
+    f = one(JOURNALD + "(Worker_TP1 pid=77) INFO 12-04 15:33:31 [cpu_worker.py:260] Auto set (12.25/503.7) GiB for "
+            "KV cache on node 1, with 20.0 GiB requested memory for the worker. 7.75 GiB memory was consumed by "
+            "non-kv usages.").fields
+    assert f == {"bytes": 12.25 * GIB, "total_bytes": round(503.7 * GIB), "node": 1, "sized": "auto",
+                 "requested_bytes": 20.0 * GIB, "non_kv_bytes": 7.75 * GIB}
+    # near miss: the error raised when the node has too little memory is no cache size
+    assert "kv_cache_memory" not in _kinds(
+        "ERROR 12-04 15:33:31 [core.py:1] ValueError: Available memory on node 0 (0.5/23.54 GiB) on kv cache "
+        "allocation is less than requested memory for kv (1.0 GiB).")
+
+
+def test_the_cpu_kv_cache_size_line_gives_size_and_concurrency_with_the_device_word():
+    # vLLM 0.32.0 CPU build, captured here by tools/capture_vllm_run.py (scenario traffic)
+    real = ("(EngineCore pid=10551) INFO 12-04 15:33:31 [kv_cache_utils.py:2327] CPU KV cache size: 1,048,576 tokens, "
+            "Maximum concurrency for 2,048 tokens per request: 512.00x")
+    _, events = run_lines([real])
+    assert [(e.kind, e.fields) for e in events] == [
+        ("kv_cache_size", {"tokens": 1048576, "device": "CPU"}),
+        ("max_concurrency", {"tokens_per_request": 2048, "concurrency": 512.0})]
+    # an XPU build's, under podman
+    _, events = run_lines([PODMAN + real.replace("CPU KV", "XPU KV").replace("1,048,576", "2,000")])
+    assert events[0].fields == {"tokens": 2000, "device": "XPU"}
+    # near miss: the stats line's "CPU KV cache usage" is no size
+    assert "kv_cache_size" not in _kinds(CPU_STATS)
+
+
+def test_initializing_the_model_is_a_part_of_loading_it_not_its_time():
+    # vLLM 0.32.0 CPU build, captured here by tools/capture_vllm_run.py (scenario traffic)
+    real = "(Worker pid=10614) INFO 12-04 15:33:15 [base_loader.py:82] Initializing model took 0.071071 seconds"
+    assert one(real).fields == {"init_seconds": 0.071071}  # not "seconds": that is the whole load
+    assert one(JOURNALD + real.replace("0.071071", "12.500000")).fields == {"init_seconds": 12.5}
+    # near miss: the engine config's "Initializing a V1 LLM engine" and another "took" line
+    assert "model_load" not in _kinds("INFO 12-04 15:33:15 [x.py:1] Initializing model cache took 3 seconds")
+
+
+def test_the_warmup_run():
+    # vLLM 0.32.0 CPU build, captured here by tools/capture_vllm_run.py (scenario traffic)
+    real = "(Worker pid=10614) INFO 12-04 15:33:31 [monitor.py:91] [backbone] Initial profiling/warmup run took 0.01 s"
+    e = one(real)
+    assert e.kind == "warmup" and e.fields == {"seconds": 0.01, "stage": "backbone"}
+    # without the tag (monitor.py logs an empty prefix then), under podman
+    e = one(PODMAN + "(Worker_TP0 pid=5) INFO 12-04 15:33:31 [monitor.py:91] Initial profiling/warmup run took 3.27 s")
+    assert e.kind == "warmup" and e.fields == {"seconds": 3.27}
+    # near miss: the engine's init line is init_engine, not a warm-up
+    assert _kinds("INFO 12-04 15:33:34 [core.py:402] init engine (profile, create kv cache, warmup model) took "
+                  "18.11 s") == ["init_engine"]
+    assert "warmup" not in _kinds("INFO 12-04 15:33:31 [x.py:1] Initial profiling/warmup run took long")
+
+
+def test_using_max_model_len_is_engine_config():
+    # vLLM 0.32.0 CPU build, captured here by tools/capture_vllm_run.py (scenario traffic)
+    real = "(APIServer pid=10233) INFO 12-04 15:33:04 [model.py:2152] Using max model len 2048"
+    e = one(real)
+    assert e.kind == "engine_config" and e.fields == {"max_model_len": 2048}
+    assert one(JOURNALD + real.replace("2048", "262144")).fields == {"max_model_len": 262144}
+    # near miss: vLLM's warning about a too-long length is not the length settled on
+    assert "engine_config" not in _kinds(
+        "WARNING 12-04 15:33:04 [model.py:1] Using max model len 4096 may exceed the model's limit")
+
+
+def test_the_config_dumps_own_model_is_not_replaced_by_a_nested_one():
+    # vLLM 0.32.0 CPU build, captured here by tools/capture_vllm_run.py (scenario traffic), shortened
+    f = one("(EngineCore pid=10551) INFO 12-04 15:33:09 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with "
+            "config: model='/tmp/vllm-capture-bt0vlnnn/model', speculative_config=SpeculativeConfig(method='ngram', "
+            "model=None, num_spec_tokens=4), tokenizer='/tmp/vllm-capture-bt0vlnnn/model', max_seq_len=2048, "
+            "seed=0, served_model_name=tiny-llama").fields
+    assert f["model"] == "/tmp/vllm-capture-bt0vlnnn/model" and f["served_model_name"] == "tiny-llama"
+
+
+SHM_032 = ("No available shared memory broadcast block found in 60 seconds. This typically happens when some "
+           "processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).")
+
+
+@pytest.mark.parametrize("line, seconds", [
+    # 0.32's wording (shm_broadcast.py:108), as the engine core logs it
+    (f"(EngineCore pid=10551) INFO 12-04 15:40:31 [shm_broadcast.py:750] {SHM_032}", 60.0),
+    # 0.6-0.10, another interval, under journald
+    (JOURNALD + "(VllmWorker rank=1 pid=219) INFO 12-04 15:40:31 [shm_broadcast.py:499] No available shared memory "
+     "broadcast block found in 120 seconds. This typically happens when some processes are hanging or doing some "
+     "time-consuming work (e.g. compilation)", 120.0),
+    # 0.5-0.6 at WARNING
+    ("(VllmWorkerProcess pid=161) WARNING 08-22 06:24:42 shm_broadcast.py:386] No available block found in 60 second. ",
+     60.0),
+])
+def test_the_shared_memory_broadcast_hang_warning(line, seconds):
+    e = one(line)
+    assert e.kind == "shm_broadcast_wait" and e.fields == {"seconds": seconds}
+
+
+def test_a_line_about_shared_memory_blocks_that_is_no_wait_is_not_one():
+    assert "shm_broadcast_wait" not in _kinds("INFO 12-04 15:40:31 [x.py:1] No available shared memory broadcast "
+                                              "block size configured; using the default")
+
+
+STATS_OFF = ("AsyncLLM created with api_server_count more than 1; disabling stats logging to avoid incomplete stats.")
+
+
+def test_stats_logging_disabled_by_several_api_servers():
+    # the exact text of v1/metrics/loggers.py:1387 in 0.32, at WARNING, from each API server
+    e = one(f"(ApiServer_1 pid=15701) WARNING 12-04 15:38:10 [loggers.py:1386] {STATS_OFF}")
+    assert e.kind == "stats_disabled" and e.fields == {"reason": "api_server_count"} and e.process == "ApiServer_1"
+    assert one(PODMAN + f"(APIServer pid=1) WARNING 12-04 15:38:10 [loggers.py:1357] {STATS_OFF}").kind == "stats_disabled"
+    # near miss: a user's --disable-log-stats note is a plain warning
+    assert _kinds("WARNING 12-04 15:38:10 [x.py:1] disabling stats logging because --disable-log-stats") == ["log"]
+
+
+def test_a_request_for_an_unknown_model_is_a_client_error_not_an_error_message():
+    # 0.32's text: logger.error("Error with model %s", ...) with the ErrorResponse that
+    # serve/engine/serving.py:_check_model builds, printed as 0.32's own pydantic classes print it
+    real = ("(APIServer pid=10233) ERROR 12-04 15:33:52 [serving.py:274] Error with model error=ErrorInfo(message="
+            "'The model `no-such-model` does not exist. Valid aliases: tiny-llama.', type='NotFoundError', "
+            "param='model', code=404)")
+    e = one(real)
+    assert e.kind == "request_error" and e.process == "APIServer"
+    assert e.fields == {"status": 404, "error_type": "NotFoundError", "param": "model", "model": "no-such-model",
+                        "message": "The model `no-such-model` does not exist. Valid aliases: tiny-llama."}
+    # before ErrorInfo (a flat ErrorResponse), under journald; a quote in the text makes repr use "..."
+    f = one(JOURNALD + "ERROR 12-04 15:33:52 [serving_chat.py:144] Error with model object='error' message=\"The "
+            "model `bob's` does not exist.\" type='NotFoundError' param=None code=404").fields
+    assert f == {"status": 404, "error_type": "NotFoundError", "model": "bob's",
+                 "message": "The model `bob's` does not exist."}
+    # the model name is the client's: one that reads like a CUDA error is still the client's
+    assert _kinds(real.replace("no-such-model", "CUDA error: out of memory")) == ["request_error"]
+    # near miss: the server's own "Error in ..." lines stay error messages
+    assert _kinds("(APIServer pid=12) ERROR 12-04 15:34:49 [serving.py:929] Error in chat completion stream "
+                  "generator.") == ["log"]
+    assert _kinds("ERROR 12-04 15:33:52 [x.py:1] Error with model loading: weights missing") == ["log"]
+
+
+def test_the_ulimit_warning_of_every_start_here_is_a_warning_not_a_failed_start():
+    # vLLM 0.32.0 CPU build, captured here by tools/capture_vllm_run.py (scenario traffic)
+    real = ("(APIServer pid=10233) WARNING 12-04 15:32:58 [system_utils.py:255] Found ulimit of 20000 and failed to "
+            "automatically increase with error current limit exceeds maximum limit. This can cause fd limit errors "
+            "like `OSError: [Errno 24] Too many open files`. Consider increasing with ulimit -n")
+    for line in (real, JOURNALD + real.replace("20000", "1024")):
+        _, events = run_lines([line], derived=True)
+        assert [(e.kind, e.fields["level"]) for e in events] == [("log", "warning")]
+    # nor at the start of a start-up (lifecycle sees it between the version banner and the engine)
+    banner = "(APIServer pid=10233) INFO 12-04 15:32:58 [api_utils.py:347] vLLM API server version 0.32.0"
+    _, events = run_lines([banner, real], derived=True)
+    assert not {"startup_failure", "start_failed", "start_failure_reason"} & {e.kind for e in events}

@@ -66,6 +66,7 @@ def startup(log: Log, *, compile_s: float) -> None:
             "'max_model_len': 262144, 'tensor_parallel_size': 2, 'gpu_memory_utilization': 0.975, "
             "'max_num_batched_tokens': 8192, 'max_num_seqs': 2, 'served_model_name': ['grandpa'], "
             "'speculative_config': {'method': 'dspark', 'num_speculative_tokens': 5}}")
+    log.log(API, "INFO", "model.py:1745", "Using max model len 262144")
     log.at(3)
     log.log(CORE, "INFO", "core.py:93",
             f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{MODEL}', "
@@ -86,8 +87,14 @@ def startup(log: Log, *, compile_s: float) -> None:
     log.log(TP0, "INFO", "attention.py:98", "Using DeepSeek's fp8_ds_mla KV cache format.")
     log.log(TP0, "WARNING", "b12x_moe.py:810",
             "B12X MoE force-A8 enabled: using quant_mode=w4a8_mx for E8M0 FP4 weights.")
+    for w in (TP0, TP1):
+        log.log(w, "INFO", "base_loader.py:55", f"Initializing model took {2.351203 + (w[1] - 264) * 0.1:.6f} seconds")
     log.raw(TP0, "Loading safetensors checkpoint shards:   0% Completed | 0/46 [00:00<?, ?it/s]")
     log.at(70)
+    # the engine core waits on its workers' replies the whole load: vLLM's hang warning every 60 s
+    log.log(CORE, "INFO", "shm_broadcast.py:542",
+            "No available shared memory broadcast block found in 60 seconds. This typically happens when some "
+            "processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).")
     log.raw(TP0, "Loading safetensors checkpoint shards: 100% Completed | 46/46 [01:10<00:00,  1.53s/it]")
     for w in (TP0, TP1):
         log.log(w, "INFO", "default_loader.py:267", f"Loading weights took {70.12 + (w[1] - 264) * 0.4:.2f} seconds")
@@ -108,6 +115,8 @@ def startup(log: Log, *, compile_s: float) -> None:
     log.raw(TP0, "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| 35/35 [00:04<00:00,  7.91it/s]")
     log.raw(TP0, "Capturing CUDA graphs (decode, FULL): 100%|██████████| 19/19 [00:01<00:00, 12.40it/s]")
     log.at(5)
+    for w in (TP0, TP1):
+        log.log(w, "INFO", "monitor.py:56", f"[backbone] Initial profiling/warmup run took {1.37 + (w[1] - 264) * 0.02:.2f} s")
     log.log(TP0, "INFO", "gpu_model_runner.py:3480", "Graph capturing finished in 6 secs, took 0.14 GiB")
     for w in (TP0, TP1):
         log.log(w, "INFO", "gpu_worker.py:918",
@@ -260,9 +269,19 @@ def cuda_crash(log: Log) -> None:
     log.at(30)
 
 
+def unknown_model(log: Log) -> None:
+    """A client asking for a model the server does not serve: vLLM logs it at ERROR, a client error.
+    (No random draw: the seeded lines after it stay as they were.)"""
+    log.log(API, "ERROR", "serving_chat.py:233",
+            "Error with model error=ErrorInfo(message='The model `grandpa-v2` does not exist. Valid aliases: grandpa.', "
+            "type='NotFoundError', param='model', code=404)")
+    log.raw(API, 'INFO:     10.10.10.7:51234 - "POST /v1/chat/completions HTTP/1.1" 404 Not Found')
+
+
 def v1_sample() -> list[str]:
     log = Log(datetime(2026, 8, 4, 2, 43, 0), seed=20260804)
     startup(log, compile_s=12.64)
+    unknown_model(log)
     log.at(8)
     serving(log, 48, kv_peak_at=30)
     oom_crash(log)
@@ -335,6 +354,10 @@ def lmcache_sample() -> list[str]:
     log = Log(datetime(2026, 9, 1, 10, 0, 0), seed=11)
     rng = log.rng
     log.log(API, "INFO", "api_server.py:1", f"vLLM API server version {VERSION}, serving model {MODEL}")
+    # a line of a server with --api-server-count 2 (vLLM then logs no stats lines; this sample keeps
+    # its few to show the multimodal cache rate)
+    log.log(("ApiServer_1", 54), "WARNING", "loggers.py:1386",
+            "AsyncLLM created with api_server_count more than 1; disabling stats logging to avoid incomplete stats.")
     log.at(20)
     log.log(TP0, "INFO", "gpu_worker.py:298", "Initial free memory 76.61 GiB, reserved 8.00 GiB memory for KV Cache as "
             "specified by kv_cache_memory_bytes config and skipped memory profiling. This does not respect the "

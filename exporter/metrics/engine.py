@@ -140,6 +140,12 @@ class EngineMetrics:
             if key in self.stalled.values:
                 self.stalled.values[key] = 0.0
 
+    def _hung(self, server: str) -> None:
+        """vLLM said a process hangs: the server's engines read stalled until their next window."""
+        keys = [k for k in self._busy if k[0] == server] or [(server, "0")]
+        for key in keys:
+            self.stalled.values[key] = 1.0
+
     def _engine(self, server: str, f: dict) -> str:
         if "aggregated_engines" in f:
             return "aggregated"

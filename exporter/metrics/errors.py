@@ -5,6 +5,10 @@ Emitted:
     vllm_log_errors_total{kind}, vllm_log_last_error_timestamp_seconds{kind},
     vllm_log_oom_requested_bytes{gpu}, vllm_log_oom_free_bytes{gpu} (the last OOM's, gpu 0-63 else other),
     vllm_log_startup_failures_total{reason}, vllm_log_messages_total{level},
+    vllm_log_request_errors_total{status} (a client's request refused with an ERROR line, e.g. an unknown
+    model's 404: not a server error, so not in vllm_log_messages_total{level="error"}),
+    vllm_log_shm_broadcast_waits_total (vLLM's own hang warning, "No available shared memory broadcast
+    block found in N seconds"; while serving it marks the server's engines stalled),
     vllm_log_server_stops_total, vllm_log_last_stop_timestamp_seconds,
     vllm_log_server_state{state="starting|serving|stopped|dead|failed"} (1 for the state the log last put
     the server in; none before the log says anything of it)
@@ -45,6 +49,12 @@ class ErrorMetrics:
         self.startup_failures = c("vllm_log_startup_failures", "Start-ups that failed, by reason (kv_cache_too_small, "
                                   "no_kv_memory, weights_oom, bad_argument, other).", S + ["reason"])
         self.log_messages = c("vllm_log_messages", "vLLM WARNING/ERROR/CRITICAL lines not otherwise recognised.", S + ["level"])
+        self.request_errors = c("vllm_log_request_errors", "Client requests vLLM refused with an ERROR line (an "
+                                "unknown model's 404...), by status: the client's error, not the server's.",
+                                S + ["status"])
+        self.shm_waits = c("vllm_log_shm_broadcast_waits", "vLLM's own hang warning: a process found no shared "
+                           "memory broadcast block for its interval (60 s). Normal once or twice while weights load; "
+                           "while serving, a hang.")
         self.stops = c("vllm_log_server_stops", "Stops that were asked for (SIGTERM or SIGINT to vLLM: a deploy, a "
                        "restart, Ctrl-C), which vLLM logs with shutdown lines. Not deaths: the EngineDeadError a "
                        "routine stop logs is not counted in vllm_log_errors_total.")
@@ -60,6 +70,7 @@ class ErrorMetrics:
             self.startup_failures.touch((server, reason))
         for level in LOG_LEVELS:
             self.log_messages.touch((server, level))
+        self.shm_waits.touch((server,))
         # the responses the 5xx and 429 alerts watch, born at 0 on the inference routes: a series made
         # at its first value would hide the first burst from rate()
         for endpoint in ALERTED_ENDPOINTS:
@@ -126,6 +137,15 @@ class ErrorMetrics:
     def _on_start_failure_reason(self, server, ev, f):
         reason = f.get("reason")
         self.startup_failures.inc((server, reason if reason in STARTUP_FAILURE_REASONS else "other"))
+
+    def _on_request_error(self, server, ev, f):
+        status = f.get("status")
+        self.request_errors.inc((server, status_label(status) if isinstance(status, int) else "other"))
+
+    def _on_shm_broadcast_wait(self, server, ev, f):
+        self.shm_waits.inc((server,))
+        if self.state.values.get((server, "serving")):
+            self._hung(server)
 
     def _on_traceback(self, server, ev, f):
         if counts_as_traceback(f):

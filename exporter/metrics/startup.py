@@ -7,8 +7,12 @@ Emitted:
     vllm_log_model_weights_bytes{worker}, vllm_log_model_load_seconds{worker},
     vllm_log_startup_memory_bytes{worker,component=peak_activation|non_torch|cuda_graph},
     vllm_log_engine_init_seconds{engine}, vllm_log_engine_compile_seconds{engine}, vllm_log_max_num_seqs,
+    vllm_log_model_init_seconds{worker} (building the model's modules, before its weights: "Initializing
+    model took"), vllm_log_warmup_seconds{worker} (the profiling/warm-up run),
     vllm_log_server_starts_total, vllm_log_last_start_timestamp_seconds,
-    vllm_log_build_info{version}, vllm_log_model_info{model,path}
+    vllm_log_build_info{version}, vllm_log_model_info{model,path},
+    vllm_log_stats_logging_disabled{reason} (1 when the server said at start-up that it logs no stats
+    lines: with data parallel and more than one API server, reason api_server_count)
 
 ``engine`` is the data-parallel rank of the engine core that logged the fact (its process name,
 ``EngineCore_DP1``), 0 without data parallelism: each DP engine logs its own KV size and init time.
@@ -22,6 +26,7 @@ import time
 from exporter.events import Event
 from exporter.metrics.labels import DEVICES, MAX_WORKERS, engine_label
 
+STATS_DISABLED_REASONS = ("api_server_count",)
 _DP_RANK = re.compile(r"_DP(\d+)$")
 
 # The rest of the start-up profile: weights and KV cache have gauges of their own
@@ -48,6 +53,9 @@ class StartupMetrics:
         self.weights = w("vllm_log_model_weights_bytes", "Model weight memory per worker, from start-up.", W)
         self.load_secs = w("vllm_log_model_load_seconds", "Model loading time per worker.", W)
         self.startup_mem = w("vllm_log_startup_memory_bytes", "GPU memory found by the start-up profile besides weights and KV cache.", W + ["component"])
+        self.model_init_secs = w("vllm_log_model_init_seconds", "Time building the model's modules before any weight "
+                                 "is read ('Initializing model took'), per worker.", W)
+        self.warmup_secs = w("vllm_log_warmup_seconds", "Time of the initial profiling/warm-up run, per worker.", W)
         self.init_secs = w("vllm_log_engine_init_seconds", "Engine init time (profile, KV cache, warm-up).", SE)
         self.compile_secs = w("vllm_log_engine_compile_seconds", "Compilation part of the engine init time.", SE)
         self.max_seqs = w("vllm_log_max_num_seqs", "max_num_seqs the server was started with, where logged.")
@@ -56,6 +64,10 @@ class StartupMetrics:
         self.model_info = w("vllm_log_model_info", "Model the server loaded: model is the name it serves "
                             "(--served-model-name) where the log gives one, else its path; path is where it "
                             "was loaded from.", S + ["model", "path"])
+        self.stats_disabled = w("vllm_log_stats_logging_disabled", "1 when vLLM said at start-up that it logs no "
+                                "stats lines, so the engine series stay empty: reason api_server_count (data "
+                                "parallel with more than one API server; start it with --api-server-count 1).",
+                                S + ["reason"])
         self.last_start = lg("vllm_log_last_start_timestamp_seconds", "Time of the server's last start (version banner), "
                              "so a death before it is known to be over.")
         self._workers: dict[str, set[str]] = {}
@@ -98,6 +110,11 @@ class StartupMetrics:
             self._set(self.weights, (server, w), f["weights_bytes"])
         if "seconds" in f:
             self._set(self.load_secs, (server, w), f["seconds"])
+        if "init_seconds" in f:
+            self._set(self.model_init_secs, (server, w), f["init_seconds"])
+
+    def _on_warmup(self, server, ev, f):
+        self._set(self.warmup_secs, (server, self._worker(server, ev)), f["seconds"])
 
     def _on_memory_profile(self, server, ev, f):
         w = self._worker(server, ev)
@@ -125,6 +142,16 @@ class StartupMetrics:
         if (served and isinstance(served, str)) or isinstance(f.get("model"), str):
             self._set_model(server, served=served if isinstance(served, str) else None,
                             path=f.get("model") if isinstance(f.get("model"), str) else None)
+
+    def _on_stats_disabled(self, server, ev, f):
+        reason = f.get("reason")
+        self._set(self.stats_disabled, (server, reason if reason in STATS_DISABLED_REASONS else "other"), 1)
+
+    def notes(self) -> dict[str, str]:
+        """What /healthz says of servers whose engine metrics are missing for a reason vLLM gave."""
+        return {key[0]: f"vLLM logs no stats lines ({key[1]}): engine metrics stay empty; with data parallel, "
+                        "start it with --api-server-count 1"
+                for key, v in self.stats_disabled.values.items() if v}
 
     def _on_offload_pool(self, server, ev, f):
         self._set(self.kv_pool, (server,), f["bytes"])

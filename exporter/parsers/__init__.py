@@ -16,8 +16,11 @@ from exporter.parsers import (
     lifecycle,
     lmcache,
     memory,
+    request_error,
+    shm_broadcast,
     spec_decode,
     startup,
+    stats_disabled,
     torch_glog,
 )
 from exporter.parsers.base import Parser
@@ -29,6 +32,8 @@ PARSERS: tuple[Parser, ...] = (
     spec_decode.PARSER,
     kv_transfer.PARSER,
     lmcache.PARSER,
+    # before the error families: its message is the client's text, which may hold any error's words
+    request_error.PARSER,
     *errors.ERROR_PARSERS,
     engine_stats.PREFIX_V0,
     kv_capacity.KV_SIZE,
@@ -41,6 +46,9 @@ PARSERS: tuple[Parser, ...] = (
     startup.INIT_ENGINE,
     startup.VERSION,
     startup.ENGINE_CONFIG,
+    startup.WARMUP,
+    shm_broadcast.PARSER,
+    stats_disabled.PARSER,
     lifecycle.PARSER,
     torch_glog.PARSER,  # after the error families: an NCCL watchdog line in glog form is an nccl_error
 )

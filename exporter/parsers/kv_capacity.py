@@ -2,9 +2,18 @@
 and the CPU-offload pool.
 
 - ``GPU KV cache size: 285,336 tokens`` (0.8+; 0.28+ adds ``, Maximum concurrency ...`` on the same
-  line; 0.30+ ``XPU``/``GPU + host`` instead of ``GPU``)
+  line; 0.30+ ``XPU``/``GPU + host`` instead of ``GPU``; 0.32's CPU backend ``CPU KV cache size:
+  1,048,576 tokens, ...``: the word is ``device_type.upper()``, ``GPU`` for cuda,
+  ``v1/core/kv_cache_utils.py:2310-2333``). ``device`` keeps the word as logged, as the stats line's
+  ``device`` does (consumers lower-case it for labels, the report prints it).
 - ``Maximum concurrency for 262,144 tokens per request: 1.09x`` (V0 prints ``32768``)
 - ``Available KV cache memory: 8.59 GiB`` (one per TP worker)
+- vLLM's CPU backend sizes its cache in host memory instead (``v1/worker/cpu_worker.py:229-261`` in
+  0.32, one per worker and NUMA node, sizes are ``format_gib``: GiB rounded to 2 places):
+  ``Explicitly set (1.0/23.54) GiB for KV cache on node 0.`` (``--kv-cache-memory-bytes`` /
+  ``VLLM_CPU_KVCACHE_SPACE``) or ``Auto set (X/T) GiB for KV cache on node N, with R GiB requested
+  memory for the worker. C GiB memory was consumed by non-kv usages.``; X is the cache, T the node's
+  total memory.
 - ``# GPU blocks: 28123, # CPU blocks: 2048`` / ``# cuda blocks: ...`` (V0) / ``# GPU blocks: N`` (early V1)
 - ``Created mmap file /dev/shm/vllm_offload_....mmap (8.59 GB)`` (native CPU offload pool)
 """
@@ -21,6 +30,8 @@ from exporter.parsers.base import Parser
 _SIZE = re.compile(r"(?:^|\] |: |\s)([A-Za-z]+(?: \+ host)?) KV cache size: ([\d,]+) tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 _MEMORY = re.compile(r"Available KV cache memory: (-?[\d.]+) ?(GiB|GB|MiB)")
+_CPU_MEMORY = re.compile(r"(Explicitly|Auto) set \(([\d.]+)/([\d.]+)\) GiB for KV cache on node (\d+)"
+                         r"(?:, with ([\d.]+) GiB requested memory for the worker\. ([\d.]+) GiB memory was consumed)?")
 _BLOCKS = re.compile(r"# (\w+) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 _MMAP = re.compile(r"Created mmap file (\S+) \(([\d.]+) ?(GB|GiB|MB|MiB|TB|TiB)\)")
 
@@ -45,8 +56,22 @@ def _kv_size(frame: Frame) -> list[Event] | None:
 def _kv_memory(frame: Frame) -> list[Event] | None:
     m = _MEMORY.search(frame.message)
     if not m:
-        return None
+        return _cpu_kv_memory(frame.message)
     return [Event("kv_cache_memory", {"bytes": to_bytes(float(m.group(1)), "GiB" if m.group(2) == "GiB" else m.group(2))})]
+
+
+def _cpu_kv_memory(msg: str) -> list[Event] | None:
+    # The same fact as the GPU's "Available KV cache memory" (what the cache may hold, per worker),
+    # so the same kind: `bytes` means the cache's size whichever memory holds it.
+    m = _CPU_MEMORY.search(msg)
+    if not m:
+        return None
+    fields = {"bytes": to_bytes(float(m.group(2)), "GiB"), "total_bytes": to_bytes(float(m.group(3)), "GiB"),
+              "node": int(m.group(4)), "sized": "explicit" if m.group(1) == "Explicitly" else "auto"}
+    if m.group(5) is not None:
+        fields["requested_bytes"] = to_bytes(float(m.group(5)), "GiB")
+        fields["non_kv_bytes"] = to_bytes(float(m.group(6)), "GiB")
+    return [Event("kv_cache_memory", fields)]
 
 
 def _blocks(frame: Frame) -> list[Event] | None:
@@ -67,6 +92,6 @@ def _mmap(frame: Frame) -> list[Event] | None:
 
 
 KV_SIZE = Parser("kv_cache_size", (" KV cache size: ", "Maximum concurrency for "), _kv_size)
-KV_MEMORY = Parser("kv_cache_memory", ("Available KV cache memory: ",), _kv_memory)
+KV_MEMORY = Parser("kv_cache_memory", ("Available KV cache memory: ", " GiB for KV cache on node "), _kv_memory)
 GPU_BLOCKS = Parser("gpu_blocks", (" blocks: ",), _blocks)
 OFFLOAD_POOL = Parser("offload_pool", ("Created mmap file ",), _mmap)

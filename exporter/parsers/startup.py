@@ -1,12 +1,17 @@
-"""Start-up identity and timing: version, model, engine config, engine init time.
+"""Start-up identity and timing: version, model, engine config, engine init time, warm-up run.
 
 - ``vLLM API server version 0.6.3.post1`` (0.3–0.14) and the 0.15+ ASCII banner, whose lines end in
   ``version 0.11.2.dev280+gilded...`` and ``model   /models/snapshots/...``; with the banner disabled
   ``vLLM server version X, serving model Y``. One of these is printed once per server start.
 - ``Initializing a V1 LLM engine (v0.9.1) with config: model='...', ..., max_seq_len=32768, ...`` and
   ``non-default args: {'model': ..., 'max_num_seqs': 2}`` -> ``engine_config``.
+- ``Using max model len 2048`` (``config/model.py:2152`` in 0.32; earlier releases' ``config.py``): the
+  context length the server settled on, which the config dump only shows as ``max_seq_len`` ->
+  ``engine_config`` with ``max_model_len``.
 - ``init engine (profile, create kv cache, warmup model) took 47.53 s (compilation: 12.64 s)``
   (0.20+; older ``took 12.34 seconds``).
+- ``[backbone] Initial profiling/warmup run took 0.01 s`` (``compilation/monitor.py:91`` in 0.32:
+  ``"%sInitial profiling/warmup run took %.2f s"``, the prefix ``"[tag] "`` or empty) -> ``warmup``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ _BANNER_MODEL = re.compile(r"█\s+model\s+(\S.*)$")
 _ENGINE_INIT = re.compile(r"Initializing an? (?:V\d )?LLM engine \(v?([^)\s]+)\) with config: (.*)")
 _CONFIG_ITEM = re.compile(r"(?:^|, )([a-z_]+)=('[^']*'|\"[^\"]*\"|[^,]*)")
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
+_MAX_MODEL_LEN = re.compile(r"^Using max model len (\d+)$")
+_WARMUP = re.compile(r"^(?:\[([^\]\s]+)\] )?Initial profiling/warmup run took ([\d.]+) s$")
 
 _CONFIG_KEYS = {
     "model", "served_model_name", "max_seq_len", "max_model_len", "tensor_parallel_size",
@@ -88,13 +95,28 @@ def _version(frame: Frame) -> list[Event] | None:
     return None
 
 
+def _warmup(frame: Frame) -> list[Event] | None:
+    m = _WARMUP.match(frame.message)
+    if not m:
+        return None
+    fields: dict = {"seconds": float(m.group(2))}
+    if m.group(1):
+        fields["stage"] = m.group(1)[:40]  # the compiled part ("backbone"); vLLM's own word, few of them
+    return [Event("warmup", fields)]
+
+
 def _engine_config(frame: Frame) -> list[Event] | None:
     msg = frame.message
+    m = _MAX_MODEL_LEN.match(msg)
+    if m:
+        return [Event("engine_config", {"max_model_len": int(m.group(1))})]
     m = _ENGINE_INIT.search(msg)
     if m:
         fields: dict = {"version": m.group(1)}
         for item in _CONFIG_ITEM.finditer(m.group(2)):
-            if item.group(1) in _CONFIG_KEYS:
+            # the first one is the engine's own: 0.32 prints "speculative_config=SpeculativeConfig(method='ngram',
+            # model=None, ...)" after the top-level model='...', and the nested None must not replace it
+            if item.group(1) in _CONFIG_KEYS and item.group(1) not in fields:
                 fields[item.group(1)] = _scalar(item.group(2))
         return [Event("engine_config", fields)]
     m = _NON_DEFAULT.search(msg)
@@ -115,4 +137,5 @@ def _engine_config(frame: Frame) -> list[Event] | None:
 
 INIT_ENGINE = Parser("init_engine", ("init engine (", "torch.compile "), _init)
 VERSION = Parser("version", ("version ", "█"), _version)
-ENGINE_CONFIG = Parser("engine_config", ("LLM engine (", "non-default args: "), _engine_config)
+ENGINE_CONFIG = Parser("engine_config", ("LLM engine (", "non-default args: ", "Using max model len "), _engine_config)
+WARMUP = Parser("warmup", ("profiling/warmup run took ",), _warmup)
