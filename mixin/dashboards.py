@@ -256,7 +256,7 @@ def overview() -> dict:
                                            "after the last window (vLLM logs nothing while idle).")
     b.timeseries("Prompt throughput", [(f"vllm_log_prompt_throughput_tokens_per_second{{{SE}}}", "{{server}} e{{engine}}")],
                  TOKS, min_=0, description="Average prompt (prefill) throughput of each stats window: the prompt tokens "
-                                           "the engine computed, as the log counts them since vLLM 0.10.2 (prefix-cache "
+                                           "the engine computed, as the log counts them since vLLM 0.16 (prefix-cache "
                                            "hits and KV transferred in are not in it).")
     b.timeseries("Requests running and waiting", [
         (f"vllm_log_requests_running{{{SE}}}", "running {{server}} e{{engine}}"),

@@ -1,5 +1,7 @@
 """One failure logged by many processes is one error (exporter.incidents), in metrics and report alike."""
 
+import pytest
+
 from exporter.framing import Clock
 from exporter.events import Event
 from exporter.lifecycle import DEATH_WINDOW_SECONDS, FAILED_START_QUIET_SECONDS, Lifecycle
@@ -116,3 +118,26 @@ def test_a_busy_window_after_a_stop_does_not_arm_the_stall_check():
     assert value(s, "vllm_log_engine_stalled", server="s", engine="0") == 0
     assert value(s, "vllm_log_server_stops_total", server="s") == 1
     assert value(s, "vllm_log_server_state", server="s", state="stopped") == 1
+
+
+# What a requested stop logs, by version (vLLM's entrypoints/launcher.py; 0.32: launchers/launcher.py
+# and v1/engine/core.py): each makes the EngineDeadError after it part of the stop.
+@pytest.mark.parametrize("stop", [
+    "(APIServer pid=53) INFO 08-04 02:47:00 [launcher.py:254] [shutdown] API server: shutdown triggered",
+    "(EngineCore pid=179) INFO 08-04 02:47:00 [core.py:1454] [shutdown] EngineCore: trigger received signal=SIGTERM",
+    "(APIServer pid=53) INFO 08-04 02:47:00 [launcher.py:99] Shutting down FastAPI HTTP server.",
+    "INFO 08-04 02:47:00 launcher.py:67] Gracefully stopping http server",
+])
+def test_every_versions_stop_line_makes_the_engine_dead_error_after_it_part_of_the_stop(stop):
+    dead = "(APIServer pid=53) ERROR 08-04 02:47:01 [async_llm.py:906] AsyncLLM output_handler failed."
+    s, stats = run([BANNER, READY, stop, dead])
+    assert value(s, "vllm_log_errors_total", kind="engine_dead") == 0
+    assert value(s, "vllm_log_server_stops_total", server="s") == 1 and stats.stops
+
+
+def test_uvicorns_own_shutting_down_is_no_stop_a_death_before_it_stays_a_death():
+    lines = [BANNER, READY, DEAD[0].format(t="02:45:00"), "(APIServer pid=53) INFO:     Shutting down",
+             "(APIServer pid=53) INFO:     Finished server process [53]"]
+    s, stats = run(lines)
+    assert value(s, "vllm_log_errors_total", kind="engine_dead") == 1
+    assert value(s, "vllm_log_server_stops_total", server="s") == 0

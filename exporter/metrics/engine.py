@@ -47,8 +47,8 @@ class EngineMetrics:
         c, w, h = self._counter, self._gauge, self._table.histogram
         # Window gauges: dropped for a server when it starts again, so nothing stale survives a restart.
         self.prompt_tps = w("vllm_log_prompt_throughput_tokens_per_second", "Average prompt throughput of the last stats "
-                            "window, as logged: since vLLM 0.10.2 only the prompt tokens the engine computed (not "
-                            "prefix-cache hits, not KV transferred in).", SE)
+                            "window, as logged: since vLLM 0.16 only the prompt tokens the engine computed (not "
+                            "prefix-cache hits, not KV transferred in); before, every prompt token.", SE)
         self.gen_tps = w("vllm_log_generation_throughput_tokens_per_second", "Average generation throughput of the last stats window.", SE)
         self.running = w("vllm_log_requests_running", "Requests running at the last stats window.", SE)
         self.waiting = w("vllm_log_requests_waiting", "Requests waiting at the last stats window.", SE)
@@ -61,8 +61,9 @@ class EngineMetrics:
         self.ext_prefix_hit = w("vllm_log_external_prefix_cache_hit_ratio", "External (KV connector) prefix cache hit rate (0-1).", SE)
         self.mm_cache_hit = w("vllm_log_mm_cache_hit_ratio", "Multimodal cache hit rate as logged (0-1).", SE)
         self.prompt_tokens = c("vllm_log_computed_prompt_tokens", "Prompt tokens the engine computed (prefilled), "
-                               "estimated as window average x window length. Since vLLM 0.10.2 the log's prompt "
-                               "throughput leaves out prefix-cache hits and KV transferred in: compare with vLLM's "
+                               "estimated as window average x window length. Since vLLM 0.16 the log's prompt "
+                               "throughput leaves out prefix-cache hits and KV transferred in (before 0.16 it "
+                               "counted every prompt token): compare with vLLM's "
                                "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}, not vllm:prompt_tokens_total.", SE)
         self.gen_tokens = c("vllm_log_generation_tokens", "Generated tokens, estimated as window average x window length.", SE)
         self.preemptions = c("vllm_log_preemptions", "Preemptions reported by stats windows.", SE)

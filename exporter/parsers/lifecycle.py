@@ -11,8 +11,9 @@ the server is still starting is a failed start. Wordings, from vLLM's source:
     ``[shutdown] API server: shutdown triggered``; the engine core's own handler
     (``v1/engine/core.py``): ``[shutdown] EngineCore: trigger received signal=SIGTERM``, also when
     a supervisor signals every process of the group at once.
-  - before (``entrypoints/launcher.py``): ``Shutting down FastAPI HTTP server.``, logged only when its
-    signal handler cancelled the server (a dead engine ends the server without it).
+  - 0.6.3 to 0.22 (``entrypoints/launcher.py``): ``Shutting down FastAPI HTTP server.``, logged only
+    when its signal handler cancelled the server (a dead engine ends the server without it); 0.6.0:
+    ``Gracefully stopping http server``.
   - uvicorn's own ``Shutting down`` is *not* one: a dead engine's server logs it too.
 """
 
@@ -30,6 +31,7 @@ _STOPS = {
     "API server: shutdown triggered": "API server: shutdown triggered",
     "EngineCore: trigger received signal=": "EngineCore: trigger received signal",
     "hutting down FastAPI HTTP server": "Shutting down FastAPI HTTP server",  # "shutting down ..." in 0.32
+    "Gracefully stopping http server": "Gracefully stopping http server",
 }
 _READY = ("Application startup complete", "Starting vLLM API server")
 
