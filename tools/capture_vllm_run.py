@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tools import vllm_cpu  # noqa: E402
+from tools import vllm_cpu, vllm_traffic  # noqa: E402
 
 SCENARIOS = ("traffic", "kill_engine", "failed_start", "dp2")
 FAILED_START_POSITIONS = 131072  # a long-context model, so the GiB in the refusal aren't all 0.0
@@ -69,7 +69,7 @@ class Run:
                                        if k.startswith(("VLLM_", "HF_", "TRANSFORMERS_"))}}
         return srv
 
-    def finish(self, srv: vllm_cpu.Server | None, client: vllm_cpu.Client | None) -> None:
+    def finish(self, srv: vllm_cpu.Server | None, client: vllm_traffic.Client | None) -> None:
         if srv and srv.proc:
             rc = srv.proc.returncode
             self.info.update({
@@ -85,7 +85,7 @@ class Run:
                 }})
         if client:
             self.info["requests"] = {"total": len(client.records),
-                                     "by_status": vllm_cpu.status_counts(client.records),
+                                     "by_status": vllm_traffic.status_counts(client.records),
                                      "by_kind": _by_kind(client.records)}
         self.info["log_bytes"] = (self.out / "vllm.log").stat().st_size if (self.out / "vllm.log").exists() else 0
         self.info["total_s"] = round(time.time() - self.t0, 1)
@@ -105,7 +105,7 @@ def _by_kind(records: list[dict]) -> dict[str, dict[str, int]]:
     return out
 
 
-def _traffic(run: Run, client: vllm_cpu.Client, seconds: float) -> None:
+def _traffic(run: Run, client: vllm_traffic.Client, seconds: float) -> None:
     """Phases of rising concurrency (1, 2, 4, 8), bad requests between them, seeded the same every run."""
     for i, conc in enumerate((1, 2, 4, 8)):
         sent = client.run_for(seconds / 4, conc, seed=i, max_requests=300)
@@ -116,13 +116,21 @@ def _traffic(run: Run, client: vllm_cpu.Client, seconds: float) -> None:
 
 def scenario_traffic(run: Run, model: Path, home: Path) -> None:
     srv = run.server(model, home, ["--speculative-config", SPEC_NGRAM])
-    client = vllm_cpu.Client(srv.url, run.out / "client.jsonl")
+    _serve_then_stop(run, srv, lambda client: _traffic(run, client, run.args.traffic_seconds))
+
+
+def _serve_then_stop(run: Run, srv: vllm_cpu.Server, traffic, on_healthy=None) -> None:
+    """Start ``srv``, scrape it, run ``traffic(client)``, wait for the stats window holding the last
+    requests, scrape once more ("final"), then SIGTERM it with streams in flight."""
+    client = vllm_traffic.Client(srv.url, run.out / "client.jsonl")
     scraper = None
     try:
         with srv:
             run.event("healthy", after_s=_delta(srv.started, srv.healthy_at))
+            if on_healthy:
+                on_healthy()
             scraper = vllm_cpu.Scraper(srv.url, run.out / "metrics.jsonl", 10.0).start()
-            _traffic(run, client, run.args.traffic_seconds)
+            traffic(client)
             # Let the engine log the stats window that holds the last requests before stopping.
             time.sleep(2 * run.args.stats_interval + 1)
             scraper.stop()
@@ -141,9 +149,9 @@ def scenario_traffic(run: Run, model: Path, home: Path) -> None:
         run.finish(srv, client)
 
 
-def _inflight(client: vllm_cpu.Client, n: int) -> list[threading.Thread]:
+def _inflight(client: vllm_traffic.Client, n: int) -> list[threading.Thread]:
     """``n`` long streaming chats, started and given a second to be generating."""
-    threads = [threading.Thread(target=client.chat, args=(vllm_cpu.PROMPTS[i % len(vllm_cpu.PROMPTS)], 1024, True),
+    threads = [threading.Thread(target=client.chat, args=(vllm_traffic.PROMPTS[i % len(vllm_traffic.PROMPTS)], 1024, True),
                                 kwargs={"ignore_eos": True}, name=f"inflight-{i}") for i in range(n)]
     for t in threads:
         t.start()
@@ -154,7 +162,7 @@ def _inflight(client: vllm_cpu.Client, n: int) -> list[threading.Thread]:
 
 def scenario_kill_engine(run: Run, model: Path, home: Path) -> None:
     srv = run.server(model, home, ["--speculative-config", SPEC_NGRAM])
-    client = vllm_cpu.Client(srv.url, run.out / "client.jsonl", timeout=60.0)
+    client = vllm_traffic.Client(srv.url, run.out / "client.jsonl", timeout=60.0)
     scraper = None
     try:
         with srv:
@@ -214,29 +222,13 @@ def scenario_failed_start(run: Run, model: Path, home: Path) -> None:
 def scenario_dp2(run: Run, model: Path, home: Path) -> None:
     # Without --api-server-count 1, DP 2 starts one API server per rank and no stats are logged.
     srv = run.server(model, home, ["--data-parallel-size", "2", "--api-server-count", "1"])
-    client = vllm_cpu.Client(srv.url, run.out / "client.jsonl")
-    scraper = None
-    try:
-        with srv:
-            run.event("healthy", after_s=_delta(srv.started, srv.healthy_at))
-            run.info["engine_cores"] = srv.engine_cores()
-            scraper = vllm_cpu.Scraper(srv.url, run.out / "metrics.jsonl", 10.0).start()
-            client.run_for(run.args.traffic_seconds / 2, 2, seed=3, max_requests=100)
-            client.bad_requests()
-            client.run_for(run.args.traffic_seconds / 2, 4, seed=4, max_requests=100)
-            time.sleep(2 * run.args.stats_interval + 1)
-            scraper.stop()
-            scraper.snapshot("final")
-            inflight = _inflight(client, run.args.inflight_at_stop)
-            run.event("SIGTERM", inflight=len(inflight))
-            rc = srv.stop(signal.SIGTERM, timeout=run.args.stop_timeout)
-            run.event("exited", returncode=rc)
-            for t in inflight:
-                t.join(client.timeout + 5)
-    finally:
-        if scraper:
-            scraper.stop()
-        run.finish(srv, client)
+
+    def traffic(client: vllm_traffic.Client) -> None:
+        client.run_for(run.args.traffic_seconds / 2, 2, seed=3, max_requests=100)
+        client.bad_requests()
+        client.run_for(run.args.traffic_seconds / 2, 4, seed=4, max_requests=100)
+
+    _serve_then_stop(run, srv, traffic, on_healthy=lambda: run.info.update(engine_cores=srv.engine_cores()))
 
 
 def main(argv: list[str] | None = None) -> int:

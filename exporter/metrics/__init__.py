@@ -30,7 +30,6 @@ from exporter import __version__
 from exporter.events import KINDS, Event
 from exporter.metrics.engine import EngineMetrics
 from exporter.metrics.errors import ErrorMetrics
-from exporter.metrics.labels import endpoint_label, method_label, status_label  # noqa: F401 - public helpers
 from exporter.metrics.offload import OffloadMetrics
 from exporter.metrics.startup import StartupMetrics
 from exporter.pipeline import RESULTS
