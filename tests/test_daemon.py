@@ -219,3 +219,20 @@ def test_a_busy_engine_that_stops_logging_reads_stalled_and_an_idle_one_does_not
         append(log, STATS.format(s=19, g=100.0))  # it speaks again
         wait_until(lambda: ex.value("vllm_log_engine_stalled", server="grandpa", engine="0") == 0, 10,
                    what="engine 0 working again")
+
+
+def test_healthz_says_why_a_servers_engine_metrics_are_missing(tmp_path):
+    """vLLM with data parallel and several API servers logs no stats line at all (issue 24): the
+    exporter says so where an operator looks first, beside the metric."""
+    import json
+
+    from tests.helpers import http_get
+    from tests.test_parsers import STATS_OFF
+
+    log = tmp_path / "dp.log"
+    log.write_text(f"(ApiServer_1 pid=15701) WARNING 12-04 15:38:10 [loggers.py:1386] {STATS_OFF}\n")
+    with Exporter("--source", f"dp={log}", "--from-start") as ex:
+        wait_until(lambda: ex.value("vllm_log_stats_logging_disabled", server="dp", reason="api_server_count") == 1,
+                   10, what="the metric")
+        health = json.loads(http_get(ex.url + "/healthz")[1])
+        assert health["status"] == "ok" and "--api-server-count 1" in health["servers"]["dp"]

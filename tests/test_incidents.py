@@ -141,3 +141,41 @@ def test_uvicorns_own_shutting_down_is_no_stop_a_death_before_it_stays_a_death()
     s, stats = run(lines)
     assert value(s, "vllm_log_errors_total", kind="engine_dead") == 1
     assert value(s, "vllm_log_server_stops_total", server="s") == 0
+
+
+# A start that fails for a reason none of the known ones names, as vLLM 0.32 logs it on a CPU host
+# asked for native KV offload (the worker's exception, its traceback, the engine core's failure):
+# the wording of the exception is from vLLM 0.32's v1/worker/cpu_worker.py.
+UNKNOWN_FAILED_START = [
+    "(APIServer pid=1) INFO 12-04 15:37:00 [api_utils.py:347] vLLM API server version 0.32.0",
+    "(Worker pid=9) ERROR 12-04 15:37:20 [multiproc_executor.py:812] WorkerProc hit an exception.",
+    "(Worker pid=9) ERROR 12-04 15:37:20 [multiproc_executor.py:812] Traceback (most recent call last):",
+    '(Worker pid=9) ERROR 12-04 15:37:20 [multiproc_executor.py:812]   File "/v/cpu_worker.py", line 88, in init_device',
+    "(Worker pid=9) ERROR 12-04 15:37:20 [multiproc_executor.py:812]     raise Exception(",
+    "(Worker pid=9) ERROR 12-04 15:37:20 [multiproc_executor.py:812] Exception: CPU Offloading is currently only "
+    "supported on CUDA-alike and XPU GPUs",
+    "(EngineCore pid=7) ERROR 12-04 15:37:21 [core.py:1510] EngineCore failed to start.",
+]
+
+
+def test_an_engine_that_dies_while_starting_is_one_failed_start_with_its_root_cause_not_a_death():
+    s, stats = run(UNKNOWN_FAILED_START)
+    assert value(s, "vllm_log_errors_total", kind="engine_dead") == 0
+    assert value(s, "vllm_log_errors_total", kind="traceback") == 0  # the failed start's own
+    assert value(s, "vllm_log_errors_total", kind="startup_failure") == 1
+    assert value(s, "vllm_log_startup_failures_total", reason="other") == 1  # at the end of the input
+    (sf,) = stats.startup_failures
+    assert sf["reason"] == "other"
+    assert sf["cause"] == "Exception: CPU Offloading is currently only supported on CUDA-alike and XPU GPUs"
+
+
+def test_the_pushed_alert_of_a_failed_start_holds_its_root_cause():
+    from exporter.alerting import Alerts
+
+    p = Pipeline(Clock(year=2026))
+    events = [e for line in UNKNOWN_FAILED_START for e in p.feed(line)[1]] + p.flush()
+    alerts = Alerts()
+    alerts.observe("s", events, now=0.0)
+    (a,) = alerts.pending(now=0.0)  # released by its reason: no wait
+    assert a.labels["alertname"] == "VllmStartupFailed" and a.annotations["reason"] == "other"
+    assert "CPU Offloading is currently only supported on CUDA-alike and XPU GPUs" in a.annotations["description"]
