@@ -79,12 +79,17 @@ class Podman:
         return self.run(*args, TAG, "/bin/sh", "/logger.sh").stdout.strip()
 
     def printed(self, name) -> int:
-        for _ in range(100):  # the script rewrites the file in place: an empty read is a write under way
-            text = (self.tmp / f"state-{name}" / "n").read_text().strip()
+        # the script rewrites the file in place: an empty read is a write under way, and a missing
+        # file a container whose script has not started yet (`podman run -d` returns before it does)
+        for _ in range(500):
+            try:
+                text = (self.tmp / f"state-{name}" / "n").read_text().strip()
+            except FileNotFoundError:
+                text = ""
             if text:
                 return int(text)
             time.sleep(0.01)
-        raise AssertionError(f"{name}: counter file stays empty")
+        raise AssertionError(f"{name}: counter file missing or empty for 5 s")
 
 
 @pytest.fixture(scope="module")

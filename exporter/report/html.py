@@ -183,10 +183,10 @@ def charts(stats: RunStats, tz=None) -> dict[str, str]:
 
     if len(stats.kv_usage):
         fig, (a,) = p.figure(1)
-        p.line(a, _reduce(stats.kv_usage), "GPU KV cache usage", "#d62728")
+        p.line(a, _reduce(stats.kv_usage), f"{stats.kv_device} KV cache usage", "#d62728")
         p.axis(a, "used", t.PercentFormatter(1.0), ratio=True)
         p.marks([a])
-        out["Capacity"] = p.finish(fig, [a], "GPU KV cache usage per stats window")
+        out["Capacity"] = p.finish(fig, [a], f"{stats.kv_device} KV cache usage per stats window")
 
     if stats.http_minutes:
         fig, (a,) = p.figure(1)
