@@ -117,16 +117,19 @@ def drafts_of(fields: dict) -> int | None:
     mean length's 2. A window that accepted nothing: drafted tokens / the configured depth."""
     accepted = fields.get("accepted_tokens")
     per_pos = fields.get("per_position_acceptance_rate") or ()
-    if not accepted:
-        drafted = fields.get("drafted_tokens")
-        depth = fields.get("speculative_depth") or len(per_pos)
-        if drafted == 0 or accepted == 0 and not drafted:
-            return 0
-        return round(drafted / depth) if drafted and depth else None
-    rates = sum(v for v in per_pos if isinstance(v, (int, float)))
-    if rates > 0:
-        return round(accepted / rates)
-    mean = fields.get("mean_acceptance_length")
-    if isinstance(mean, (int, float)) and mean > 1:
-        return round(accepted / (mean - 1))
-    return None
+    if accepted:
+        try:
+            rates = sum(per_pos)  # floats from the parser; anything else falls to the mean length
+        except TypeError:
+            rates = 0
+        if rates > 0:
+            return round(accepted / rates)
+        mean = fields.get("mean_acceptance_length")
+        if isinstance(mean, (int, float)) and mean > 1:
+            return round(accepted / (mean - 1))
+        return None
+    drafted = fields.get("drafted_tokens")
+    if drafted == 0 or accepted == 0 and not drafted:
+        return 0
+    depth = fields.get("speculative_depth") or len(per_pos)
+    return round(drafted / depth) if drafted and depth else None
