@@ -251,6 +251,12 @@ def test_what_vllm_032_says_at_start_up_and_while_serving_lands_on_its_series():
     assert value(s, "vllm_log_stats_logging_disabled", server="s", reason="api_server_count") == 1
     assert m.notes() == {"s": "vLLM logs no stats lines (api_server_count): engine metrics stay empty; with data "
                               "parallel, start it with --api-server-count 1"}
+    # a build that logs stats lines anyway: nothing is missing after all
+    m3 = fed(lines + ["(APIServer pid=1) INFO 12-04 15:35:00 [loggers.py:335] Engine 000: Avg prompt throughput: "
+                      "1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV "
+                      "cache usage: 0.1%, Prefix cache hit rate: 0.0%"])
+    assert m3.notes() == {}
+    assert value(samples(m3.render().decode()), "vllm_log_stats_logging_disabled", server="s") is None
     # a client's unknown model is the client's error, not an ERROR message of the server's
     assert value(s, "vllm_log_request_errors_total", server="s", status="404") == 1
     assert value(s, "vllm_log_messages_total", server="s", level="error") == 0

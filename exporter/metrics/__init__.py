@@ -169,6 +169,7 @@ class Metrics(EngineMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics):
 
     def reset_server(self, server: str) -> None:
         self._table.drop_gauges(server)
+        self._stats_off.discard(server)
         self._workers.pop(server, None)
         self._forget_windows(server)
 

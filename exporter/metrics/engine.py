@@ -158,6 +158,8 @@ class EngineMetrics:
     def _on_engine_stats(self, server: str, ev: Event, f: dict) -> None:
         eng = self._engine(server, f)
         key = (server, eng)
+        if self._stats_off and server in self._stats_off:
+            self._stats_came(server)
         for values, name in self._window_gauges:
             v = f.get(name)
             if v is not None:

@@ -65,12 +65,13 @@ class StartupMetrics:
                             "(--served-model-name) where the log gives one, else its path; path is where it "
                             "was loaded from.", S + ["model", "path"])
         self.stats_disabled = w("vllm_log_stats_logging_disabled", "1 when vLLM said at start-up that it logs no "
-                                "stats lines, so the engine series stay empty: reason api_server_count (data "
+                                "stats lines and none came since, so the engine series stay empty: reason api_server_count (data "
                                 "parallel with more than one API server; start it with --api-server-count 1).",
                                 S + ["reason"])
         self.last_start = lg("vllm_log_last_start_timestamp_seconds", "Time of the server's last start (version banner), "
                              "so a death before it is known to be over.")
         self._workers: dict[str, set[str]] = {}
+        self._stats_off: set[str] = set()  # servers that said they log no stats lines, none seen since
         self._models: dict[str, list] = {}  # server -> [served name, path] of the current run
 
     def _worker(self, server: str, ev: Event) -> str:
@@ -146,6 +147,13 @@ class StartupMetrics:
     def _on_stats_disabled(self, server, ev, f):
         reason = f.get("reason")
         self._set(self.stats_disabled, (server, reason if reason in STATS_DISABLED_REASONS else "other"), 1)
+        self._stats_off.add(server)
+
+    def _stats_came(self, server: str) -> None:
+        """A stats window after all (a build that logs them anyway): nothing is missing."""
+        self._stats_off.discard(server)
+        for key in [k for k in self.stats_disabled.values if k[0] == server]:
+            del self.stats_disabled.values[key]
 
     def notes(self) -> dict[str, str]:
         """What /healthz says of servers whose engine metrics are missing for a reason vLLM gave."""
