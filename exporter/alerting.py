@@ -7,11 +7,10 @@ merges the pushed one and the rule's into one alert, one notification. Annotatio
 exception line and the numbers the message gives (GPU, bytes asked for, free), bounded to 1 KiB.
 
 Deaths and failed starts are exporter.lifecycle's ``engine_death`` and ``start_failed``: a routine
-stop's EngineDeadError pages nobody. A failed start's alert is sent at its first signal and sent
-again when the log gives its reason (``start_failure_reason``: the reason and its words, or the
-root cause's exception line when no known reason fits). It is held back until then, for at most
-REASON_WAIT_SECONDS: Alertmanager notifies once per alert, so the words of the first post are the
-ones a receiver sees.
+stop's EngineDeadError pages nobody. A failed start's alert is made at its first signal and held
+back until the log gives its reason (``start_failure_reason``: the reason and its words, or the
+root cause's exception line when no known reason fits), for at most REASON_WAIT_SECONDS:
+Alertmanager notifies once per alert, so the words of the first post are the ones a receiver sees.
 
 How long they last: an OOM or GPU error as long as the rules' ``increase(...[10m])`` would say
 (10 minutes from when the line was read); a dead engine or a failed start-up until the server starts again
