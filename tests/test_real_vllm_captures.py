@@ -105,3 +105,14 @@ def test_a_start_refused_for_its_kv_cache_is_one_failed_start_for_that_reason():
     assert alerts == ["VllmStartupFailed"]
     (sf,) = report["startup_failures"]
     assert (sf["reason"], sf["max_model_len"], sf["estimated_max_model_len"]) == ("kv_cache_too_small", 131072, 65408)
+
+
+def test_sigterm_to_every_process_at_once_with_streams_in_flight_is_a_stop():
+    """systemd's default KillMode=control-group signals the engine core too; this run logged the
+    EngineDeadError of a single-engine 0.32 stop with requests running (the issue's false alarm)."""
+    truth, val, report, alerts, events = read("group_sigterm")
+    assert truth["signal_sent"] == "SIGTERM (group)"
+    assert any(e.kind == "engine_dead" and e.fields.get("during") == "stop" for e in events)
+    assert val("vllm_log_errors_total") == 0 and alerts == []
+    assert val("vllm_log_server_stops_total") == 1 and val("vllm_log_server_state", state="stopped") == 1
+    assert val("vllm_log_requests_running") == 0

@@ -139,7 +139,7 @@ def _serve_then_stop(run: Run, srv: vllm_cpu.Server, traffic, on_healthy=None) -
             # is when vLLM 0.32 logs an EngineDeadError for a stop nobody should be paged for.
             inflight = _inflight(client, run.args.inflight_at_stop)
             run.event("SIGTERM", inflight=len(inflight))
-            rc = srv.stop(signal.SIGTERM, timeout=run.args.stop_timeout)
+            rc = srv.stop(signal.SIGTERM, timeout=run.args.stop_timeout, group=run.args.signal_group)
             run.event("exited", returncode=rc)
             for t in inflight:
                 t.join(client.timeout + 5)
@@ -246,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="failed_start: the KV cache size, bytes (one 128k request needs 128 MiB)")
     ap.add_argument("--inflight-at-stop", type=int, default=3,
                     help="traffic, dp2: streaming requests still running when SIGTERM is sent")
+    ap.add_argument("--signal-group", action="store_true",
+                    help="traffic, dp2: SIGTERM every process at once (systemd's KillMode=control-group), "
+                         "not the API server alone")
     ap.add_argument("--keep-tmp", action="store_true", help="keep the model and caches (printed)")
     args = ap.parse_args(argv)
     # SIGTERM (a test's timeout, Ctrl-C's cousin) unwinds through the `finally`s, which kill the

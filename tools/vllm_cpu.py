@@ -341,12 +341,17 @@ class Server:
         self.exited_at = self.exited_at or time.time()
         return rc
 
-    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 60.0) -> int | None:
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 60.0, group: bool = False) -> int | None:
         """Signal the API server alone, as `docker stop` or `kill PID` would; its own shutdown then
-        stops the engine (that's the log we want). SIGKILL the group if it hasn't exited in time."""
+        stops the engine (that's the log we want). With ``group``, every process of the group at
+        once, as systemd's default KillMode=control-group does. SIGKILL the group if it hasn't
+        exited in time."""
         if self.proc and self.proc.poll() is None:
-            self.signal_used, self.stop_sent_at = sig.name, time.time()
-            os.kill(self.proc.pid, sig)
+            self.signal_used, self.stop_sent_at = sig.name + (" (group)" if group else ""), time.time()
+            if group:
+                os.killpg(self.proc.pid, sig)
+            else:
+                os.kill(self.proc.pid, sig)
             if self.wait_exit(timeout) is None:
                 self.forced_kill = True
                 self.kill_group()
