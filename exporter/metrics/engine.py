@@ -91,7 +91,6 @@ class EngineMetrics:
         self._last_window: dict[tuple[str, str], float] = {}  # log time of each engine's last window
         self._window_seen: dict[tuple[str, str], float] = {}  # when it was read (monotonic)
         self._busy: dict[tuple[str, str], bool] = {}  # whether that last window was busy
-        self._down: set[str] = set()  # servers stopped or dead since their last start
         self._position_keys: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
         self._idle_values = tuple(fam.values for fam in (self.prompt_tps, self.gen_tps, self.running,
                                                           self.waiting, self.swapped))
@@ -124,7 +123,6 @@ class EngineMetrics:
                     stalled[key] = 1.0
 
     def _forget_windows(self, server: str) -> None:
-        self._down.discard(server)
         for d in (self._last_window, self._window_seen, self._busy):
             for key in [k for k in d if k[0] == server]:
                 del d[key]
@@ -132,7 +130,6 @@ class EngineMetrics:
     def _engine_down(self, server: str) -> None:
         """The engine died or was stopped: it runs nothing and holds no KV cache from now on (the
         last window's figures would otherwise stand until the next start), and it is not stalled."""
-        self._down.add(server)
         for values in self._down_values:
             for key in [k for k in values if k[0] == server]:
                 values[key] = 0.0
@@ -172,7 +169,7 @@ class EngineMetrics:
         self._window_seen[key] = time.monotonic()
         # a window logged after a stop or death (requests in flight at SIGTERM) must not arm the
         # stall check of an engine that is gone
-        self._busy[key] = busy_window(f) and server not in self._down
+        self._busy[key] = busy_window(f) and not self._gone(server)
         self.stalled.values[key] = 0.0
         last = self._last_window.get(key)
         dt = self.stats_interval

@@ -126,6 +126,11 @@ class ErrorMetrics:
         self._set(self.last_stop, (server,), ev.ts if ev.ts is not None else time.time())
         self._engine_down(server)
 
+    def _gone(self, server: str) -> bool:
+        """The log last said the server was stopped or its engine died (until its next start)."""
+        values = self.state.values
+        return bool(values.get((server, "stopped")) or values.get((server, "dead")))
+
     def _on_server_state(self, server, ev, f):
         values = self.state.values
         for state in STATES:
