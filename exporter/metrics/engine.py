@@ -77,7 +77,8 @@ class EngineMetrics:
         self.spec_mean_len = w("vllm_log_spec_decode_mean_acceptance_length", "Mean acceptance length of the last window (includes the bonus token).", SE)
         self.spec_ratio = w("vllm_log_spec_decode_draft_acceptance_ratio", "Draft acceptance rate of the last window (0-1).", SE)
         self.spec_drafts = c("vllm_log_spec_decode_drafts", "Drafts proposed (one per request per step), derived from "
-                             "each window's line: accepted / (mean acceptance length - 1). vLLM's own is "
+                             "each window's line: accepted / (sum of the per-position rates), or / (mean acceptance "
+                             "length - 1) without them. vLLM's own is "
                              "vllm:spec_decode_num_drafts_total. Run-level mean acceptance length = 1 + accepted / drafts.", SE)
         self.spec_depth = w("vllm_log_spec_decode_depth", "Configured speculative depth: the most draft tokens proposed "
                             "per step (a custom build's 'Current speculative depth', else the number of per-position "
