@@ -33,6 +33,18 @@ _JOURNALD = re.compile(_JOURNALD_P)
 _CRI_TAG = re.compile(r"(?:stdout|stderr) [PF] ")
 # compose: "service  | " (name padded to the longest service name).
 _COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]*) *\| ")
+# A log viewer's or shipper's dated stamp and a bar: "2025-06-03 10:11:12.123 | " (Dozzle-style
+# viewers, loguru-formatted relays). Only a full date-time right at the start of the line followed by
+# " | " is taken, so a vLLM message's own "|" (tqdm's "Completed | 1/1") is never mistaken for one.
+# Without a zone the stamp is local time (the clock's zone).
+_STAMP_BAR = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(\.\d+|,\d+)?(Z|[+-]\d\d:?\d\d)? +\| ")
+# A CI runner's or shipper's bracketed stamp: "[2025-08-12T08:42:31Z] " (Buildkite).
+_STAMP_BRACKET = re.compile(
+    r"\[(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)?\] ")
+# A collector's "[service]: " (one bracketed name, a colon). torchrun's "[rank0]: " is a rank, not
+# a service: the process-tag step reads it.
+_SERVICE = re.compile(r"\[(?!rank\d+\])([A-Za-z0-9][\w.-]*)\]: ")
 # kubectl logs --prefix: "[pod/name/container] ".
 _KUBECTL = re.compile(r"\[pod/([^/\]]+)/([^\]]+)\] ")
 # torchrun/elastic: "[rank0]: ".
@@ -67,6 +79,12 @@ _JOURNALD_RECORD = re.compile(JOURNALD_RECORD_P)
 _ALT_HEADER = re.compile(
     rf"(\d{{4}})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[,.]\d+)? ({_LEVELS}) (\d+ )?\[([^\s\]]+):(\d+)\] ?"
 )
+# The Python logging cookbook's "%(asctime)s - %(name)s - %(levelname)s - %(message)s", which
+# frameworks that embed vLLM configure (xorbitsai/inference#3787: "2025-07-08 17:24:00 -
+# vllm.engine.metrics - INFO - Avg prompt throughput: ..."). The logger is the module name.
+_DASH_HEADER = re.compile(
+    rf"(\d{{4}})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[,.]\d+)? - ([\w.]+) - ({_LEVELS}) - "
+)
 # uvicorn's "INFO:     " level prefix (levelname + ':' padded to 9, then a space).
 _UVICORN = re.compile(rf"({_LEVELS}):\s+")
 
@@ -100,7 +118,7 @@ class Frame:
     raw: str
     message: str
     ts: float | None = None
-    ts_source: str | None = None  # "rfc3339" | "journald" | "vllm"
+    ts_source: str | None = None  # "rfc3339" | "journald" | "local" (a dated wrapper's zone-less stamp) | "vllm"
     host: str | None = None
     unit: str | None = None
     process: str | None = None
@@ -187,7 +205,7 @@ class Clock:
             dt = datetime(int(y), int(mo), int(d), int(h), int(mi), min(int(s), 59), tzinfo=tzi)
         except ValueError:
             return None
-        return dt.timestamp() + (float(frac) if frac else 0.0)
+        return dt.timestamp() + (float("0." + frac[1:]) if frac else 0.0)  # ".123" or ",123"
 
 
 def strip_ansi(line: str) -> str:
@@ -289,6 +307,19 @@ def _header_time(m: re.Match, clock: Clock) -> float | None:
     return clock.local(int(mo), int(vday), int(vhh), int(vmm), int(vss))
 
 
+def _stamp_time(m: re.Match, clock: Clock):
+    """(time, source) of a _STAMP_BAR match: with a zone it is an RFC 3339 stamp; without, local time."""
+    if m.group(8) is not None:
+        ts = Clock.rfc3339(m)
+        return None if ts is None else (ts, "rfc3339")
+    try:
+        dt = datetime(*(int(m.group(i)) for i in range(1, 6)), min(int(m.group(6)), 59), tzinfo=clock.tz)
+    except ValueError:
+        return None
+    frac = m.group(7)
+    return dt.timestamp() + (float("0." + frac[1:]) if frac else 0.0), "local"
+
+
 def frame_general(line: str, clock: Clock) -> Frame:
     """Every wrapper, in any order and nesting: the reference that the fast shape must agree with."""
     text = strip_ansi(_clean(line))
@@ -299,6 +330,14 @@ def frame_general(line: str, clock: Clock) -> Frame:
     for _ in range(4):
         c0 = text[:1]
         if c0.isdigit():
+            m = _STAMP_BAR.match(text)
+            if m:
+                if f.ts_source != "rfc3339":
+                    ts = _stamp_time(m, clock)
+                    if ts is not None:
+                        f.ts, f.ts_source = ts
+                text = text[m.end():]
+                continue
             m = _RFC3339.match(text)
             if m:
                 ts = Clock.rfc3339(m)
@@ -313,6 +352,18 @@ def frame_general(line: str, clock: Clock) -> Frame:
             m = _KUBECTL.match(text)
             if m:
                 f.unit = f.unit or m.group(2)
+                text = text[m.end():]
+                continue
+            m = _STAMP_BRACKET.match(text)
+            if m:
+                ts = Clock.rfc3339(m)
+                if ts is not None and f.ts_source != "rfc3339":
+                    f.ts, f.ts_source = ts, "rfc3339"
+                text = text[m.end():]
+                continue
+            m = _SERVICE.match(text)
+            if m:
+                f.unit = f.unit or m.group(1)
                 text = text[m.end():]
                 continue
             m = _GCP_LABEL.match(text)
@@ -385,6 +436,12 @@ def frame_general(line: str, clock: Clock) -> Frame:
         if m:
             f.level = m.group(7)
             f.logger = f"{m.group(9)}:{m.group(10)}"
+        else:
+            m = _DASH_HEADER.match(text)
+            if m:
+                f.level = m.group(8)
+                f.logger = m.group(7)
+        if m:
             f.header = m.group(0)
             if f.ts_source is None:
                 try:

@@ -174,3 +174,62 @@ def test_fast_shape_agrees_with_the_general_loop(line, edits):
     for pos, text in edits:
         line = line[:pos] + text + line[pos + 1:]
     assert frame_line(line, clock) == frame_general(line, clock)
+
+
+# --- wrappers of log viewers, CI runners, collectors and embedding frameworks (issue 28) ----------
+
+def test_viewer_stamp_and_bar_is_a_wrapper_with_local_time(uclock):
+    # A viewer that puts its own dated stamp and a bar in front of each container line.
+    f = frame_line("2025-06-03 10:11:12.123 | (APIServer pid=1) INFO 06-03 10:11:12 [loggers.py:123] "
+                   "Engine 000: Avg prompt throughput: 1.0 tokens/s", uclock)
+    assert f.process == "APIServer" and f.level == "INFO" and f.logger == "loggers.py:123"
+    assert f.message.startswith("Engine 000: Avg prompt")
+    assert f.ts == utc(2025, 6, 3, 10, 11, 12) + 0.123 and f.ts_source == "local"
+    # with a zone it is an RFC 3339 stamp; then a padded compose name inside it
+    f = frame_line("2025-06-03T10:11:12,5+02:00 | vllm-1      | INFO 06-03 08:11:12 [a.py:1] hi", uclock)
+    assert f.ts == utc(2025, 6, 3, 8, 11, 12) + 0.5 and f.ts_source == "rfc3339"
+    assert f.unit == "vllm-1" and f.message == "hi"
+
+
+def test_a_bar_inside_vllm_s_own_message_is_no_wrapper(uclock):
+    line = "(VllmWorker rank=0 pid=7) Loading safetensors checkpoint shards: 100% Completed | 1/1 [00:00<00:00]"
+    f = frame_line(line, uclock)
+    assert f.message == "Loading safetensors checkpoint shards: 100% Completed | 1/1 [00:00<00:00]"
+    f = frame_line("INFO 06-03 10:11:12 [a.py:1] 2025-06-03 10:11:12 | not a wrapper", uclock)
+    assert f.message == "2025-06-03 10:11:12 | not a wrapper"
+    # a date without a time is no stamp either
+    f = frame_line("2025-06-03 | INFO 06-03 10:11:12 [a.py:1] hi", uclock)
+    assert f.message == "2025-06-03 | INFO 06-03 10:11:12 [a.py:1] hi" and f.level is None
+
+
+def test_bracketed_ci_stamp(uclock):
+    # Buildkite's stamp, as in vllm-project/vllm#22587's log:
+    # "[2025-08-12T08:42:31Z] (EngineCore_0 pid=13564) DEBUG 08-12 01:42:31 [core.py:464] Has DP Coordinator: ..."
+    f = frame_line("[2025-08-12T08:42:31Z] (EngineCore_0 pid=13564) DEBUG 08-12 01:42:31 [core.py:464] "
+                   "Has DP Coordinator: False, stats publish address: None", uclock)
+    assert f.process == "EngineCore_0" and f.pid == 13564 and f.level == "DEBUG"
+    assert f.ts == utc(2025, 8, 12, 8, 42, 31) and f.ts_source == "rfc3339"
+    assert f.message == "Has DP Coordinator: False, stats publish address: None"
+
+
+@pytest.mark.parametrize("name", ["vllm", "vllm-server", "llm.gpu0", "Qwen3_32B"])
+def test_collector_service_prefix(name, uclock):
+    f = frame_line(f"[{name}]: (APIServer pid=1) ERROR 06-03 10:11:12 [core.py:1] EngineCore encountered a fatal error.",
+                   uclock)
+    assert f.unit == name and f.process == "APIServer" and f.level == "ERROR"
+    assert f.message == "EngineCore encountered a fatal error."
+
+
+def test_rank_prefix_is_not_a_service(uclock):
+    f = frame_line("[rank0]: Traceback (most recent call last):", uclock)
+    assert f.unit is None and f.message == "Traceback (most recent call last):"
+
+
+def test_logging_cookbook_header_of_embedding_frameworks(uclock):
+    # xorbitsai/inference#3787 (vLLM 0.9.1 inside Xinference):
+    f = frame_line("2025-07-08 17:24:00 - vllm.engine.metrics - INFO - Avg prompt throughput: 2.8 tokens/s, "
+                   "Avg generation throughput: 0.1 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, "
+                   "GPU KV cache usage: 0.2%, CPU KV cache usage: 0.0%.", uclock)
+    assert f.level == "INFO" and f.logger == "vllm.engine.metrics"
+    assert f.message.startswith("Avg prompt throughput: 2.8 tokens/s")
+    assert f.ts == utc(2025, 7, 8, 17, 24, 0)
