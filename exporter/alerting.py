@@ -1,6 +1,9 @@
 """Alerts made from the log's own events, in the log's own words, for Alertmanager.
 
-Which events: an OOM, a dead engine, a CUDA or NCCL error, a failed start-up. Each becomes an
+Which events: an OOM, a dead engine, a CUDA or NCCL error, a failed start-up. The supervisor's
+word on the exit (systemd's exit status and result, compose's exit code) is added to the dead
+engine's or failed start's alert as ``exit_status`` and ``unit_result``: a dead engine's alert waits
+up to EXIT_WAIT_SECONDS for it. Each becomes an
 alert with the labels the rule-based alerts carry for the same thing (``alertname``, ``server``,
 ``kind``, ``severity``, and ``job``/``instance`` as Prometheus labels the exporter), so Alertmanager
 merges the pushed one and the rule's into one alert, one notification. Annotations hold the
@@ -34,6 +37,10 @@ DESCRIPTION_BYTES = 1024
 # a failed start's reason follows its first line within the traceback's idle flush; with no known
 # reason, "other" and the root cause come when the failed start is over (FAILED_START_QUIET_SECONDS)
 REASON_WAIT_SECONDS = FAILED_START_QUIET_SECONDS + 2.0
+# a dead engine's alert waits this long for the supervisor's word on the exit (systemd's exit status
+# and result, compose's exit code), which follows vLLM's own death lines within seconds when there is
+# a supervisor; with none, the alert goes out after this wait
+EXIT_WAIT_SECONDS = 10.0
 
 
 @dataclass
@@ -115,6 +122,9 @@ class Alerts:
             if ev.kind == "start_failure_reason":
                 self._reason(server, ev)
                 continue
+            if ev.kind in ("process_exit", "unit_result"):
+                self._exit(server, ev)
+                continue
             rule = _RULES.get(ev.kind)
             if rule is None:
                 continue
@@ -132,7 +142,7 @@ class Alerts:
             # line read late, from a backlog, must not arrive already over)
             ends = None if ev.kind in ("engine_death", "start_failed") else max(starts, now) + RECENT_SECONDS
             key = tuple(sorted(labels.items()))
-            hold = now + REASON_WAIT_SECONDS if ev.kind == "start_failed" else None
+            hold = {"start_failed": now + REASON_WAIT_SECONDS, "engine_death": now + EXIT_WAIT_SECONDS}.get(ev.kind)
             self.active[key] = Alert(labels, annotations, starts, ends, hold_until=hold)
 
     def _reason(self, server: str, ev: Event) -> None:
@@ -142,6 +152,31 @@ class Alerts:
                 description, extra = _description(ev)
                 a.annotations.update(description=description, **extra)
                 a.changed, a.hold_until = True, None
+
+    def _exit(self, server: str, ev: Event) -> None:
+        """The supervisor's exit status and result into the server's open dead-engine or failed-start
+        alert. A dead engine's alert goes out with them: at systemd's result (its last word on the
+        exit), or at compose's exit line (its only one)."""
+        f = ev.fields
+        if ev.kind == "process_exit" and f.get("clean"):
+            return
+        for a in self.active.values():
+            if a.labels["server"] != server or a.ends_at is not None or \
+                    a.labels["alertname"] not in ("VllmEngineDead", "VllmStartupFailed"):
+                continue
+            if ev.kind == "process_exit":
+                status = str(f.get("status_text") or f.get("status"))
+                a.annotations["exit_status"] = status
+                line = f"{f.get('supervisor', 'supervisor')}: main process {f.get('how', 'exited')}, status {status}"
+            else:
+                a.annotations["unit_result"] = str(f.get("result"))
+                line = f"systemd: failed with result '{f.get('result')}'"
+            if line not in a.annotations["description"]:
+                text = f"{a.annotations['description']}\n{line}"
+                a.annotations["description"] = text.encode("utf-8")[:DESCRIPTION_BYTES].decode("utf-8", "ignore")
+            a.changed = True
+            if a.labels["alertname"] == "VllmEngineDead" and (ev.kind == "unit_result" or f.get("supervisor") == "compose"):
+                a.hold_until = None
 
     def _started(self, server: str, now: float) -> None:
         """A server start resolves its dead engine and its failed start."""

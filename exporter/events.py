@@ -41,6 +41,12 @@ KINDS = (
     # a server ready to serve, a stop asked for (exporter.parsers.lifecycle)
     "ready",
     "shutdown",
+    # what the supervisor (systemd, docker compose) said of the process (exporter.parsers.supervisor)
+    "process_exit",
+    "unit_result",
+    "restart",
+    "start_limit",
+    "host_oom_kill",
     # what exporter.lifecycle makes of the signals above: what metrics, report and alerts count
     "engine_death",
     "server_stop",

@@ -35,7 +35,10 @@ STATES = (STARTING, SERVING, STOPPED, DEAD, FAILED)
 DEATH_WINDOW_SECONDS = 300.0
 FAILED_START_QUIET_SECONDS = 10.0
 # the kinds Lifecycle acts on; every other event passes untouched
-WATCHED = frozenset({"version", "ready", "engine_stats", "shutdown", "engine_dead", "startup_failure", "traceback"})
+WATCHED = frozenset({"version", "ready", "engine_stats", "shutdown", "engine_dead", "startup_failure", "traceback",
+                     "process_exit", "host_oom_kill"})
+# the kernel's OOM notice and the exit it caused are logged together; further apart they are two things
+OOM_EXIT_SECONDS = 30.0
 
 
 def cause_line(fields: dict) -> str | None:
@@ -65,6 +68,7 @@ class Lifecycle:
         self._death_ts: float | None = None  # log time of the open death's last signal
         self._fail: _FailedStart | None = None
         self._cause: str | None = None  # the first unexplained traceback since the start
+        self._oom_ts: float | None = None  # the host OOM killer's last notice (log time)
 
     # -- feeding --------------------------------------------------------------------------------
 
@@ -124,6 +128,10 @@ class Lifecycle:
                 f["during"] = "death"
             else:
                 self._failed(ev, f.get("reason") or "other", out)
+        elif kind == "host_oom_kill":
+            self._oom_ts = ev.ts if ev.ts is not None else -1.0
+        elif kind == "process_exit":
+            self._exit(ev, out)
         elif kind == "traceback" and not f.get("kinds"):
             if f.get("exception") in ("KeyboardInterrupt", "SystemExit") and state in (None, STARTING, SERVING):
                 self._stop(ev, out)  # Ctrl-C, or sys.exit from a signal handler
@@ -137,6 +145,35 @@ class Lifecycle:
                 f["during"] = "death"  # the death's aftermath (cleanup errors), not a new error
             elif self.state == STARTING and self._cause is None:
                 self._cause = cause_line(f)
+
+    def _exit(self, ev: Event, out: list[Event]) -> None:
+        """The supervisor saw the process end. After a stop, a death or a failed start it is their
+        end; otherwise it is the only word there is: a clean exit is a stop, any other a death (or a
+        failed start while starting), as when the kernel's OOM killer sends SIGKILL and vLLM says
+        nothing."""
+        f, state = ev.fields, self.state
+        if state == STOPPED:
+            f["during"] = "stop"
+            return
+        if state == DEAD and not self._far(self._death_ts, ev.ts):
+            f["during"] = "death"
+            return
+        if state == FAILED:
+            f["during"] = "start"
+            return
+        words = f"{f.get('supervisor', 'supervisor')}: main process {f.get('how', 'exited')}, status {f.get('status_text', f.get('status'))}"
+        oom, self._oom_ts = self._oom_ts, None
+        if oom is not None and (oom < 0 or ev.ts is None or abs(ev.ts - oom) <= OOM_EXIT_SECONDS):
+            words += " (a process of the unit was killed by the kernel's OOM killer: host memory)"
+        if f.get("clean"):
+            self._stop(Event(ev.kind, {"signature": "clean exit", "message": words}, ev.ts, ev.process, ev.pid, ev.line), out)
+            return
+        fields = {"signature": "process exit", "message": words, "exit_status": str(f.get("status"))}
+        if state == STARTING:
+            f["during"] = "start"
+            self._failed(Event(ev.kind, fields, ev.ts, ev.process, ev.pid, ev.line), "other", out)
+        else:
+            self._death(Event(ev.kind, fields, ev.ts, ev.process, ev.pid, ev.line), out)
 
     def _to(self, state: str, ev: Event, out: list[Event]) -> None:
         if state != self.state:

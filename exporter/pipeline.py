@@ -39,7 +39,10 @@ _GLUED = re.compile(r"(?<=\S)(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d 
 _NOISE = re.compile(
     r"^(?:Loading (?:safetensors|pt) checkpoint shards|Capturing CUDA graph|Processed prompts|"
     r"Adding requests|Compiling|\d+%\|| *[█▀▄▌▐ ]+$|NCCL INFO|[\w.-]+:\d+:\d+ \[\d+\] NCCL INFO|"
-    r"\[(?:rank\d+\]:)?\[?[WIE]\d{4}|Process \w+:$|warnings\.warn|  warnings\.warn|\s*$)"
+    r"\[(?:rank\d+\]:)?\[?[WIE]\d{4}|Process \w+:$|warnings\.warn|  warnings\.warn|\s*$|"
+    # systemd's lines about a unit, "vllm.service: Consumed 2min 3.1s CPU time." (the journal's
+    # MESSAGE without the "systemd[1]: " of the short output)
+    r"[\w@:.\\-]+\.(?:service|scope): )"
 )
 
 # Anything that makes the raw text of a line differ from what framing hands the parsers (colour,
@@ -404,7 +407,9 @@ class Pipeline:
                 self.lineno,
             )
             return PARSED, [ev]
-        if level is not None or f.process is not None or _NOISE.match(msg):
+        # systemd's own chatter about the unit (Started, Stopping, Consumed ... CPU time) that no
+        # parser wants: recognisably the supervisor's, carrying nothing
+        if level is not None or f.process is not None or f.unit == "systemd" or _NOISE.match(msg):
             return IGNORED, []
         return UNPARSED, []
 

@@ -79,6 +79,27 @@ def groups() -> list[dict]:
             },
         },
         {
+            # Only restarts the supervisor made on its own count (systemd's "Scheduled restart job",
+            # compose's "(restarting)"): a `systemctl restart`, a deploy or an auto-update logs none.
+            "alert": "VllmRestartLoop",
+            "expr": f"increase(vllm_log_restarts_total[{C.RESTART_LOOP_WINDOW}]) >= {C.RESTART_LOOP_COUNT}\n"
+                    f"  or increase(vllm_log_start_limit_hits_total[{C.RESTART_LOOP_WINDOW}]) > 0",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "vLLM on {{ $labels.server }} is restarting in a loop",
+                "description": "The supervisor of {{ $labels.server }} restarted it after exits again and again in the last "
+                               f"{C.RESTART_LOOP_WINDOW}, or gave up (systemd's start limit)"
+                               '{{ with printf "topk(1, increase(vllm_log_process_exits_total{server=\\"%s\\",'
+                               f'instance=\\"%s\\"}}[{C.RESTART_LOOP_WINDOW}]) > 0)" $labels.server $labels.instance | query }}}}'
+                               "{{ with first . }}; most exits: {{ .Labels.how }} with status {{ .Labels.status }}{{ end }}{{ end }}"
+                               '{{ with printf "topk(1, increase(vllm_log_unit_failures_total{server=\\"%s\\",'
+                               f'instance=\\"%s\\"}}[{C.RESTART_LOOP_WINDOW}]) > 0)" $labels.server $labels.instance | query }}}}'
+                               "{{ with first . }}, systemd result {{ .Labels.result }}{{ end }}{{ end }}. "
+                               "Each start dies the same way: restarting will not fix it. Read why the first run ended "
+                               "(VllmEngineDead, VllmStartupFailed, `vllm-log-exporter report` on the log).",
+            },
+        },
+        {
             # the log says the engine is gone while vLLM's API still answers its scrape: clients get
             # errors from a server that looks up (vllm-project/vllm#39863)
             "alert": "VllmEngineDeadApiUp",

@@ -10,6 +10,11 @@ EXPORTER_SELECTOR = f'job="{EXPORTER_JOB}"'
 # Draft acceptance below this for 10 minutes, while drafting, means speculative decoding no longer pays.
 DRAFT_ACCEPTANCE_MIN = 0.5
 
+# The supervisor (systemd Restart=, compose's restart policy) restarted the server this many times
+# within the window: it dies again after each start. One crash and its restart is VllmEngineDead's.
+RESTART_LOOP_COUNT = 3
+RESTART_LOOP_WINDOW = "15m"
+
 # KV offload slower than this (bytes/s) for 10 minutes. PCIe 5.0 x16 moves ~64 GB/s one way and the
 # seed article measured 50-55 GB/s; PCIe 4.0 x16 is half that. 20 GB/s flags a link that fell back.
 KV_OFFLOAD_MIN_BYTES_PER_SECOND = 20e9

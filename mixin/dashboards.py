@@ -185,6 +185,8 @@ def _annotation(name: str, expr: str, colour: str, title: str) -> dict:
 ANNOTATIONS = [
     _annotation("Server starts", f"sum by (server) (increase(vllm_log_server_starts_total{{{S}}}[$__interval])) > 0",
                 "blue", "server start"),
+    _annotation("Restarts", f"sum by (server) (increase(vllm_log_restarts_total{{{S}}}[$__interval])) > 0",
+                WARN, "restarted by its supervisor"),
     _annotation("Stops", f"sum by (server) (increase(vllm_log_server_stops_total{{{S}}}[$__interval])) > 0",
                 GREY, "server stopped (asked for)"),
 ] + [
@@ -305,6 +307,18 @@ def overview() -> dict:
                  "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 80},
                  steps=[(None, BAD)],
                  description="OOMs, CUDA/NCCL errors, engine deaths (one per death) and tracebacks that are none of those.")
+    b.timeseries("Exits and restarts (supervisor)", [
+        (f"sum by (server, how, status) (increase(vllm_log_process_exits_total{{{S}}}[$__rate_interval]))",
+         "{{server}} {{how}} {{status}}"),
+        (f"sum by (server) (increase(vllm_log_restarts_total{{{S}}}[$__rate_interval]))", "{{server}} restarted")],
+        "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 80},
+        overrides=[{"matcher": {"id": "byRegexp", "options": "/restarted/"},
+                    "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": WARN}}]}],
+        description="What systemd or docker compose logged of the vLLM process: its exits by how (exited, killed by a "
+                    "signal, dumped core) and status (exit code, or signal), and the restarts it made on its own "
+                    f"(Restart=, a restart policy). {C.RESTART_LOOP_COUNT} restarts within {C.RESTART_LOOP_WINDOW} "
+                    "fire VllmRestartLoop. Empty when the log holds no supervisor lines (journald:NAME sources "
+                    "read them for the unit; a file needs `journalctl -u UNIT` output).")
     b.timeseries("Warning and error log lines", [
         (f"sum by (server, level) (increase(vllm_log_messages_total{{{S}}}[$__rate_interval]))", "{{server}} {{level}}")],
         "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 60},

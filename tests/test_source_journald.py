@@ -6,7 +6,8 @@ from exporter.sources.journald import JournaldSource, entry_to_lines, journal_ma
 
 def test_matches_cover_system_and_user_units_containers_and_identifiers():
     assert journal_matches("grandpa") == ["_SYSTEMD_UNIT=grandpa.service", "+", "_SYSTEMD_USER_UNIT=grandpa.service",
-                                          "+", "CONTAINER_NAME=grandpa", "+", "SYSLOG_IDENTIFIER=grandpa"]
+                                          "+", "CONTAINER_NAME=grandpa", "+", "SYSLOG_IDENTIFIER=grandpa",
+                                          "+", "UNIT=grandpa.service", "_PID=1", "+", "USER_UNIT=grandpa.service"]
 
 
 def test_entry_decoding():

@@ -179,3 +179,36 @@ def test_exporter_reports_a_missing_journal_as_down(tmp_path):
         assert ex.value("vllm_log_exporter_source_up", server="grandpa") == 1
         log = ex.stop()
     assert "no journal files in" in log
+
+
+def test_exporter_reads_what_systemd_logged_of_the_unit_and_nothing_of_other_units(tmp_path):
+    """PID 1's lines about the unit (UNIT=, as `journalctl -u` matches them) and a user manager's
+    (USER_UNIT=, rootless Quadlet) reach the parser; PID 1's lines about other units do not."""
+    from tests.helpers import Exporter, wait_until
+
+    j = Journal(tmp_path / "j")
+    j.write([access(1)])
+    args = ("--source", "journald:grandpa", "--journal-directory", str(j.dir))
+    with Exporter(*args) as ex:
+        wait_until(lambda: ex.value("vllm_log_exporter_source_up", server="grandpa") == 1, 20, what="source up")
+        pid1 = {"field": "UNIT", "unit": "grandpa.service", "_PID": "1", "SYSLOG_IDENTIFIER": "systemd"}
+        j.write(["grandpa.service: Main process exited, code=killed, status=9/KILL",
+                 "grandpa.service: Failed with result 'signal'.",
+                 "grandpa.service: Scheduled restart job, restart counter is at 1."], **pid1)
+        # about another unit, and a process other than PID 1 claiming the unit: neither is read
+        j.write(["sshd.service: Main process exited, code=exited, status=255/EXCEPTION",
+                 "sshd.service: Scheduled restart job, restart counter is at 7."],
+                field="UNIT", unit="sshd.service", _PID="1", SYSLOG_IDENTIFIER="systemd")
+        j.write(["grandpa.service: Scheduled restart job, restart counter is at 99."],
+                field="UNIT", unit="grandpa.service", _PID="4242", SYSLOG_IDENTIFIER="impostor")
+        # a rootless Quadlet unit's manager (systemd --user) speaks with USER_UNIT=
+        j.write(["grandpa.service: Scheduled restart job, restart counter is at 2."],
+                field="USER_UNIT", unit="grandpa.service", _PID="1800", SYSLOG_IDENTIFIER="systemd")
+        j.write([access(2)])  # the last entry: once it is counted, everything before it was read
+        wait_until(lambda: http_200s(ex) == 1, 20, what="the entries after the start")
+        assert ex.value("vllm_log_process_exits_total", server="grandpa", supervisor="systemd", how="killed",
+                        status="SIGKILL") == 1
+        assert ex.value("vllm_log_unit_failures_total", server="grandpa", result="signal") == 1
+        assert ex.value("vllm_log_restarts_total", server="grandpa") == 2
+        # the kill came with no vLLM line: the supervisor's word is the death
+        assert ex.value("vllm_log_errors_total", server="grandpa", kind="engine_dead") == 1

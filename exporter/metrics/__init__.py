@@ -7,6 +7,7 @@ emits (PromQL names):
 - exporter.metrics.offload: KV offload and connectors, LMCache
 - exporter.metrics.startup: start-up facts (reset when the server starts again), version, model
 - exporter.metrics.errors: errors and incidents, HTTP responses
+- exporter.metrics.supervisor: exits and restarts systemd or compose logged
 - this module: the exporter itself:
     vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
     value beyond the bounds of exporter.metrics.labels, counted instead),
@@ -32,6 +33,7 @@ from exporter.metrics.engine import EngineMetrics
 from exporter.metrics.errors import ErrorMetrics
 from exporter.metrics.offload import OffloadMetrics
 from exporter.metrics.startup import StartupMetrics
+from exporter.metrics.supervisor import SupervisorMetrics
 from exporter.pipeline import RESULTS
 from exporter.tables import CounterFamily, GaugeFamily, Table
 
@@ -50,7 +52,7 @@ class _Collectors:
         return self.registry.collect()
 
 
-class Metrics(EngineMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics):
+class Metrics(EngineMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics, SupervisorMetrics):
     """``registry`` holds every metric (backfill and prometheus-client's writers read it);
     ``render()`` writes the same in the text format, faster (what /metrics serves)."""
 
@@ -77,6 +79,7 @@ class Metrics(EngineMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics):
         self._declare_offload(S)
         self._declare_startup(S)
         self._declare_errors(S)
+        self._declare_supervisor(S)
 
         c, lg = self._counter, self._lasting_gauge
         self.last_line = lg("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
@@ -153,6 +156,7 @@ class Metrics(EngineMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics):
         self._servers.add(server)
         self._touch_errors(server)
         self._touch_offload(server)
+        self._touch_supervisor(server)
         for label in OVERFLOW_LABELS:
             self.label_overflow.touch((server, label))
         for result in RESULTS:

@@ -21,6 +21,7 @@ from exporter.parsers import (
     spec_decode,
     startup,
     stats_disabled,
+    supervisor,
     torch_glog,
 )
 from exporter.parsers.base import Parser
@@ -50,6 +51,7 @@ PARSERS: tuple[Parser, ...] = (
     shm_broadcast.PARSER,
     stats_disabled.PARSER,
     lifecycle.PARSER,
+    supervisor.PARSER,
     torch_glog.PARSER,  # after the error families: an NCCL watchdog line in glog form is an nccl_error
 )
 

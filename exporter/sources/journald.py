@@ -2,7 +2,8 @@
 
 ``journald:NAME`` matches entries whose system unit, user unit, container name or syslog identifier
 is NAME (a unit without a dot gets ``.service``), which covers a plain systemd service, a rootful or
-rootless Quadlet container and ``podman run --log-driver=journald``. ``directory`` (``-D``) names
+rootless Quadlet container and ``podman run --log-driver=journald``; and what systemd itself logged
+about that unit (its exits, results and restarts: exporter.parsers.supervisor). ``directory`` (``-D``) names
 the journal's location, e.g. the host journal mounted into the exporter's container.
 
 Where reading begins, and why each flag is there (every point was seen with the real journalctl 252):
@@ -46,9 +47,12 @@ NO_FILES = "No journal files were found"
 
 
 def journal_matches(name: str) -> list[str]:
+    """The unit's own lines, and what its service manager said of it: PID 1 logs a system unit's exits
+    and restarts ("vllm.service: Main process exited, ...") with ``UNIT=`` (as ``journalctl -u`` adds
+    ``UNIT=... _PID=1``), a user manager a user unit's (rootless Quadlet) with ``USER_UNIT=``."""
     unit = name if "." in name else f"{name}.service"
     return [f"_SYSTEMD_UNIT={unit}", "+", f"_SYSTEMD_USER_UNIT={unit}", "+", f"CONTAINER_NAME={name}", "+",
-            f"SYSLOG_IDENTIFIER={name}"]
+            f"SYSLOG_IDENTIFIER={name}", "+", f"UNIT={unit}", "_PID=1", "+", f"USER_UNIT={unit}"]
 
 
 def entry_to_lines(entry: dict) -> list[str]:
