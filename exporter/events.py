@@ -10,6 +10,7 @@ KINDS = (
     "engine_stats",
     "prefix_cache",
     "spec_decode",
+    "spec_calibration",
     "kv_transfer",
     "lmcache",
     "kv_cache_size",

@@ -380,7 +380,7 @@ class Pipeline:
         line the same process logged just before."""
         if kind == "engine_stats":
             self._engine_of[key] = fields.get("engine", 0)
-        elif kind in ("spec_decode", "kv_transfer"):
+        elif kind in ("spec_decode", "spec_calibration", "kv_transfer"):
             fields.setdefault("engine", self._engine_of.get(key, 0))
 
     def _classify(self, f: Frame, key: tuple) -> tuple[str, list[Event]]:

@@ -189,18 +189,31 @@ def groups() -> list[dict]:
     engine = [
         {
             "alert": "VllmDraftAcceptanceCollapsed",
+            # How often the first drafted token is accepted, among drafts that proposed one: with
+            # dynamic draft lengths the share of all drafted tokens accepted falls as drafts grow
+            # longer on a healthy server, and zero-length drafts (the drafter chose not to propose)
+            # lower position 0's rate over all drafts. Logs without per-position rates (V0) fall back
+            # to the share of drafted tokens, which is what their fixed depth makes meaningful.
             "expr": (
-                f"sum by ({BSE}) (rate(vllm_log_spec_decode_accepted_tokens_total[10m]))\n"
-                f"  / sum by ({BSE}) (rate(vllm_log_spec_decode_drafted_tokens_total[10m]))\n"
-                f"  < {C.DRAFT_ACCEPTANCE_MIN:g}"
+                f'(\n'
+                f'  sum by ({BSE}) (rate(vllm_log_spec_decode_position_accepted_tokens_total{{position="0"}}[10m]))\n'
+                f'    / (sum by ({BSE}) (rate(vllm_log_spec_decode_drafts_total[10m]))\n'
+                f'       - (sum by ({BSE}) (rate(vllm_log_spec_decode_drafts_by_length_total{{draft_length="0"}}[10m]))\n'
+                f'          or 0 * sum by ({BSE}) (rate(vllm_log_spec_decode_drafts_total[10m]))))\n'
+                f'  or\n'
+                f'  sum by ({BSE}) (rate(vllm_log_spec_decode_accepted_tokens_total[10m]))\n'
+                f'    / sum by ({BSE}) (rate(vllm_log_spec_decode_drafted_tokens_total[10m]))\n'
+                f'    unless on ({BSE}) group by ({BSE}) (vllm_log_spec_decode_position_accepted_tokens_total)\n'
+                f') < {C.DRAFT_ACCEPTANCE_MIN:g}'
             ),
             "for": "10m",
             "labels": {"severity": "warning"},
             "annotations": {
-                "summary": "Draft acceptance on {{ $labels.server }} fell to {{ $value | humanizePercentage }}",
-                "description": f"Fewer than {_pct(C.DRAFT_ACCEPTANCE_MIN)} of drafted tokens have been accepted for 10 minutes "
-                               "(engine {{ $labels.engine }}). Speculative decoding now costs more than it saves on this traffic; "
-                               "consider a lower speculative depth or a better draft model.",
+                "summary": "Drafts on {{ $labels.server }} are accepted {{ $value | humanizePercentage }} of the time",
+                "description": f"For 10 minutes the first drafted token has been accepted less than {_pct(C.DRAFT_ACCEPTANCE_MIN)} "
+                               "of the time on engine {{ $labels.engine }} (among drafts that proposed a token; without "
+                               "per-position rates, V0: of all drafted tokens). Speculative decoding now costs more than it "
+                               "saves on this traffic; consider a lower speculative depth or a better draft model.",
             },
         },
         {

@@ -7,7 +7,10 @@
 EXPORTER_JOB = "vllm-log-exporter"
 EXPORTER_SELECTOR = f'job="{EXPORTER_JOB}"'
 
-# Draft acceptance below this for 10 minutes, while drafting, means speculative decoding no longer pays.
+# The first drafted token accepted less often than this for 10 minutes means speculative decoding no
+# longer pays. Position 0 of the drafts that proposed anything: unlike the acceptance over all drafted
+# tokens, it does not fall by arithmetic when (dynamic) drafts grow longer. For depth 1 both are the
+# same number. Logs without per-position rates (V0) are held to the same bound on all drafted tokens.
 DRAFT_ACCEPTANCE_MIN = 0.5
 
 # The supervisor (systemd Restart=, compose's restart policy) restarted the server this many times

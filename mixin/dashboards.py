@@ -353,6 +353,15 @@ def _run_level_acceptance_length(sel: str, window: str, fn: str) -> str:
             f" / sum by (server) ({fn}(vllm_log_spec_decode_drafts_total{{{sel}}}[{window}]))")
 
 
+def _first_token_acceptance(sel: str, window: str) -> str:
+    """Position 0's accepted tokens over the drafts that proposed at least one token (all drafts, less
+    those of length 0 when the log gives draft lengths): VllmDraftAcceptanceCollapsed's measure."""
+    drafts = f"sum by (server) (rate(vllm_log_spec_decode_drafts_total{{{sel}}}[{window}]))"
+    return (f'sum by (server) (rate(vllm_log_spec_decode_position_accepted_tokens_total{{{sel}, position="0"}}[{window}]))'
+            f' / ({drafts} - (sum by (server) (rate(vllm_log_spec_decode_drafts_by_length_total{{{sel}, '
+            f'draft_length="0"}}[{window}])) or 0 * {drafts}))')
+
+
 def spec_decode() -> dict:
     b = Board("vllm-log-spec-decode", "vLLM / Speculative decoding",
               "Acceptance of drafted tokens: per window, per position, and weighted by tokens.",
@@ -375,9 +384,13 @@ def spec_decode() -> dict:
         (f"sum by (server) (rate(vllm_log_spec_decode_accepted_tokens_total{{{SE}}}[$__rate_interval]))"
          f" / sum by (server) (rate(vllm_log_spec_decode_drafted_tokens_total{{{SE}}}[$__rate_interval]))",
          "token-weighted {{server}}"),
+        (_first_token_acceptance(SE, "$__rate_interval"), "first token {{server}}"),
     ], "percentunit", min_=0, max_=1, steps=[(None, BAD), (C.DRAFT_ACCEPTANCE_MIN, GOOD)], line=True, w=10,
-        description=f"Drafted tokens accepted, per window and weighted by tokens; below the dashed line "
-                    f"({C.DRAFT_ACCEPTANCE_MIN:.0%}, VllmDraftAcceptanceCollapsed) drafting costs more than it gives.")
+        description=f"Drafted tokens accepted, per window and weighted by tokens, and how often the first drafted "
+                    f"token is accepted (position 0, among drafts that proposed a token). With dynamic draft lengths "
+                    f"the token-weighted share falls as drafts grow longer on a healthy server; the first token's does "
+                    f"not. First token below the dashed line ({C.DRAFT_ACCEPTANCE_MIN:.0%}, "
+                    f"VllmDraftAcceptanceCollapsed): drafting costs more than it gives.")
     b.heatmap("Mean acceptance length per window",
               f"sum by (le) (increase(vllm_log_spec_decode_window_mean_acceptance_length_bucket{{{SE}}}[$__rate_interval]))",
               "short", description="How the windows' mean acceptance lengths spread over time.")
@@ -403,6 +416,26 @@ def spec_decode() -> dict:
         (f"sum by (server) (rate(vllm_log_spec_decode_accepted_tokens_total{{{SE}}}[$__rate_interval]))", "accepted {{server}}"),
         (f"sum by (server) (rate(vllm_log_spec_decode_drafted_tokens_total{{{SE}}}[$__rate_interval]))", "drafted {{server}}"),
     ], TOKS, min_=0, w=8, description="Draft tokens proposed and accepted per second, summed over engines.")
+    b.row("Draft lengths and the drafter's confidence")
+    b.bargauge("Drafts by draft length (range)", [
+        (f"sum by (draft_length) (round(increase(vllm_log_spec_decode_drafts_by_length_total{{{SE}}}[$__range])))",
+         "{{draft_length}} tokens")], "none", min_=0, w=8, decimals=0,
+        description="How many drafts proposed each number of tokens over the time range, from vLLM's draft length "
+                    "histogram (dynamic draft lengths; 0: the drafter proposed nothing that step). Empty at a fixed "
+                    "depth, whose drafts all have the depth's length.")
+    b.bargauge("Acceptance by the drafter's confidence (range)", [
+        (f"sum by (confidence) (increase(vllm_log_spec_decode_confidence_accepted_tokens_total{{{SE}}}[$__range]))"
+         f" / sum by (confidence) (increase(vllm_log_spec_decode_confidence_drafted_tokens_total{{{SE}}}[$__range]))",
+         "{{confidence}}")], "percentunit", min_=0, max_=1, w=8,
+        description="DSpark's STS calibration bins: of the tokens drafted with a confidence in each bin, the share "
+                    "accepted. A calibrated drafter is accepted about as often as it is confident (see the mean "
+                    "confidence beside it).")
+    b.bargauge("Mean confidence per bin (range)", [
+        (f"sum by (confidence) (increase(vllm_log_spec_decode_confidence_sum_total{{{SE}}}[$__range]))"
+         f" / sum by (confidence) (increase(vllm_log_spec_decode_confidence_drafted_tokens_total{{{SE}}}[$__range]))",
+         "{{confidence}}")], "percentunit", min_=0, max_=1, w=8,
+        description="DSpark: the drafter's mean confidence in each bin. Acceptance well below it: the drafter is "
+                    "over-confident, and its confidence-based stopping drafts too long.")
     return b.model()
 
 

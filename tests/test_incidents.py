@@ -120,6 +120,35 @@ def test_a_busy_window_after_a_stop_does_not_arm_the_stall_check():
     assert value(s, "vllm_log_server_state", server="s", state="stopped") == 1
 
 
+def _window(engine: int, sec: int, running: int) -> str:
+    return (f"(APIServer pid=53) INFO 08-04 02:48:{sec:02d} [loggers.py:335] Engine {engine:03d}: Avg prompt throughput: "
+            f"0.0 tokens/s, Avg generation throughput: {40.0 * running:.1f} tokens/s, Running: {running} reqs, "
+            "Waiting: 0 reqs, GPU KV cache usage: 5.0%, Prefix cache hit rate: 0.0%")
+
+
+def test_a_dp_engine_vllm_stopped_logging_while_another_logs_is_not_stalled():
+    """vllm-ascend#10049: under data parallel the log leaves out engines that /metrics still has (vLLM
+    logs an engine's window only when that engine sent outputs). Engine 1's last window counted a
+    request, then it is never logged again while engine 0 keeps logging: no stall. When the whole
+    server goes quiet after busy windows, it is one."""
+    m = Metrics(process_metrics=False, stats_interval=10)
+    m.add_server("s")
+    p = Pipeline(Clock(year=2026))
+    lines = [BANNER, READY, _window(0, 0, 2), _window(1, 0, 1)] + [_window(0, sec, 2) for sec in range(10, 60, 10)]
+    for line in lines:
+        m.observe_many("s", p.feed(line)[1])
+    events = p.feed(_window(0, 59, 2))[1]
+    m.observe_many("s", events)
+    last = events[0].ts
+    m.go_idle(last + 5, log_time=True)  # engine 1 silent for 59 s, engine 0 logged 5 s ago
+    s = samples(m.render().decode())
+    assert value(s, "vllm_log_engine_stalled", server="s", engine="1") == 0
+    m.go_idle(last + 45, log_time=True)  # now both are silent after busy windows
+    s = samples(m.render().decode())
+    assert value(s, "vllm_log_engine_stalled", server="s", engine="0") == 1
+    assert value(s, "vllm_log_engine_stalled", server="s", engine="1") == 1
+
+
 # What a requested stop logs, by version (vLLM's entrypoints/launcher.py; 0.32: launchers/launcher.py
 # and v1/engine/core.py): each makes the EngineDeadError after it part of the stop.
 @pytest.mark.parametrize("stop", [

@@ -3,7 +3,8 @@
 Every series carries ``server`` (the source's name). One module per family, each listing what it
 emits (PromQL names):
 
-- exporter.metrics.engine: stats windows and speculative decoding (label ``engine``)
+- exporter.metrics.engine: stats windows (label ``engine``)
+- exporter.metrics.spec_decode: speculative decoding (label ``engine``)
 - exporter.metrics.offload: KV offload and connectors, LMCache
 - exporter.metrics.startup: start-up facts (reset when the server starts again), version, model
 - exporter.metrics.errors: errors and incidents, HTTP responses
@@ -32,6 +33,7 @@ from exporter.events import KINDS, Event
 from exporter.metrics.engine import EngineMetrics
 from exporter.metrics.errors import ErrorMetrics
 from exporter.metrics.offload import OffloadMetrics
+from exporter.metrics.spec_decode import SpecDecodeMetrics
 from exporter.metrics.startup import StartupMetrics
 from exporter.metrics.supervisor import SupervisorMetrics
 from exporter.pipeline import RESULTS
@@ -39,7 +41,7 @@ from exporter.tables import CounterFamily, GaugeFamily, Table
 
 SOURCE_EVENTS = ("truncated", "tail_lost", "rotated_late", "file_skipped")
 HTTP_CLOSE_REASONS = ("header_timeout", "idle_timeout", "request_timeout", "evicted", "refused")
-OVERFLOW_LABELS = ("engine", "worker", "method", "endpoint", "status", "gpu")
+OVERFLOW_LABELS = ("engine", "worker", "method", "endpoint", "status", "gpu", "position", "confidence")
 
 
 class _Collectors:
@@ -52,7 +54,7 @@ class _Collectors:
         return self.registry.collect()
 
 
-class Metrics(EngineMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics, SupervisorMetrics):
+class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics, SupervisorMetrics):
     """``registry`` holds every metric (backfill and prometheus-client's writers read it);
     ``render()`` writes the same in the text format, faster (what /metrics serves)."""
 
@@ -76,6 +78,7 @@ class Metrics(EngineMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics, Super
         S, SE = ["server"], ["server", "engine"]
 
         self._declare_engine(SE)
+        self._declare_spec_decode(SE)
         self._declare_offload(S)
         self._declare_startup(S)
         self._declare_errors(S)

@@ -1,4 +1,4 @@
-"""What each engine's stats windows say: throughput, requests, KV cache usage, speculative decoding.
+"""What each engine's stats windows say: throughput, requests, KV cache usage.
 
 Emitted (label ``engine``: 0-63, or ``aggregated`` for vLLM's aggregated DP line):
     vllm_log_prompt_throughput_tokens_per_second, vllm_log_generation_throughput_tokens_per_second,
@@ -10,12 +10,8 @@ Emitted (label ``engine``: 0-63, or ``aggregated`` for vLLM's aggregated DP line
     not KV transferred in), vllm_log_generation_tokens_total (both estimated: window average x window
     length), vllm_log_preemptions_total, vllm_log_stats_windows_total,
     vllm_log_engine_stalled (1: the last window was busy and no window came for 3 intervals)
-    vllm_log_spec_decode_accepted_tokens_total, vllm_log_spec_decode_drafted_tokens_total,
-    vllm_log_spec_decode_drafts_total (derived from each window's line: see spec_decode.drafts_of),
-    vllm_log_spec_decode_mean_acceptance_length, vllm_log_spec_decode_draft_acceptance_ratio,
-    vllm_log_spec_decode_position_acceptance_ratio{position}, vllm_log_spec_decode_depth,
-    vllm_log_spec_decode_window_mean_acceptance_length (histogram),
-    vllm_log_spec_decode_window_draft_acceptance_ratio (histogram)
+
+Speculative decoding is exporter.metrics.spec_decode.
 """
 
 from __future__ import annotations
@@ -24,13 +20,10 @@ import time
 
 from exporter.events import Event
 from exporter.incidents import busy_window
-from exporter.metrics.labels import DEVICES, POSITIONS, engine_label
-from exporter.parsers.spec_decode import drafts_of
+from exporter.metrics.labels import DEVICES, engine_label
 
 IDLE_AFTER_WINDOWS = 2  # stats intervals without a stats line before an engine's window gauges read 0
 STALLED_AFTER_WINDOWS = 3  # ... and, when its last window was busy, before it reads stalled
-ACCEPTANCE_LENGTH_BUCKETS = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0, 8.0, 10.0, 16.0)
-RATIO_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.0)
 
 
 def _device(fields: dict) -> str:
@@ -44,7 +37,7 @@ class EngineMetrics:
     """Part of exporter.metrics.Metrics: the engine families and their handlers."""
 
     def _declare_engine(self, SE: list[str]) -> None:
-        c, w, h = self._counter, self._gauge, self._table.histogram
+        c, w = self._counter, self._gauge
         # Window gauges: dropped for a server when it starts again, so nothing stale survives a restart.
         self.prompt_tps = w("vllm_log_prompt_throughput_tokens_per_second", "Average prompt throughput of the last stats "
                             "window, as logged: since vLLM 0.16 only the prompt tokens the engine computed (not "
@@ -72,27 +65,9 @@ class EngineMetrics:
                          "or tokens produced) and no stats line came for 3 intervals since: vLLM logs one every "
                          "interval while it works.", SE)
 
-        self.spec_accepted = c("vllm_log_spec_decode_accepted_tokens", "Draft tokens accepted.", SE)
-        self.spec_drafted = c("vllm_log_spec_decode_drafted_tokens", "Draft tokens proposed.", SE)
-        self.spec_mean_len = w("vllm_log_spec_decode_mean_acceptance_length", "Mean acceptance length of the last window (includes the bonus token).", SE)
-        self.spec_ratio = w("vllm_log_spec_decode_draft_acceptance_ratio", "Draft acceptance rate of the last window (0-1).", SE)
-        self.spec_drafts = c("vllm_log_spec_decode_drafts", "Drafts proposed (one per request per step), derived from "
-                             "each window's line: accepted / (sum of the per-position rates), or / (mean acceptance "
-                             "length - 1) without them. vLLM's own is "
-                             "vllm:spec_decode_num_drafts_total. Run-level mean acceptance length = 1 + accepted / drafts.", SE)
-        self.spec_depth = w("vllm_log_spec_decode_depth", "Configured speculative depth: the most draft tokens proposed "
-                            "per step (a custom build's 'Current speculative depth', else the number of per-position "
-                            "rates). Drafted tokens / drafts gives what was proposed on average.", SE)
-        self.spec_pos = w("vllm_log_spec_decode_position_acceptance_ratio", "Acceptance rate per draft position in the last window (0-1).", SE + ["position"])
-        self.spec_len_hist = h("vllm_log_spec_decode_window_mean_acceptance_length", "Per-window mean acceptance length.", SE,
-                               ACCEPTANCE_LENGTH_BUCKETS)
-        self.spec_ratio_hist = h("vllm_log_spec_decode_window_draft_acceptance_ratio", "Per-window draft acceptance rate (0-1).", SE,
-                                 RATIO_BUCKETS)
-
         self._last_window: dict[tuple[str, str], float] = {}  # log time of each engine's last window
         self._window_seen: dict[tuple[str, str], float] = {}  # when it was read (monotonic)
         self._busy: dict[tuple[str, str], bool] = {}  # whether that last window was busy
-        self._position_keys: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
         self._idle_values = tuple(fam.values for fam in (self.prompt_tps, self.gen_tps, self.running,
                                                           self.waiting, self.swapped))
         # what describes a running engine's load; hit rates describe the windows that were
@@ -114,13 +89,19 @@ class EngineMetrics:
         limit = IDLE_AFTER_WINDOWS * self.stats_interval
         stall = STALLED_AFTER_WINDOWS * self.stats_interval
         stalled = self.stalled.values
+        # Under data parallel vLLM logs an engine's window only when that engine sent it outputs: an
+        # engine given no more requests goes quiet after a window that still counted its last one
+        # (vllm-ascend#10049 shows engines missing from the log while /metrics has them). While
+        # another engine of the same server still logs, one engine's silence is no stall; a hung DP
+        # engine is still reported by vLLM's own hang warnings (shm broadcast waits).
+        logging = {k[0] for k, t in seen.items() if now - t <= stall}
         for key, t in seen.items():
             quiet = now - t
             if quiet > limit:
                 for values in self._idle_values:
                     if values.get(key):
                         values[key] = 0.0
-                if quiet > stall and self._busy.get(key) and key in stalled:
+                if quiet > stall and self._busy.get(key) and key in stalled and key[0] not in logging:
                     stalled[key] = 1.0
 
     def _forget_windows(self, server: str) -> None:
@@ -191,37 +172,3 @@ class EngineMetrics:
         v = f.get("gpu_prefix_cache_hit_rate")
         if v is not None:
             self._set(self.prefix_hit, (server, "0"), v)
-
-    def _on_spec_decode(self, server: str, ev: Event, f: dict) -> None:
-        eng = engine_label(f.get("engine", 0)) or self._overflow(server, "engine")
-        key = (server, eng)
-        acc, dra = f.get("accepted_tokens"), f.get("drafted_tokens")
-        c = self.spec_accepted.values
-        c[key] = c.get(key, 0.0) + max(0, acc or 0)
-        c = self.spec_drafted.values
-        c[key] = c.get(key, 0.0) + max(0, dra or 0)
-        drafts = drafts_of(f)
-        if drafts:
-            c = self.spec_drafts.values
-            c[key] = c.get(key, 0.0) + drafts
-        mean_len = f.get("mean_acceptance_length")
-        if mean_len is not None:
-            self.spec_mean_len.values[key] = float(mean_len)
-            self.spec_len_hist.observe(key, mean_len)
-        ratio = f.get("draft_acceptance_rate")
-        if ratio is None and acc is not None and dra:
-            ratio = acc / dra
-        if ratio is not None:
-            self.spec_ratio.values[key] = float(ratio)
-            self.spec_ratio_hist.observe(key, ratio)
-        per_pos = f.get("per_position_acceptance_rate") or []
-        depth = f.get("speculative_depth") or (len(per_pos) or None)
-        if depth is not None:
-            self.spec_depth.values[key] = float(depth)
-        # Positions are bounded by the depth vLLM was configured with (a handful, at most ~16).
-        values = self.spec_pos.values
-        keys = self._position_keys.get(key)
-        if keys is None:
-            keys = self._position_keys[key] = [(server, eng, p) for p in POSITIONS]
-        for k, v in zip(keys, per_pos):
-            values[k] = float(v)

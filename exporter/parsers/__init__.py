@@ -31,6 +31,7 @@ PARSERS: tuple[Parser, ...] = (
     access_log.PARSER,
     engine_stats.PARSER,
     spec_decode.PARSER,
+    spec_decode.CALIBRATION,
     kv_transfer.PARSER,
     lmcache.PARSER,
     # before the error families: its message is the client's text, which may hold any error's words

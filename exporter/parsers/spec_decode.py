@@ -4,10 +4,17 @@ V1 (0.10.2+): ``Mean acceptance length: 5.90, Accepted throughput: 298.18 tokens
 throughput: 303.98 tokens/s, Accepted: 2982 tokens, Drafted: 3040 tokens, Per-position acceptance
 rate: 1.000, 0.998, ..., Avg Draft acceptance rate: 98.1%``; 0.8.x put ``Draft acceptance rate: %``
 first. Custom builds add segments (``Current speculative depth: 5``). V0 rates are fractions.
+
+With dynamic draft lengths, vLLM's ``v1/spec_decode/metrics.py`` (``SpecDecodingLogging.log``) adds
+``Draft length histogram: 0:12, 2:40, 4:448`` before the average rate: how many drafts of each
+length the window held, lengths that did not occur left out. Every draft is counted, those of
+length 0 too (the drafter chose not to propose), so the counts add up to the window's drafts: the
+number the mean acceptance length and each per-position rate are divided by.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 from exporter.events import Event
@@ -43,12 +50,13 @@ CURRENT_PATTERN = (
     r"Mean acceptance length: (\d+\.\d+), (?:Current speculative depth: (\d+), )?"
     r"Accepted throughput: (\d+\.\d+) tokens/s, Drafted throughput: (\d+\.\d+) tokens/s, "
     r"Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
-    r"Per-position acceptance rate: ((?:\d\.\d+, )*\d\.\d+), Avg Draft acceptance rate: (\d+\.\d+)%"
+    r"Per-position acceptance rate: ((?:\d\.\d+, )*\d\.\d+), "
+    r"(?:Draft length histogram: ((?:\d+:\d+, )*\d+:\d+), )?Avg Draft acceptance rate: (\d+\.\d+)%"
 )
 _CURRENT = re.compile(CURRENT_PATTERN)
 
 
-def current_fields(mean_len, depth, acc_tps, dra_tps, acc, dra, per_pos, rate) -> dict:
+def current_fields(mean_len, depth, acc_tps, dra_tps, acc, dra, per_pos, histogram, rate) -> dict:
     """The fields of a CURRENT_PATTERN match, from its groups."""
     fields: dict = {"mean_acceptance_length": float(mean_len)}
     if depth is not None:
@@ -58,8 +66,21 @@ def current_fields(mean_len, depth, acc_tps, dra_tps, acc, dra, per_pos, rate) -
     fields["accepted_tokens"] = int(acc)
     fields["drafted_tokens"] = int(dra)
     fields["per_position_acceptance_rate"] = list(map(float, per_pos.split(", ")))
+    if histogram is not None:
+        fields["draft_length_histogram"] = draft_lengths(histogram)
     fields["draft_acceptance_rate"] = percent(rate)
     return fields
+
+
+def draft_lengths(text: str) -> dict[int, int] | None:
+    """``0:12, 2:40, 4:448``: drafts of each length in the window (only lengths that occurred)."""
+    out: dict[int, int] = {}
+    for part in text.split(","):
+        length, sep, count = part.strip().partition(":")
+        if not sep or not length.isdigit() or not count.isdigit():
+            return None
+        out[int(length)] = out.get(int(length), 0) + int(count)
+    return out or None
 
 
 def _parse_current(body: str) -> dict | None:
@@ -92,6 +113,11 @@ def parse_generic(body: str) -> dict:
         if k == "per-position acceptance rate":
             fields["per_position_acceptance_rate"] = number_list(value)
             continue
+        if k == "draft length histogram":
+            hist = draft_lengths(value)
+            if hist is not None:
+                fields["draft_length_histogram"] = hist
+            continue
         known = _KNOWN.get(k)
         if known:
             name, conv = known
@@ -108,13 +134,48 @@ def parse_generic(body: str) -> dict:
 
 PARSER = Parser("spec_decode", _MARKERS, _parse)
 
+# DSpark's calibration of its drafter's confidence, logged after each window's SpecDecoding line by
+# the same SpecDecodingLogging.log (``_log_dspark_sts_calibration``): compact JSON with ``bins`` (10)
+# and, per draft position, one row per field of ``bins`` numbers: ``counts`` (drafted tokens whose
+# confidence fell in the bin), ``accepted`` (of those, accepted) and ``confidence_sums``.
+CALIBRATION_MARKER = "DSpark STS calibration bins: "
+
+
+def _parse_calibration(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    i = msg.find(CALIBRATION_MARKER)
+    if i < 0:
+        return None
+    try:
+        payload = json.loads(msg[i + len(CALIBRATION_MARKER):])
+    except ValueError:
+        return None
+    if not isinstance(payload, dict) or not isinstance(payload.get("bins"), int):
+        return None
+    fields: dict = {"bins": payload["bins"]}
+    for name in ("counts", "accepted", "confidence_sums"):
+        rows = payload.get(name)
+        if not isinstance(rows, list) or not all(
+                isinstance(r, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in r)
+                for r in rows):
+            return None
+        fields[name] = rows
+    return [Event("spec_calibration", fields)]
+
+
+CALIBRATION = Parser("spec_calibration", (CALIBRATION_MARKER,), _parse_calibration)
+
 
 def drafts_of(fields: dict) -> int | None:
     """The drafts a window's line stands for (vLLM's num_drafts: one per request per step), which it
     does not print. vLLM computes the mean acceptance length as 1 + accepted / drafts and each
     per-position rate as accepted-at-that-position / drafts (v1/spec_decode/metrics.py), so
     drafts = accepted / (sum of the per-position rates): printed to 3 decimals, closer than the
-    mean length's 2. A window that accepted nothing: drafted tokens / the configured depth."""
+    mean length's 2. A window that accepted nothing: drafted tokens / the configured depth. With a
+    draft length histogram, the drafts are its sum, exactly."""
+    hist = fields.get("draft_length_histogram")
+    if isinstance(hist, dict) and hist:
+        return sum(hist.values())
     accepted = fields.get("accepted_tokens")
     per_pos = fields.get("per_position_acceptance_rate") or ()
     if accepted:

@@ -26,9 +26,9 @@ def _time(ts, tz) -> str:
     return datetime.fromtimestamp(ts, tz=tz or timezone.utc).strftime("%Y-%m-%d %H:%M:%S %Z").strip()
 
 
-def _table(rows: list[tuple[str, str]], head=("Item", "Value")) -> str:
-    out = [f"| {head[0]} | {head[1]} |", "|---|---|"]
-    out += [f"| {a} | {b} |" for a, b in rows]
+def _table(rows: list[tuple[str, ...]], head=("Item", "Value")) -> str:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(out)
 
 
@@ -125,8 +125,18 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
             ("Draft acceptance range", f"{_pct(da['worst'])}-{_pct(da['best'])}"),
             ("Accepted speculative throughput median / best", f"{_n(at['median'])} / {_n(at['best'])} tok/s"),
             ("Per-position acceptance (mean)", ", ".join(f"{p:.3f}" for p in sd["per_position_mean"]) or "–"),
+            ("First drafted token accepted (drafts that proposed one)", _pct(sd.get("first_token_acceptance"))),
         ]
+        if sd.get("drafts_by_length"):
+            rows.append(("Drafts by draft length, in the windows that log it (tokens: drafts)",
+                         ", ".join(f"{k}: {v:,}" for k, v in sd["drafts_by_length"].items())))
         parts += [_table(rows, ("Metric", "Value")), ""]
+        if sd.get("calibration"):
+            parts += ["DSpark's confidence calibration (all positions): a calibrated drafter is accepted about as "
+                      "often as it is confident.", ""]
+            parts += [_table([(b["confidence"], f"{b['drafted']:,}", f"{b['accepted']:,}", _pct(b["acceptance"]),
+                               _pct(b["mean_confidence"])) for b in sd["calibration"] if b["drafted"]],
+                             ("Confidence", "Drafted", "Accepted", "Acceptance", "Mean confidence")), ""]
     else:
         parts += ["No spec-decode metrics in this range.", ""]
 

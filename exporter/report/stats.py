@@ -85,7 +85,9 @@ class RunStats:
         self.accept_ratio = Trace()
         self.accept_ratio_values = Tally()
         self.accepted_tps = Tally()
-        self.tokens = {"accepted": 0, "drafted": 0, "drafts": 0}
+        self.tokens = {"accepted": 0, "drafted": 0, "drafts": 0, "first_accepted": 0, "first_drafts": 0}
+        self.draft_lengths: dict[int, int] = {}  # drafts by length (dynamic draft lengths' histogram)
+        self.calibration: list[list[float]] | None = None  # per confidence bin: drafted, accepted, confidence sum
         self.per_position: list[list] = []  # per draft position: [count, sum]
         self.depths: set[int] = set()
         self.transfers = {"store": Transfers(), "load": Transfers()}
@@ -287,8 +289,17 @@ class RunStats:
             self._tps(v)
         self.tokens["accepted"] += f.get("accepted_tokens") or 0
         self.tokens["drafted"] += f.get("drafted_tokens") or 0
-        self.tokens["drafts"] += drafts_of(f) or 0
-        for i, v in enumerate(f.get("per_position_acceptance_rate") or []):
+        drafts = drafts_of(f) or 0
+        self.tokens["drafts"] += drafts
+        hist = f.get("draft_length_histogram") or {}
+        for length, n in hist.items():
+            self.draft_lengths[length] = self.draft_lengths.get(length, 0) + n
+        rates = f.get("per_position_acceptance_rate") or []
+        if rates and drafts:
+            # the first token's acceptance among drafts that proposed one (VllmDraftAcceptanceCollapsed's)
+            self.tokens["first_accepted"] += round(rates[0] * drafts)
+            self.tokens["first_drafts"] += drafts - hist.get(0, 0)
+        for i, v in enumerate(rates):
             while len(self.per_position) <= i:
                 self.per_position.append([0, 0])
             p = self.per_position[i]
@@ -296,6 +307,17 @@ class RunStats:
             p[1] += v
         if f.get("speculative_depth"):
             self.depths.add(int(f["speculative_depth"]))
+
+    def _on_spec_calibration(self, ev, f):
+        bins = f.get("bins")
+        if not isinstance(bins, int) or not 0 < bins <= 20:
+            return
+        if self.calibration is None or len(self.calibration) != bins:
+            self.calibration = [[0, 0, 0.0] for _ in range(bins)]
+        for col, name in enumerate(("counts", "accepted", "confidence_sums")):
+            for row in f.get(name) or ():
+                for b, v in zip(self.calibration, row):
+                    b[col] += v
 
     def _on_kv_transfer(self, ev, f):
         for d in ("store", "load"):
@@ -459,7 +481,21 @@ class RunStats:
             "draft_acceptance": {"median": ratios.median(), "mean": ratios.mean(), "best": ratios.high, "worst": ratios.low},
             "accepted_throughput": {"median": tps.median(), "best": tps.high},
             "per_position_mean": [total / n for n, total in self.per_position],
+            # position 0 accepted / drafts that proposed a token: does not fall as (dynamic) drafts grow longer
+            "first_token_acceptance": (self.tokens["first_accepted"] / self.tokens["first_drafts"]
+                                       if self.tokens["first_drafts"] else None),
+            "drafts_by_length": dict(sorted(self.draft_lengths.items())),
+            "calibration": self._calibration(),
         }
+
+    def _calibration(self) -> list[dict] | None:
+        """DSpark's confidence bins over the run: drafted and accepted tokens, and mean confidence."""
+        if self.calibration is None:
+            return None
+        n = len(self.calibration)
+        return [{"confidence": f"{i / n:.1f}-{(i + 1) / n:.1f}", "drafted": int(d), "accepted": int(a),
+                 "acceptance": a / d if d else None, "mean_confidence": c / d if d else None}
+                for i, (d, a, c) in enumerate(self.calibration)]
 
     def _offload(self) -> dict:
         out: dict[str, Any] = {}
