@@ -42,6 +42,17 @@ KINDS = (
     # a server ready to serve, a stop asked for (exporter.parsers.lifecycle)
     "ready",
     "shutdown",
+    # vLLM's warning signs before a hang or death (exporter.parsers.warning_signs)
+    "rpc_timeout",
+    "worker_died",
+    "ray_actor_died",
+    "gpu_memory_fault",
+    # recoveries and latency causes (exporter.parsers.recovery)
+    "kv_load_recovered",
+    "kv_load_failed",
+    "lmcache_retrieve_failed",
+    "lmcache_memory_unavailable",
+    "jit_during_inference",
     # what the supervisor (systemd, docker compose) said of the process (exporter.parsers.supervisor)
     "process_exit",
     "unit_result",

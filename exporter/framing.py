@@ -58,7 +58,11 @@ _GCP_LABEL = re.compile(r"\[resource\.labels\.containerName: ([^\]]+)\] ")
 # multiprocessing process name (vllm/utils/system_utils.py:197 in 0.32): multiproc_executor names its
 # workers f"VllmWorker-{rank}" and nested processes are "SpawnProcess-1:2", hence "-", ":" and ".".
 PROCESS_NAME_P = r"[A-Za-z_][\w.:-]*"
-_PROCESS_P = rf"\(({PROCESS_NAME_P}(?: rank=\d+)?) pid=(\d+)(?:, ip=[^)]*)?\) ?"
+# Other fields may stand between the rank and the pid ("(VllmWorker rank=4 engine_index=0 pid=31778)",
+# LMCache#889), and some builds print vLLM's own process names with no pid ("(EngineCore) ",
+# vllm-project/vllm#43009): without a pid only those names are a tag, so "(Note) ..." stays text.
+_PROCESS_P = (rf"\((?=[^)]* pid=\d|(?:EngineCore|APIServer|ApiServer|VllmWorker|Worker)[\w.:-]*\))"
+              rf"({PROCESS_NAME_P}(?: rank=\d+)?)(?: (?!pid=)[a-z_]+=\d+)*(?: pid=(\d+))?(?:, ip=[^)]*)?\) ?")
 _PROCESS = re.compile(_PROCESS_P)
 
 _LEVELS = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
@@ -264,7 +268,7 @@ def _frame_journald_record(line: str, clock: Clock) -> Frame | None:
     f = Frame(line, text[end:], None, None, host, unit, None, None, level, text[m.start(18):m.end(19)],
               text[m.start(12):end], False, text, m.start(9))
     if proc is not None:  # (nested tags never match: the header must follow the first tag)
-        f.process, f.pid = proc, int(pid)
+        f.process, f.pid = proc, int(pid) if pid is not None else None
     f.ts, f.ts_source = when
     return f
 
@@ -403,7 +407,7 @@ def frame_general(line: str, clock: Clock) -> Frame:
         m = _PROCESS.match(text)
         while m:
             proc, pid = m.groups()
-            f.process, f.pid = proc, int(pid)
+            f.process, f.pid = proc, int(pid) if pid is not None else None
             text = text[m.end():]
             m = _PROCESS.match(text) if text[:1] == "(" else None
     if text[:1] == "[":

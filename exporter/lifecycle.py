@@ -35,8 +35,11 @@ STATES = (STARTING, SERVING, STOPPED, DEAD, FAILED)
 DEATH_WINDOW_SECONDS = 300.0
 FAILED_START_QUIET_SECONDS = 10.0
 # the kinds Lifecycle acts on; every other event passes untouched
-WATCHED = frozenset({"version", "ready", "engine_stats", "shutdown", "engine_dead", "startup_failure", "traceback",
-                     "process_exit", "host_oom_kill"})
+# a process of vLLM's ended or a GPU faulted: the engine is gone, as with engine_dead (a worker that
+# dies during a stop or a start-up belongs to those)
+DEATH_SIGNALS = frozenset({"engine_dead", "worker_died", "ray_actor_died", "gpu_memory_fault"})
+WATCHED = frozenset({"version", "ready", "engine_stats", "shutdown", "startup_failure", "traceback",
+                     "process_exit", "host_oom_kill"}) | DEATH_SIGNALS
 # the kernel's OOM notice and the exit it caused are logged together; further apart they are two things
 OOM_EXIT_SECONDS = 30.0
 
@@ -48,6 +51,19 @@ def cause_line(fields: dict) -> str | None:
     if not exc and not msg:
         return None
     return f"{exc}: {msg}"[:500] if exc and msg else str(exc or msg)[:500]
+
+
+def death_words(kind: str, f: dict) -> str:
+    """What a death signal that carries no message of its own says, for the alert and the report."""
+    if kind == "worker_died":
+        how = f.get("signal") or (f"exit code {f['exit_code']}" if "exit_code" in f else "no exit code")
+        return f"{f.get('proc') or 'a worker'} ({f.get('executor', 'executor')}) died unexpectedly: {how}"
+    if kind == "ray_actor_died":
+        oom = "; Ray names the OOM killer as a possible cause" if f.get("possible_oom") else ""
+        return f"Ray actor died: worker process died, exit type {f.get('exit_type', 'unknown')}{oom}"
+    if kind == "gpu_memory_fault":
+        return f"GPU node-{f.get('node')} {f.get('fault', 'memory_access').replace('_', ' ')} fault: {f.get('reason')}"
+    return kind
 
 
 class _FailedStart:
@@ -113,7 +129,9 @@ class Lifecycle:
                 self._to(SERVING, ev, out)
         elif kind == "shutdown":
             self._stop(ev, out)
-        elif kind == "engine_dead":
+        elif kind in DEATH_SIGNALS:
+            if "message" not in f:
+                f["message"] = death_words(kind, f)
             if state == STOPPED:
                 f["during"] = "stop"
             elif state in (STARTING, FAILED):

@@ -137,7 +137,9 @@ class _Traceback:
         # logger.exception repeats the first line's exact header on every line of the record;
         # a bare (stderr) traceback has no header at all.
         if self.header is not None:
-            if f.header != self.header:
+            # a blank line of the record ("ERROR ... [core.py:398] ") lost its last space to framing's
+            # rstrip: the header is the same without it
+            if f.header is None or f.header.rstrip() != self.header:
                 return False
         elif f.header is not None or f.uvicorn:
             return False
@@ -387,7 +389,7 @@ class Pipeline:
         msg = f.message
         if msg.startswith(TRACEBACK_START) or (msg[:1] == " " and msg.lstrip().startswith(TRACEBACK_START)):
             self._tracebacks[key] = _Traceback(
-                f.ts, f.process, f.pid, f.header, self.lineno, touched=time.monotonic(), last_ts=f.ts
+                f.ts, f.process, f.pid, f.header and f.header.rstrip(), self.lineno, touched=time.monotonic(), last_ts=f.ts
             )
             return PARSED, []
         events = parse_frame(f)

@@ -187,6 +187,9 @@ ANNOTATIONS = [
                 "blue", "server start"),
     _annotation("Restarts", f"sum by (server) (increase(vllm_log_restarts_total{{{S}}}[$__interval])) > 0",
                 WARN, "restarted by its supervisor"),
+    _annotation("JIT while serving",
+                f"sum by (server) (increase(vllm_log_jit_compilations_during_inference_total{{{S}}}[$__interval])) > 0",
+                "yellow", "kernel compiled while serving (latency spike)"),
     _annotation("Stops", f"sum by (server) (increase(vllm_log_server_stops_total{{{S}}}[$__interval])) > 0",
                 GREY, "server stopped (asked for)"),
 ] + [
@@ -319,6 +322,22 @@ def overview() -> dict:
                     f"(Restart=, a restart policy). {C.RESTART_LOOP_COUNT} restarts within {C.RESTART_LOOP_WINDOW} "
                     "fire VllmRestartLoop. Empty when the log holds no supervisor lines (journald:NAME sources "
                     "read them for the unit; a file needs `journalctl -u UNIT` output).")
+    b.timeseries("Warning signs and recoveries", [
+        (f"sum by (server, method) (increase(vllm_log_rpc_timeouts_total{{{S}}}[$__rate_interval]))",
+         "{{server}} RPC timeout {{method}}"),
+        (f"sum by (server) (increase(vllm_log_shm_broadcast_waits_total{{{S}}}[$__rate_interval]))",
+         "{{server}} shm broadcast wait"),
+        (f"sum by (server, executor) (increase(vllm_log_worker_deaths_total{{{S}}}[$__rate_interval]))",
+         "{{server}} worker died ({{executor}})"),
+        (f"sum by (server, outcome) (increase(vllm_log_kv_load_failures_total{{{S}}}[$__rate_interval]))",
+         "{{server}} KV load failure {{outcome}}"),
+        (f"sum by (server, backend) (increase(vllm_log_jit_compilations_during_inference_total{{{S}}}[$__rate_interval]))",
+         "{{server}} {{backend}} JIT while serving"),
+    ], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
+        description="What vLLM says before a hang or a death, and what it recovered from: RPCs to the workers that "
+                    "timed out and shared-memory broadcast waits (both mark a serving engine stalled), worker "
+                    "processes that died, KV loads a connector failed (recovered: prefill computed again; failed: "
+                    "the requests ended in error), kernels compiled while serving (a latency spike's cause).")
     b.timeseries("Warning and error log lines", [
         (f"sum by (server, level) (increase(vllm_log_messages_total{{{S}}}[$__rate_interval]))", "{{server}} {{level}}")],
         "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 60},

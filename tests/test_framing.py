@@ -233,3 +233,23 @@ def test_logging_cookbook_header_of_embedding_frameworks(uclock):
     assert f.level == "INFO" and f.logger == "vllm.engine.metrics"
     assert f.message.startswith("Avg prompt throughput: 2.8 tokens/s")
     assert f.ts == utc(2025, 7, 8, 17, 24, 0)
+
+
+@pytest.mark.parametrize("tag, process, pid", [
+    # LMCache#889: another field between the rank and the pid
+    ("(VllmWorker rank=4 engine_index=0 pid=31778) ", "VllmWorker rank=4", 31778),
+    # vllm-project/vllm#43009, verl#6583: vLLM's own process name with no pid
+    ("(EngineCore) ", "EngineCore", None),
+    ("(EngineCore_DP1) ", "EngineCore_DP1", None),
+    ("(APIServer) ", "APIServer", None),
+])
+def test_process_tags_with_more_fields_or_no_pid(tag, process, pid, uclock):
+    for wrapper in ("", "Dec 04 10:11:12 gpu1 vllm[9]: "):
+        f = frame_line(wrapper + tag + "ERROR 12-04 10:11:12 [core.py:1] EngineCore encountered a fatal error.", uclock)
+        assert (f.process, f.pid, f.level, f.message) == (process, pid, "ERROR", "EngineCore encountered a fatal error.")
+
+
+@pytest.mark.parametrize("text", ["(Note) the server restarts", "(1) The process is killed", "(see below) x",
+                                  "(Worker died) x"])
+def test_a_parenthesis_without_pid_that_names_no_vllm_process_stays_text(text, uclock):
+    assert frame_line(text, uclock).message == text and frame_line(text, uclock).process is None

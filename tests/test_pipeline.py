@@ -94,3 +94,29 @@ def test_every_line_is_accounted_exactly_once():
     results, _ = run_lines(lines)
     assert len(results) == len(lines)
     assert results[-4:] == ["unparsed", "ignored", "ignored", "unparsed"]
+
+
+def test_a_chained_logger_exception_traceback_with_blank_lines_stays_one():
+    """vLLM's engine core logs its fatal error with logger.exception: every line carries the header,
+    and the blank lines between chained exceptions too ("... [core.py:398] " with nothing after, whose
+    last space a log file keeps and framing strips). They must not end the traceback (issue 28; the
+    RPC-timeout death is chained like this: vllm-project/vllm#17965)."""
+    h = "(EngineCore_DP0 pid=171) ERROR 07-16 08:23:49 [core.py:398] "
+    lines = [h + "EngineCore encountered a fatal error.",
+             h + "Traceback (most recent call last):",
+             h + '  File "/usr/lib/python3.12/site-packages/vllm/v1/executor/multiproc_executor.py", line 264, in collective_rpc',
+             h + "    result = get_response(w, dequeue_timeout)",
+             h + "TimeoutError: Timed out waiting for a response",
+             h,  # a blank line of the record: the header and its trailing space
+             h + "The above exception was the direct cause of the following exception:",
+             h,
+             h + "Traceback (most recent call last):",
+             h + '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 389, in run_engine_core',
+             h + "    engine_core.run_busy_loop()",
+             h + "TimeoutError: RPC call to execute_model timed out."]
+    _, events = run_lines(lines)
+    (tb,) = [e for e in events if e.kind == "traceback"]
+    assert tb.fields["chain_length"] == 2 and tb.fields["lines"] == 11
+    assert tb.fields["root_exception"] == "TimeoutError" and tb.fields["exception"] == "TimeoutError"
+    assert "rpc_timeout" in tb.fields["kinds"]
+    assert not [e for e in events if e.kind == "log"]  # nothing of the record left over as a stray line

@@ -9,6 +9,7 @@ emits (PromQL names):
 - exporter.metrics.startup: start-up facts (reset when the server starts again), version, model
 - exporter.metrics.errors: errors and incidents, HTTP responses
 - exporter.metrics.supervisor: exits and restarts systemd or compose logged
+- exporter.metrics.warning_signs: hang and death warnings, recoveries, latency causes
 - this module: the exporter itself:
     vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
     value beyond the bounds of exporter.metrics.labels, counted instead),
@@ -36,6 +37,7 @@ from exporter.metrics.offload import OffloadMetrics
 from exporter.metrics.spec_decode import SpecDecodeMetrics
 from exporter.metrics.startup import StartupMetrics
 from exporter.metrics.supervisor import SupervisorMetrics
+from exporter.metrics.warning_signs import WarningSignMetrics
 from exporter.pipeline import RESULTS
 from exporter.tables import CounterFamily, GaugeFamily, Table
 
@@ -54,7 +56,8 @@ class _Collectors:
         return self.registry.collect()
 
 
-class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics, SupervisorMetrics):
+class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics, SupervisorMetrics,
+              WarningSignMetrics):
     """``registry`` holds every metric (backfill and prometheus-client's writers read it);
     ``render()`` writes the same in the text format, faster (what /metrics serves)."""
 
@@ -83,6 +86,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._declare_startup(S)
         self._declare_errors(S)
         self._declare_supervisor(S)
+        self._declare_warning_signs(S)
 
         c, lg = self._counter, self._lasting_gauge
         self.last_line = lg("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
@@ -160,6 +164,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._touch_errors(server)
         self._touch_offload(server)
         self._touch_supervisor(server)
+        self._touch_warning_signs(server)
         for label in OVERFLOW_LABELS:
             self.label_overflow.touch((server, label))
         for result in RESULTS:

@@ -16,6 +16,7 @@ from exporter.parsers import (
     lifecycle,
     lmcache,
     memory,
+    recovery,
     request_error,
     shm_broadcast,
     spec_decode,
@@ -23,6 +24,7 @@ from exporter.parsers import (
     stats_disabled,
     supervisor,
     torch_glog,
+    warning_signs,
 )
 from exporter.parsers.base import Parser
 
@@ -34,8 +36,12 @@ PARSERS: tuple[Parser, ...] = (
     spec_decode.CALIBRATION,
     kv_transfer.PARSER,
     lmcache.PARSER,
+    *recovery.PARSERS,
     # before the error families: its message is the client's text, which may hold any error's words
     request_error.PARSER,
+    # vLLM's warning signs before a hang or death (exporter.parsers.warning_signs): none of their
+    # lines is also an error family's, and the fatal-signal line gets its exact signature here
+    *warning_signs.PARSERS,
     *errors.ERROR_PARSERS,
     engine_stats.PREFIX_V0,
     kv_capacity.KV_SIZE,
@@ -71,7 +77,13 @@ NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(needle for needle, _ in _TABLE))
 _FILTER_HINTS = ("metrics: ", "Engine", "memory", "Memory", "error", "KV cache", " engine ", "erver")
 _FILTERS = tuple(dict.fromkeys(_FILTER_HINTS + tuple(n for n in NEEDLES if not any(h in n for h in _FILTER_HINTS))))
 NO_NEEDLE_FILTERS: tuple[str, ...] = tuple(f for f in _FILTERS if not any(g != f and g in f for g in _FILTERS))
-_ERROR_TABLE = _needle_table(errors.ERROR_PARSERS)
+# What a traceback's exception lines are run through: the error families, and the warning signs
+# that only ever end a traceback (an RPC timeout, a process monitor's "died with exit code", JIT in
+# error mode).
+EXCEPTION_PARSERS: tuple[Parser, ...] = (
+    warning_signs.RPC_TIMEOUT, warning_signs.FATAL_SIGNAL, warning_signs.WORKER_DIED, warning_signs.RAY_ACTOR_DIED,
+    recovery.JIT_DURING_INFERENCE, *errors.ERROR_PARSERS)
+_ERROR_TABLE = _needle_table(EXCEPTION_PARSERS)
 
 
 def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Event] | None:
@@ -81,7 +93,7 @@ def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Eve
     one that finds nothing passes the line on to the next family."""
     if parsers is PARSERS:
         table = _TABLE
-    elif parsers is errors.ERROR_PARSERS:
+    elif parsers is EXCEPTION_PARSERS:
         table = _ERROR_TABLE
     else:
         table = _needle_table(parsers)
@@ -97,8 +109,9 @@ def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Eve
 
 
 def parse_errors(frame: Frame) -> list[Event]:
-    """Only the error families: used on a traceback's exception lines."""
-    return parse_frame(frame, errors.ERROR_PARSERS) or []
+    """Only the error families and the warning signs that end tracebacks: used on a traceback's
+    exception lines."""
+    return parse_frame(frame, EXCEPTION_PARSERS) or []
 
 
 __all__ = ["NEEDLES", "NO_NEEDLE_FILTERS", "PARSERS", "Parser", "parse_frame", "parse_errors"]
