@@ -25,7 +25,7 @@ _WRAPPER = re.compile(JOURNALD_RECORD_P)
 # unit's pid, a process tag, the header's date): a third cheaper to match, with the same groups in
 # the same places; a line it does not fit is matched by the whole pattern.
 _WRAPPER_COMMON = re.compile(
-    r"([A-Z][a-z]{2}) {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) (\S+) ([^\s\[:]+)\[(\d+)\]: "
+    r"([A-Z][a-z]{2}) {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) ([^\s:\[\]]+) ([^\s\[:]+)\[(\d+)\]: "
     rf"(\(({PROCESS_NAME_P}) pid=(\d+)\) (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) "
     r"\[([^\s\]]+):(\d+)\] )")
 

@@ -26,7 +26,9 @@ _RFC3339 = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)? "
 )
 # journald "short" output: month name in the host's locale, day padded with a space.
-_JOURNALD_P = r"([^\W\d_]{3,5})\.? {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) (\S+) ([^\s\[:]+)(?:\[(\d+)\])?: "
+# The host holds no ":" or "[" (so "May 01 17:03:06 systemd[1]: unit: msg", journalctl --no-hostname,
+# is not read as host "systemd[1]:" and tag "unit").
+_JOURNALD_P = r"([^\W\d_]{3,5})\.? {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) ([^\s:\[\]]+) ([^\s\[:]+)(?:\[(\d+)\])?: "
 _JOURNALD = re.compile(_JOURNALD_P)
 # Kubernetes node logs (the CRI format kubelet has containerd / CRI-O write under /var/log/pods):
 # "<RFC 3339 stamp> stdout|stderr P|F <text>"; P parts are joined with their F by exporter.cri.
@@ -42,6 +44,15 @@ _STAMP_BAR = re.compile(
 # A CI runner's or shipper's bracketed stamp: "[2025-08-12T08:42:31Z] " (Buildkite).
 _STAMP_BRACKET = re.compile(
     r"\[(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)?\] ")
+# A syslog tag with a pid, "systemd[1]: ": after journald's stamp without the host (journalctl
+# --no-hostname), after an RFC 3339 or "YYYY-MM-DD HH:MM:SS.fff" stamp and a host (journalctl -o
+# short-iso, syslog files), or alone (a paste that lost the stamp). The pid is required: "word word: "
+# is too common in messages to be taken for a tag.
+_JOURNALD_NOHOST = re.compile(r"([^\W\d_]{3,5})\.? {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) ([A-Za-z][\w.@-]*)\[(\d+)\]: ")
+_HOST_TAG = re.compile(r"([\w.-]+) ([A-Za-z][\w.@-]*)\[(\d+)\]: ")
+_TAG = re.compile(r"([A-Za-z][\w.@-]*)\[(\d+)\]: ")
+_DATED_HOST_TAG = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(\.\d+|,\d+)?(Z|[+-]\d\d:?\d\d)? ([\w.-]+) ([A-Za-z][\w.@-]*)\[(\d+)\]: ")
 # A collector's "[service]: " (one bracketed name, a colon). torchrun's "[rank0]: " is a rank, not
 # a service: the process-tag step reads it.
 _SERVICE = re.compile(r"\[(?!rank\d+\])([A-Za-z0-9][\w.-]*)\]: ")
@@ -334,12 +345,14 @@ def frame_general(line: str, clock: Clock) -> Frame:
     for _ in range(4):
         c0 = text[:1]
         if c0.isdigit():
-            m = _STAMP_BAR.match(text)
+            m = _STAMP_BAR.match(text) or _DATED_HOST_TAG.match(text)
             if m:
                 if f.ts_source != "rfc3339":
                     ts = _stamp_time(m, clock)
                     if ts is not None:
                         f.ts, f.ts_source = ts
+                if m.re is _DATED_HOST_TAG:
+                    f.host, f.unit = m.group(9), m.group(10)
                 text = text[m.end():]
                 continue
             m = _RFC3339.match(text)
@@ -351,6 +364,11 @@ def frame_general(line: str, clock: Clock) -> Frame:
                 t = _CRI_TAG.match(text)
                 if t:
                     text = text[t.end():]
+                else:
+                    t = _HOST_TAG.match(text)  # journalctl -o short-iso: the stamp, the host, the tag
+                    if t:
+                        f.host, f.unit = t.group(1), t.group(2)
+                        text = text[t.end():]
                 continue
         elif c0 == "[":
             m = _KUBECTL.match(text)
@@ -389,6 +407,23 @@ def frame_general(line: str, clock: Clock) -> Frame:
                     f.host, f.unit = host, unit
                     text = text[m.end():]
                     continue
+            m = _JOURNALD_NOHOST.match(text)
+            if m:
+                low = m.group(1).lower()
+                month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
+                if month:
+                    if f.ts_source is None:
+                        ts = clock.local(month, *(int(m.group(i)) for i in range(2, 6)))
+                        if ts is not None:
+                            f.ts, f.ts_source = ts, "journald"
+                    f.unit = m.group(6)
+                    text = text[m.end():]
+                    continue
+            m = _TAG.match(text)
+            if m:
+                f.unit = f.unit or m.group(1)
+                text = text[m.end():]
+                continue
             m = _GCP.match(text)
             if m:
                 text = text[m.end():]

@@ -253,3 +253,26 @@ def test_process_tags_with_more_fields_or_no_pid(tag, process, pid, uclock):
                                   "(Worker died) x"])
 def test_a_parenthesis_without_pid_that_names_no_vllm_process_stays_text(text, uclock):
     assert frame_line(text, uclock).message == text and frame_line(text, uclock).process is None
+
+
+@pytest.mark.parametrize("line, host, unit", [
+    # journalctl --no-hostname (systemd/systemd#3166's paste)
+    ("May 01 17:03:06 systemd[1]: fail-on-restart.service: Unit entered failed state.", None, "systemd"),
+    # journalctl -o short-iso (bennettoxford/openprescribing#5431)
+    ("2026-02-08T00:40:07.136808+00:00 largeweb2 systemd[1]: user@1021.service: A process of this unit has been "
+     "killed by the OOM killer.", "largeweb2", "systemd"),
+    # a syslog file's dated stamp with a space (home-assistant/operating-system#48)
+    ("2026-06-25 15:41:19.454 homeassistant systemd[1]: systemd-tmpfiles-clean.service: Deactivated successfully.",
+     "homeassistant", "systemd"),
+    # a paste that lost the stamp (systemd/systemd#32203)
+    ("systemd[1]: Failed to start foo.service - FooBar Service.", None, "systemd"),
+])
+def test_syslog_tags_without_host_with_iso_stamps_or_alone(line, host, unit, uclock):
+    f = frame_line(line, uclock)
+    assert (f.host, f.unit) == (host, unit)
+    assert not f.message.startswith(("systemd[", "largeweb2", "homeassistant", "May "))
+
+
+def test_a_word_and_a_bracketed_number_inside_a_message_is_no_tag(uclock):
+    f = frame_line("INFO 12-04 10:00:00 [x.py:1] worker[3]: started", uclock)
+    assert f.message == "worker[3]: started" and f.unit is None

@@ -177,3 +177,42 @@ def test_the_pushed_dead_engine_alert_waits_for_and_carries_the_exit_and_result(
     assert c.pending(now=1000.0 + EXIT_WAIT_SECONDS - 0.5) == []
     (sent,) = c.pending(now=1000.0 + EXIT_WAIT_SECONDS + 0.1)
     assert "exit_status" not in sent.annotations
+
+
+# --- every real wording in tests/fixtures/real_lines/supervisor.yaml (its sources are in the file) ----------
+
+import yaml  # noqa: E402
+
+from tests.conftest import ROOT  # noqa: E402
+
+REAL = yaml.safe_load((ROOT / "tests" / "fixtures" / "real_lines" / "supervisor.yaml").read_text())
+SUPERVISOR_KINDS = {"process_exit", "unit_result", "restart", "start_limit", "host_oom_kill"}
+# entry index -> the supervisor events the line is; every other entry must give none (announcements,
+# summaries, job lines, old companions of counted lines, a restart asked for by a client)
+EXPECTED = {
+    0: ["process_exit"], 1: ["unit_result"], 3: ["restart"], 8: ["host_oom_kill"], 9: ["process_exit"],
+    10: ["unit_result"], 12: ["host_oom_kill"], 13: ["process_exit"], 14: ["unit_result"], 15: ["process_exit"],
+    16: ["unit_result"], 17: ["process_exit"], 21: ["restart"], 22: ["start_limit"], 23: ["unit_result"],
+    31: ["process_exit"], 35: ["restart"], 36: ["start_limit"], 37: ["process_exit"], 42: ["start_limit"],
+    44: ["process_exit"], 45: ["process_exit"], 46: ["process_exit"], 47: ["process_exit", "restart"],
+    48: ["process_exit"], 49: ["process_exit"], 50: ["process_exit"], 51: ["process_exit"], 52: ["process_exit"],
+    54: ["process_exit"], 55: ["process_exit"],
+}
+
+
+@pytest.mark.parametrize("i", range(len(REAL)), ids=lambda i: f"{i}-{REAL[i]['supervisor']}")
+def test_every_real_supervisor_wording(i):
+    entry = REAL[i]
+    results, events = run_lines([entry["line"]])
+    got = [e.kind for e in events if e.kind in SUPERVISOR_KINDS]
+    assert got == EXPECTED.get(i, []), (entry["line"], entry["meaning"], got)
+    assert results != ["unparsed"] or entry["supervisor"] != "systemd", "a systemd line is at least ignored"
+
+
+def test_the_real_wordings_read_right():
+    def first(i):
+        _, events = run_lines([REAL[i]["line"]])
+        return next(e.fields for e in events if e.kind in SUPERVISOR_KINDS)
+    assert first(37)["status"] == "255" and first(52)["status"] == "-1"  # old "main process", compose v1's -1
+    assert first(42)["unit"] == "vllm.service" and first(8)["unit"] == "testsuite-55-testbloat.service"
+    assert first(48)["unit"] == "vllm-1" and first(55)["supervisor"] == "podman-compose"

@@ -23,7 +23,7 @@ from exporter.parsers.supervisor import RESULTS
 
 _SIGNALS = frozenset(s.name for s in signal.Signals if s.name.startswith("SIG") and not s.name.startswith("SIG_"))
 _EXIT_CODES = frozenset(str(i) for i in range(256))
-SUPERVISORS = ("systemd", "compose")
+SUPERVISORS = ("systemd", "compose", "podman-compose")
 
 
 def exit_status_label(status) -> str | None:

@@ -18,8 +18,18 @@ written by ``LOG_UNIT_MESSAGE``), as the unit's log shows them:
 - ``vllm.service: A process of this unit has been killed by the OOM killer.`` (the host's memory,
   not the GPU's).
 
+Older systemd (v219-v237) also says ``main process exited`` (lower case) and ``start request repeated
+too quickly for vllm.service``; ``systemd-oomd killed N process(es) in this unit.`` is the userspace OOM
+killer. Not counted: the announcements ``Service hold-off time over, scheduling restart.`` and
+``Service RestartSec=... expired, scheduling restart.`` (v236+ follows each with the counter line,
+which is what counts: counting both would count every restart twice; v219 has no counter line, and
+its restarts go uncounted), ``Unit vllm.service entered failed state.`` (the old companion of
+``Failed with result``), ``Scheduled restart job immediately on client request`` (a restart asked for).
+
 docker compose (v2, attached ``up``): ``vllm-1 exited with code 1``, with `` (restarting)`` when a
-restart policy brings it back; compose v1 printed ``vllm_1 exited with code 1``.
+restart policy brings it back (2.27+ starts the line with an erase-line code); compose v1 printed
+``vllm_1 exited with code 1``; podman-compose ``exit code: 137`` (no container name).
+Every wording here, with its source, is in tests/fixtures/real_lines/supervisor.yaml.
 
 Events:
 
@@ -43,14 +53,20 @@ from exporter.parsers.base import Parser
 
 # "<unit>: " in front (a unit name has no spaces); absent when a log shipper dropped it
 _UNIT = r"(?:(?P<unit>[\w@:.\\-]+\.(?:service|scope|container)): )?"
-_EXITED = re.compile(_UNIT + r"Main process exited, code=(?P<how>exited|killed|dumped), "
+_EXITED = re.compile(_UNIT + r"[Mm]ain process exited, code=(?P<how>exited|killed|dumped), "
                              r"status=(?P<num>\d+)/(?P<name>[A-Za-z0-9_/+-]+)(?P<rest>.*)$")
 _RESULT = re.compile(_UNIT + r"Failed with result '(?P<result>[\w-]+)'")
 _RESTART = re.compile(_UNIT + r"Scheduled restart job, restart counter is at (?P<n>\d+)")
-_START_LIMIT = re.compile(_UNIT + r"Start request repeated too quickly")
-_OOM_KILL = re.compile(_UNIT + r"A process of this unit has been killed by the OOM killer")
+_START_LIMIT = re.compile(_UNIT + r"[Ss]tart request repeated too quickly(?: for (?P<unit2>\S+?)\.?$)?")
+_OOM_KILL = re.compile(_UNIT + r"(?:A process of this unit has been killed by the OOM killer"
+                               r"|systemd-oomd killed \d+ process\(es\) in this unit)")
 # compose v2 names containers "<project>-<service>-<n>", v1 "<project>_<service>_<n>"
-_COMPOSE_EXIT = re.compile(r"^(?P<unit>[A-Za-z0-9][\w.-]*) +exited with code (?P<code>\d+)(?P<restarting> \(restarting\))?\s*$")
+# compose 2.27+ starts each status line with "\r" ESC "[K" (erase line); a copy that lost the ESC keeps "[K"
+_COMPOSE_EXIT = re.compile(r"^(?:\[K)?(?P<unit>[A-Za-z0-9][\w.-]*) +exited with code (?P<code>-?\d+)"
+                           r"(?P<restarting> \(restarting\))?\s*$")
+# podman-compose: "exit code: 137" (<= 1.0.6, on stderr) or "INFO:podman_compose:exit code: 137" (1.1+ with
+# --verbose); it names no container
+_PODMAN_COMPOSE_EXIT = re.compile(r"^(?:INFO:podman_compose:)?exit code: (?P<code>-?\d+)\s*$")
 
 # systemd's signal names (signal_to_string: "KILL", "SEGV") as the usual "SIGKILL"
 _SIGNAL_NAME = re.compile(r"[A-Z]{2,8}\d*")
@@ -64,7 +80,7 @@ def _unit(m: re.Match) -> str | None:
 
 def _parse(frame: Frame) -> list[Event] | None:
     msg = frame.message
-    if "Main process exited" in msg:
+    if "ain process exited" in msg:
         m = _EXITED.search(msg)
         if not m:
             return None
@@ -76,6 +92,13 @@ def _parse(frame: Frame) -> list[Event] | None:
         clean = "(success)" in m.group("rest") or (how == "exited" and num == 0)
         return [Event("process_exit", {"supervisor": "systemd", "unit": _unit(m), "how": how, "status": status,
                                        "status_text": f"{num}/{name}", "clean": clean})]
+    if "exit code: " in msg:
+        m = _PODMAN_COMPOSE_EXIT.match(msg)
+        if m:
+            code = int(m.group("code"))
+            return [Event("process_exit", {"supervisor": "podman-compose", "unit": None, "how": "exited",
+                                           "status": str(code), "status_text": str(code), "clean": code == 0})]
+        return None
     if "exited with code" in msg:
         m = _COMPOSE_EXIT.match(msg)
         if not m:
@@ -96,15 +119,18 @@ def _parse(frame: Frame) -> list[Event] | None:
         if m:
             return [Event("restart", {"supervisor": "systemd", "unit": _unit(m), "counter": int(m.group("n"))})]
         return None
-    if "Start request repeated too quickly" in msg:
+    if "tart request repeated too quickly" in msg:
         m = _START_LIMIT.search(msg)
-        return [Event("start_limit", {"unit": _unit(m) if m else None})]
-    if "killed by the OOM killer" in msg:
+        if m:
+            return [Event("start_limit", {"unit": _unit(m) or m.group("unit2")})]
+        return None
+    if "killed by the OOM killer" in msg or "systemd-oomd killed" in msg:
         m = _OOM_KILL.search(msg)
         if m:
             return [Event("host_oom_kill", {"unit": _unit(m)})]
     return None
 
 
-PARSER = Parser("supervisor", ("Main process exited", "exited with code", "Failed with result", "Scheduled restart job",
-                               "Start request repeated too quickly", "killed by the OOM killer"), _parse)
+PARSER = Parser("supervisor", ("ain process exited", "exited with code", "exit code: ", "Failed with result",
+                               "Scheduled restart job", "tart request repeated too quickly", "killed by the OOM killer",
+                               "systemd-oomd killed"), _parse)
