@@ -20,6 +20,7 @@ from exporter.framing import LEVEL_WORDS, TRACEBACK_START, Clock, Frame, frame_l
 from exporter.cri import CriJoiner, may_hold_parts
 from exporter.lifecycle import Lifecycle
 from exporter.lines import joined
+from exporter.json_records import looks_like_record, record_frames
 from exporter.parsers import access_log, parse_errors, parse_frame
 
 PARSED, IGNORED, UNPARSED = "parsed", "ignored", "unparsed"
@@ -317,6 +318,10 @@ class Pipeline:
         self.lineno += 1
         f = frame_line(line, self.clock, clean)
         msg = f.message
+        if msg[:2] == '{"' and looks_like_record(msg):
+            frames = record_frames(f, self.clock, self.lineno)
+            if frames:
+                return self._feed_record(frames)
         # A glued record's header holds " [" (one cheap scan rules out most lines).
         if " [" in msg and any(w in msg for w in LEVEL_WORDS) and _GLUED.search(msg):
             return self._feed_glued(f)
@@ -343,6 +348,21 @@ class Pipeline:
             events.extend(ev)
             if _RANK[r] > _RANK[best]:
                 best = r
+        return best, events
+
+    def _feed_record(self, frames: list[Frame]) -> tuple[str, list[Event]]:
+        """A JSON record's frames (exporter.json_records): its message, then its traceback's lines,
+        which end with the record."""
+        best, events = UNPARSED, []
+        for g in frames:
+            r, ev = self._feed_frame(g)
+            events.extend(ev)
+            if _RANK[r] > _RANK[best]:
+                best = r
+        key = (frames[0].process, frames[0].pid)
+        tb = self._tracebacks.get(key)
+        if tb is not None and tb.header == frames[0].header.rstrip():
+            events.extend(self._tracebacks.pop(key).events())
         return best, events
 
     def _feed_frame(self, f: Frame) -> tuple[str, list[Event]]:

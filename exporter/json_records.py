@@ -1,0 +1,104 @@
+"""vLLM's JSON log records, turned into the frames its text format would have given.
+
+vLLM 0.34 logs one JSON object per line with ``--logging-config.formatter json``
+(``vllm/logging_utils/formatter.py``: python-json-logger's JsonFormatter with ``JSON_FORMAT =
+"%(asctime)s %(levelname)s %(name)s %(processName)s %(process)d %(message)s"``, plus the record's
+``vllm_process_name``); uvicorn's access and error lines go through the same formatter
+(``create_uvicorn_log_config(formatter="json")``). A user's own JsonFormatter config (vLLM's
+logging_configuration example) may give only ``message`` and the extras. An exception is one
+``exc_info`` string holding the whole traceback with its newlines (a list of lines is taken too).
+The OpenTelemetry-style shape proposed in vllm-project/vllm#54769 (``body``, ``severity_text``,
+``timestamp``) is read the same way.
+
+A record becomes the frame of its message (level, logger, process, pid, time from its keys) and,
+when it carries ``exc_info``, one frame per traceback line after it with the same header: exactly
+what ``logger.exception`` writes in the text format, so the traceback joiner and every parser work
+unchanged. The header is made unique per record, so a traceback never runs on into the next record.
+
+Pure: no I/O; the frames' wrapper fields (host, unit, an outer RFC 3339 stamp) are the outer frame's.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from exporter.framing import Clock, Frame
+
+_LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
+_LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL", "ERR": "ERROR"}
+MAX_RECORD_CHARS = 1 << 20  # larger objects are left as text (counted, never parsed)
+
+
+def looks_like_record(message: str) -> bool:
+    return message[:2] == '{"' and message.rstrip()[-1:] == "}"
+
+
+def record_frames(outer: Frame, clock: Clock, seq: int) -> list[Frame] | None:
+    """The frames of the JSON record in ``outer.message``, or None when it is not one of vLLM's.
+    ``seq`` makes the record's header unique."""
+    text = outer.message
+    if len(text) > MAX_RECORD_CHARS:
+        return None
+    try:
+        rec = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(rec, dict):
+        return None
+    message = rec.get("message", rec.get("body"))
+    if message is None:
+        return None
+    if not isinstance(message, str):
+        message = json.dumps(message, ensure_ascii=False)
+    level = rec.get("levelname", rec.get("severity_text", rec.get("level")))
+    level = str(level).upper() if level is not None else None
+    level = _LEVEL_ALIASES.get(level, level)
+    if level not in _LEVELS:
+        level = None
+    logger = rec.get("name")
+    logger = str(logger)[:200] if logger is not None else None
+    if logger is not None and "filename" in rec and "lineno" in rec:
+        logger = f"{rec['filename']}:{rec['lineno']}"
+    process = rec.get("vllm_process_name") or rec.get("processName")
+    process = str(process)[:64] if process and process != "MainProcess" else None
+    pid = rec.get("process")
+    pid = pid if type(pid) is int else None
+    ts, ts_source = outer.ts, outer.ts_source
+    if ts_source != "rfc3339":  # an outer RFC 3339 stamp (journald, CRI) is the better time
+        t = _record_time(rec, clock)
+        if t is not None:
+            ts, ts_source = t, "json"
+    header = f"{level or '-'} json#{seq} [{logger or '-'}] "
+    base = dict(raw=outer.raw, ts=ts, ts_source=ts_source, host=outer.host, unit=outer.unit, process=process,
+                pid=pid, level=level, logger=logger, header=header, clean=outer.clean, inner_at=outer.inner_at,
+                uvicorn=bool(logger and logger.startswith("uvicorn")))
+    lines = message.split("\n")  # a multi-line message is several lines in the text format too
+    exc = rec.get("exc_info")
+    if isinstance(exc, list):
+        exc = "\n".join(str(x).rstrip("\n") for x in exc)
+    if isinstance(exc, str) and exc:
+        lines += exc.rstrip("\n").split("\n")
+    return [Frame(message=line.rstrip(), **base) for line in lines]
+
+
+def _record_time(rec: dict, clock: Clock) -> float | None:
+    """``asctime`` ("2026-12-04 18:07:07,802", local time) or an OTel ``timestamp`` (RFC 3339, or
+    nanoseconds since the epoch)."""
+    t = rec.get("asctime")
+    if isinstance(t, str):
+        try:
+            dt = datetime.strptime(t[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=clock.tz)
+        except ValueError:
+            return None
+        frac = t[20:23] if len(t) > 20 and t[19] in ",." else ""
+        return dt.timestamp() + (int(frac) / 10 ** len(frac) if frac.isdigit() else 0.0)
+    t = rec.get("timestamp")
+    if isinstance(t, (int, float)) and not isinstance(t, bool):
+        return t / 1e9 if t > 1e14 else float(t)
+    if isinstance(t, str):
+        try:
+            return datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
