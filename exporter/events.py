@@ -8,6 +8,7 @@ from typing import Any
 # Kind names are a public interface: `parse` prints them and users script against them.
 KINDS = (
     "engine_stats",
+    "mfu",
     "prefix_cache",
     "spec_decode",
     "spec_calibration",

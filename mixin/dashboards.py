@@ -292,6 +292,16 @@ def overview() -> dict:
         (f"sum by (server) (increase(vllm_log_preemptions_total{{{SE}}}[$__rate_interval]))", "{{server}}")],
         "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 80},
         description="Requests preempted (their KV cache freed, to be recomputed): the KV cache ran out.")
+    b.timeseries("Estimated compute and memory traffic per device (MFU)", [
+        (f"vllm_log_estimated_flops_per_second_per_device{{{SE}}}", "FLOP/s {{server}} e{{engine}}"),
+        (f"vllm_log_estimated_memory_bytes_per_second_per_device{{{SE}}}", "bytes/s {{server}} e{{engine}}"),
+    ], "flops", min_=0,
+        overrides=[{"matcher": {"id": "byRegexp", "options": "/bytes/"},
+                    "properties": [{"id": "unit", "value": "Bps"}, {"id": "custom.axisPlacement", "value": "right"}]}],
+        description="vLLM's own analytic estimate per device for each window (its 'MFU: x TF/s/device y GB/s/device' "
+                    "line, vLLM 0.34+ with --enable-mfu-metrics): the FLOPs and the bytes read and written that the "
+                    "model's shapes imply, not a hardware counter. Divide by the GPU's peak for utilisation. Empty "
+                    "without that flag.")
     b.row("HTTP and errors")
     b.timeseries("HTTP responses by status", [
         (f"sum by (status) (rate(vllm_log_http_requests_total{{{S}}}[$__rate_interval]))", "{{status}}")], "reqps",

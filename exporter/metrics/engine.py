@@ -9,7 +9,9 @@ Emitted (label ``engine``: 0-63, or ``aggregated`` for vLLM's aggregated DP line
     vllm_log_computed_prompt_tokens_total (prompt tokens the engine computed: not prefix-cache hits,
     not KV transferred in), vllm_log_generation_tokens_total (both estimated: window average x window
     length), vllm_log_preemptions_total, vllm_log_stats_windows_total,
-    vllm_log_engine_stalled (1: the last window was busy and no window came for 3 intervals)
+    vllm_log_engine_stalled (1: the last window was busy and no window came for 3 intervals),
+    vllm_log_estimated_flops_per_second_per_device, vllm_log_estimated_memory_bytes_per_second_per_device
+    (vLLM's analytic MFU line, 0.34+ with --enable-mfu-metrics)
 
 Speculative decoding is exporter.metrics.spec_decode.
 """
@@ -61,6 +63,12 @@ class EngineMetrics:
         self.gen_tokens = c("vllm_log_generation_tokens", "Generated tokens, estimated as window average x window length.", SE)
         self.preemptions = c("vllm_log_preemptions", "Preemptions reported by stats windows.", SE)
         self.windows = c("vllm_log_stats_windows", "Engine stats lines seen.", SE)
+        self.est_flops = w("vllm_log_estimated_flops_per_second_per_device", "vLLM's analytic estimate of the "
+                           "floating-point operations per second each device ran in the last window (its 'MFU: x "
+                           "TF/s/device' line, --enable-mfu-metrics): from the model's shapes, not measured.", SE)
+        self.est_bytes = w("vllm_log_estimated_memory_bytes_per_second_per_device", "vLLM's analytic estimate of the "
+                           "bytes each device read and wrote per second in the last window (its 'MFU: ... GB/s/device').",
+                           SE)
         self.stalled = w("vllm_log_engine_stalled", "1 when the engine's last stats window was busy (requests running "
                          "or tokens produced) and no stats line came for 3 intervals since: vLLM logs one every "
                          "interval while it works.", SE)
@@ -69,7 +77,7 @@ class EngineMetrics:
         self._window_seen: dict[tuple[str, str], float] = {}  # when it was read (monotonic)
         self._busy: dict[tuple[str, str], bool] = {}  # whether that last window was busy
         self._idle_values = tuple(fam.values for fam in (self.prompt_tps, self.gen_tps, self.running,
-                                                          self.waiting, self.swapped))
+                                                          self.waiting, self.swapped, self.est_flops, self.est_bytes))
         # what describes a running engine's load; hit rates describe the windows that were
         self._down_values = self._idle_values + (self.kv_usage.values, self.swap_kv.values)
         self._window_gauges = tuple((fam.values, name) for fam, name in (
@@ -167,6 +175,16 @@ class EngineMetrics:
         c[key] = c.get(key, 0.0) + 1.0
         c = self.preemptions.values
         c[key] = c.get(key, 0.0) + max(0, f.get("preemptions") or 0)
+        mfu = f.get("mfu")
+        if isinstance(mfu, dict):  # vllm-project/vllm#30738's segment inside the stats line
+            self._on_mfu(server, ev, mfu, eng)
+
+    def _on_mfu(self, server: str, ev: Event, f: dict, eng: str | None = None) -> None:
+        key = (server, eng or self._engine(server, f))
+        for fam, name in ((self.est_flops, "flops_per_second"), (self.est_bytes, "bytes_per_second")):
+            v = f.get(name)
+            if v is not None:
+                fam.values[key] = float(v)
 
     def _on_prefix_cache(self, server: str, ev: Event, f: dict) -> None:
         v = f.get("gpu_prefix_cache_hit_rate")

@@ -7,7 +7,7 @@ Emitted:
     vllm_log_kv_connector_transfers_total{result="ok|failed"},
     vllm_log_lmcache_bytes_total{direction="store|retrieve"}, vllm_log_lmcache_seconds_total{direction},
     vllm_log_lmcache_tokens_total{direction}, vllm_log_lmcache_requested_tokens_total,
-    vllm_log_lmcache_hit_tokens_total
+    vllm_log_lmcache_hit_tokens_total, vllm_log_lmcache_store_skipped_tokens_total
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ class OffloadMetrics:
         self.lmcache_tokens = c("vllm_log_lmcache_tokens", "Tokens LMCache stored or retrieved.", D)
         self.lmcache_requested = c("vllm_log_lmcache_requested_tokens", "Prompt tokens LMCache looked up.")
         self.lmcache_hit = c("vllm_log_lmcache_hit_tokens", "Of those, tokens LMCache had (its hit tokens).")
+        self.lmcache_store_skipped = c("vllm_log_lmcache_store_skipped_tokens", "Leading tokens a store left out "
+                                       "because LMCache already held them ('Storing KV cache for N out of M tokens "
+                                       "(skip_leading_tokens=S)'); the tokens stored are in vllm_log_lmcache_tokens_total.")
 
     def _touch_offload(self, server: str) -> None:
         for direction in ("store", "load"):
@@ -73,6 +76,8 @@ class OffloadMetrics:
             self.lmcache_bytes.inc(key, f.get("bytes", 0))
             self.lmcache_seconds.inc(key, f.get("seconds", 0.0))
             self.lmcache_tokens.inc(key, f.get("tokens", 0))
+        elif op == "store_begin":
+            self.lmcache_store_skipped.inc((server,), f.get("skipped_tokens", 0))
         elif op == "lookup":
             self.lmcache_requested.inc((server,), f.get("total_tokens", 0))
             self.lmcache_hit.inc((server,), f.get("hit_tokens", 0))

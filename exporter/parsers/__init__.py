@@ -32,6 +32,7 @@ from exporter.parsers.base import Parser
 PARSERS: tuple[Parser, ...] = (
     access_log.PARSER,
     engine_stats.PARSER,
+    engine_stats.MFU,
     spec_decode.PARSER,
     spec_decode.CALIBRATION,
     kv_transfer.PARSER,

@@ -106,6 +106,10 @@ def parse_generic(msg: str) -> dict | None:
             v = ratio(value)
             if v is not None:
                 fields["kv_cache_usage"] = v
+        elif k == "mfu":
+            mfu = mfu_fields("MFU: " + value)
+            if mfu is not None:
+                fields["mfu"] = mfu
         elif k == "kv fetch":
             m = _KV_FETCH.search(value)
             if m:
@@ -139,5 +143,39 @@ def _parse_v0_prefix(frame: Frame) -> list[Event] | None:
     return [Event("prefix_cache", fields)]
 
 
+# vLLM 0.34's analytic MFU estimate (--enable-mfu-metrics; v1/metrics/perf.py PerfMetricsLogging.log),
+# logged after each stats line with the same prefix: "Engine 000: MFU: 160.6 TF/s/device 106.9 GB/s/device"
+# (FLOPs the model's shapes imply per device, and bytes read plus written). vllm-project/vllm#30738 first
+# put it inside the stats line as a segment, "MFU: 0.4 TF/s/GPU 0.5 GB/s/GPU".
+_MFU = re.compile(r"MFU: (\d+(?:\.\d+)?) TF/s/(?:device|GPU) (\d+(?:\.\d+)?) GB/s/(?:device|GPU)")
+
+
+def mfu_fields(text: str) -> dict | None:
+    m = _MFU.search(text)
+    if not m:
+        return None
+    return {"flops_per_second": float(m.group(1)) * 1e12, "bytes_per_second": float(m.group(2)) * 1e9}
+
+
+def _parse_mfu(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    if not msg.lstrip().startswith(("Engine ", "MFU: ")) and "Engines Aggregated: MFU" not in msg:
+        return None
+    fields = mfu_fields(msg)
+    if fields is None:
+        return None
+    m = _ENGINE.search(msg)
+    if m:
+        fields["engine"] = int(m.group(1))
+    else:
+        m = _AGGREGATED.search(msg)
+        if m:
+            fields["aggregated_engines"] = int(m.group(1))
+        else:
+            fields["engine"] = 0
+    return [Event("mfu", fields)]
+
+
 PARSER = Parser("engine_stats", ("Avg prompt throughput: ",), _parse)
 PREFIX_V0 = Parser("prefix_cache", ("Prefix cache hit rate: GPU: ",), _parse_v0_prefix)
+MFU = Parser("mfu", ("MFU: ",), _parse_mfu)

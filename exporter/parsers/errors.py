@@ -28,6 +28,8 @@ _GPU_NEW = re.compile(rf"GPU (\d+) has a total capac(?:i)?ty of {_SZ} of which {
 _GPU_OLD = re.compile(rf"\(GPU (\d+); {_SZ} total capacity(?:; {_SZ} already allocated)?(?:; {_SZ} free)?"
                       rf"(?:; {_SZ} reserved in total by PyTorch)?")
 _IN_USE = re.compile(rf"this process has {_SZ} memory in use")
+# torch >= 2.2 lists every process on the GPU instead: "Process 2684311 has 14.51 GiB memory in use."
+_PROCESS_IN_USE = re.compile(rf"Process \d+ has {_SZ} memory in use")
 _BY_PYTORCH = re.compile(rf"Of the allocated memory {_SZ} is allocated by PyTorch, and {_SZ} is reserved by PyTorch "
                          r"but unallocated")
 _EXC_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):")
@@ -79,6 +81,12 @@ def _oom(frame: Frame) -> list[Event] | None:
         m = _IN_USE.search(msg)
         if m:
             fields["in_use_bytes"] = to_bytes(float(m.group(1)), m.group(2))
+        else:
+            # every process's use on this GPU, summed (this process among them): what was not free
+            used = [to_bytes(float(a), u) for a, u in _PROCESS_IN_USE.findall(msg)]
+            if used:
+                fields["in_use_bytes"] = sum(used)
+                fields["processes_on_gpu"] = len(used)
         m = _BY_PYTORCH.search(msg)
         if m:
             fields["allocated_bytes"] = to_bytes(float(m.group(1)), m.group(2))

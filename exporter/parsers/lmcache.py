@@ -25,6 +25,11 @@ _SIZE_COST = r"size: ([\d.]+) ?(?:gb|GB|GiB), cost ([\d.]+) ?ms"
 _STORED = re.compile(rf"Stored (\d+) out of total (\d+) tokens\. {_SIZE_COST}")
 _RETRIEVED = re.compile(rf"Retrieved (\d+) out of (\d+) required tokens(?: \(from (\d+) total tokens\))?\. {_SIZE_COST}")
 _LOOKUP = re.compile(r"Reqid: [^,]*, Total tokens (\d+), LMCache hit tokens: (\d+), need to load: (\d+)")
+# the vLLM adapter's announcement of a store (integration/vllm/vllm_v1_adapter.py, LMCache 0.3+): "Storing
+# KV cache for 2048 out of 43008 tokens (skip_leading_tokens=40960) for request R" (LMCache#2262). It
+# holds no bytes: it is not a move (the "Stored ..." line that follows is); skipped tokens were stored
+# before (the prefix LMCache already has).
+_STORING = re.compile(r"Storing KV cache for (\d+) out of (\d+) tokens \(skip_leading_tokens=(\d+)\)")
 
 
 def _parse(frame: Frame) -> list[Event] | None:
@@ -40,6 +45,10 @@ def _parse(frame: Frame) -> list[Event] | None:
         if m.group(3):
             fields["total_tokens"] = int(m.group(3))
         return [Event("lmcache", fields)]
+    m = _STORING.search(msg)
+    if m:
+        return [Event("lmcache", {"op": "store_begin", "tokens": int(m.group(1)), "of_tokens": int(m.group(2)),
+                                  "skipped_tokens": int(m.group(3))})]
     m = _LOOKUP.search(msg)
     if m:
         return [Event("lmcache", {"op": "lookup", "total_tokens": int(m.group(1)), "hit_tokens": int(m.group(2)),
@@ -47,4 +56,4 @@ def _parse(frame: Frame) -> list[Event] | None:
     return None
 
 
-PARSER = Parser("lmcache", ("Stored ", "Retrieved ", "LMCache hit tokens"), _parse)
+PARSER = Parser("lmcache", ("Stored ", "Retrieved ", "LMCache hit tokens", "Storing KV cache for "), _parse)
