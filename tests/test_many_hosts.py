@@ -107,7 +107,8 @@ def test_two_hosts_through_agents_stay_apart_on_a_central_prometheus_and_victori
         sample = SAMPLE.read_text(encoding="utf-8").splitlines()
         lmcache = SAMPLE_LMCACHE.read_text(encoding="utf-8").splitlines()
         live = [next(ln for ln in sample if marker in ln) for marker in
-                ("KV Transfer metrics", "SpecDecoding metrics", '" 200 OK', '" 500 ', '" 429 ')]
+                ("KV Transfer metrics", "SpecDecoding metrics", "Draft length histogram", "DSpark STS calibration bins",
+                 '" 200 OK', '" 500 ', '" 429 ')]
         live += [next(ln for ln in lmcache if marker in ln)
                  for marker in ("Stored ", "Retrieved ", "LMCache hit tokens: 2", "MM cache hit rate")]
         for _ in range(15):

@@ -75,7 +75,8 @@ NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(needle for needle, _ in _TABLE))
 # Fewer strings with the same answer to "does the message hold a needle?": every needle holds one of
 # them (a needle that holds none of the hints is a filter itself), so a message holding none of
 # them holds no needle. The hints only make the test shorter; which ones is a matter of speed.
-_FILTER_HINTS = ("metrics: ", "Engine", "memory", "Memory", "error", "KV cache", " engine ", "erver")
+_FILTER_HINTS = ("metrics: ", "Engine", "memory", "Memory", "error", "KV cache", " engine ", "erver", "exit", "died",
+                 "killed", "retrieve", "KV load failure", "tart")
 _FILTERS = tuple(dict.fromkeys(_FILTER_HINTS + tuple(n for n in NEEDLES if not any(h in n for h in _FILTER_HINTS))))
 NO_NEEDLE_FILTERS: tuple[str, ...] = tuple(f for f in _FILTERS if not any(g != f and g in f for g in _FILTERS))
 # What a traceback's exception lines are run through: the error families, and the warning signs
