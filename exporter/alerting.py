@@ -178,6 +178,14 @@ class Alerts:
             if a.labels["alertname"] == "VllmEngineDead" and (ev.kind == "unit_result" or f.get("supervisor") == "compose"):
                 a.hold_until = None
 
+    def forget(self, server: str, now: float | None = None) -> None:
+        """The server is gone for good (a replaced pod): its open alerts end now rather than be posted
+        for ever."""
+        now = time.time() if now is None else now
+        for a in self.active.values():
+            if a.labels["server"] == server and (a.ends_at is None or a.ends_at > now):
+                a.ends_at, a.changed, a.hold_until = now, True, None
+
     def _started(self, server: str, now: float) -> None:
         """A server start resolves its dead engine and its failed start."""
         for a in self.active.values():

@@ -16,6 +16,7 @@ timestamps:
   year: null                           # year of year-less timestamps (default: current)
   timezone: null                       # IANA zone of year-less timestamps (default: local)
 stats_interval_seconds: 10             # VLLM_LOG_STATS_INTERVAL of the servers
+forget_gone_after_seconds: 900         # a glob's server (pod) whose files are gone this long loses its series; 0: never
 alertmanager:                          # push the log's own alerts (OOM, dead engine, ...) as well
   urls: []                             # e.g. [http://127.0.0.1:9093]
   instance: null                       # their `instance` label (default: the listen address)
@@ -108,6 +109,8 @@ class Config:
     year: int | None = None
     timezone: str | None = None
     stats_interval: float = 10.0
+    # a glob source's server whose files are gone this long has its series dropped (0: never)
+    forget_gone_after: float = 900.0
     state_file: str | None = None
     max_connections: int = 0  # 0: (file-descriptor limit - 64) / 2, at most 1024
     alertmanager_urls: list[str] = field(default_factory=list)  # where the log's own alerts are pushed
@@ -168,7 +171,8 @@ def source_from_spec(spec: str, where: str, from_start: bool = False) -> SourceC
     return SourceConfig(name=name or stem, type="file", path=spec, from_start=from_start)
 
 
-_TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "state_file", "sources", "alertmanager"}
+_TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "forget_gone_after_seconds", "state_file", "sources",
+             "alertmanager"}
 _AM_KEYS = {"urls", "instance", "basic_auth", "tls_config"}
 _WEB_KEYS = {"listen_address", "telemetry_path", "config_file", "max_connections"}
 _LOG_KEYS = {"level", "format"}
@@ -250,7 +254,7 @@ _FILE_KEYS = (("listen_address", "web.listen_address"), ("telemetry_path", "web.
               ("web_config_file", "web.config_file"), ("max_connections", "web.max_connections"),
               ("log_level", "log.level"), ("log_format", "log.format"), ("year", "timestamps.year"),
               ("timezone", "timestamps.timezone"), ("stats_interval", "stats_interval_seconds"),
-              ("state_file", "state_file"))
+              ("forget_gone_after", "forget_gone_after_seconds"), ("state_file", "state_file"))
 
 
 def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
@@ -281,6 +285,8 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
         cfg.timezone = _typed(ts["timezone"], str, p + "timestamps.timezone")
     if "stats_interval_seconds" in top:
         cfg.stats_interval = float(_typed(top["stats_interval_seconds"], float, p + "stats_interval_seconds"))
+    if "forget_gone_after_seconds" in top:
+        cfg.forget_gone_after = float(_typed(top["forget_gone_after_seconds"], float, p + "forget_gone_after_seconds"))
     if top.get("state_file") is not None:
         cfg.state_file = _typed(top["state_file"], str, p + "state_file")
     for attr, key in _FILE_KEYS:
@@ -357,6 +363,9 @@ def validate(cfg: Config, where: str = "config") -> Config:
         raise ConfigError(f"{at('year', 'timestamps.year')}: {cfg.year} is out of range")
     if not 0 < cfg.stats_interval <= 3600:
         raise ConfigError(f"{at('stats_interval', 'stats_interval_seconds')}: {cfg.stats_interval:g} must be in (0, 3600]")
+    if not 0 <= cfg.forget_gone_after <= 30 * 86400:
+        raise ConfigError(f"{at('forget_gone_after', 'forget_gone_after_seconds')}: {cfg.forget_gone_after:g} must be "
+                          "in [0, 2592000] (0: never)")
     if isinstance(cfg.max_connections, bool) or not isinstance(cfg.max_connections, int) \
             or not 0 <= cfg.max_connections <= 100000:
         raise ConfigError(f"{at('max_connections', 'web.max_connections')}: {cfg.max_connections!r} must be a whole "
@@ -452,6 +461,8 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
         (args.year, "--year", "YEAR", "year", as_year),
         (args.timezone, "--timezone", "TIMEZONE", "timezone", None),
         (args.stats_interval, "--stats-interval", "STATS_INTERVAL", "stats_interval", as_seconds),
+        (getattr(args, "forget_gone_after", None), "--forget-gone-after", "FORGET_GONE_AFTER", "forget_gone_after",
+         as_seconds),
         (args.state_file, "--state-file", "STATE_FILE", "state_file", None),
         (getattr(args, "max_connections", None), "--web.max-connections", "WEB_MAX_CONNECTIONS", "max_connections",
          as_count),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import signal
 
 import structlog
@@ -125,7 +126,8 @@ class GlobRunner:
 
     SCAN_SECONDS = 2.0
 
-    def __init__(self, sc: SourceConfig, metrics: Metrics, clock: Clock, saved: dict, alerts=None):
+    def __init__(self, sc: SourceConfig, metrics: Metrics, clock: Clock, saved: dict, alerts=None,
+                 forget_after: float = 900.0):
         from exporter.sources import file_glob
 
         self.sc, self.metrics, self.clock, self.saved, self.alerts = sc, metrics, clock, saved, alerts
@@ -133,17 +135,24 @@ class GlobRunner:
         self.name = sc.name
         self.children: dict[str, tuple[SourceRunner, asyncio.Task]] = {}
         self.missing: dict[str, int] = {}
+        # servers (pods) with no file left, and since when (monotonic): their series go after forget_after
+        self.forget_after = forget_after
+        self.gone: dict[str, float] = {}
 
     def _child(self, path: str, from_start: bool) -> SourceRunner:
         from exporter.sources.file import FileSource
 
         server = self.glob.server_for(path) if self.sc.server_label == "file" else self.sc.name
+        pod = self.glob.pod_of(path) if self.sc.server_label == "file" else None
+        if pod is not None:
+            self.metrics.set_pod(server, *pod)
         key, identity = f"{self.sc.name}:{path}", f"file:{path}"
         resume = self.saved[key][1] if key in self.saved and self.saved[key][0] == identity else None
         return SourceRunner(FileSource(server, path, from_start=from_start, resume=resume),
                             self.metrics, self.clock, identity, key, alerts=self.alerts)
 
-    def scan(self, first: bool) -> None:
+    def scan(self, first: bool, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
         found = self.glob.matches(self.sc.path)
         for path in found:
             self.missing.pop(path, None)
@@ -160,6 +169,18 @@ class GlobRunner:
                 task.cancel()
                 runner.flush(None)
                 log.info("file gone, no longer followed", source=self.sc.name, path=path)
+                if runner.name != self.sc.name and all(r.name != runner.name for r, _ in self.children.values()):
+                    self.gone.setdefault(runner.name, now)
+        for server in [s for s in self.gone if any(r.name == s for r, _ in self.children.values())]:
+            del self.gone[server]  # a file of it came back (a container restarted in the same pod)
+        if self.forget_after > 0:
+            for server, since in list(self.gone.items()):
+                if now - since >= self.forget_after:
+                    n = self.metrics.forget_server(server)
+                    if self.alerts is not None:
+                        self.alerts.forget(server)
+                    del self.gone[server]
+                    log.info("pod gone, its series dropped", source=self.sc.name, server=server, series=n)
 
     async def run(self) -> None:
         self.scan(first=True)
@@ -212,7 +233,8 @@ class Daemon:
         self.runners: list[SourceRunner | GlobRunner] = []
         for sc in cfg.sources:
             if sc.type == "file" and sc.is_glob:
-                self.runners.append(GlobRunner(sc, self.metrics, clock, saved, self.alerts))
+                self.runners.append(GlobRunner(sc, self.metrics, clock, saved, self.alerts,
+                                               forget_after=cfg.forget_gone_after))
                 continue
             # a checkpoint only counts for what it was taken from: a source pointed elsewhere starts as configured
             resume = saved[sc.name][1] if sc.name in saved and saved[sc.name][0] == sc.identity else None

@@ -215,6 +215,21 @@ class Table:
                 for labels in [k for k in fam.values if k[0] == server]:
                     del fam.values[labels]
 
+    def forget(self, server: str) -> int:
+        """Drop every series of a server, counters too (its source is gone for good: a replaced pod).
+        Returns how many series went."""
+        n = 0
+        for fam in self.families:
+            cache = getattr(fam, "_lines", None)
+            if cache is None:
+                cache = getattr(fam, "_blocks", None)
+            for labels in [k for k in fam.values if k[0] == server]:
+                del fam.values[labels]
+                n += 1
+                if cache is not None:
+                    cache.pop(labels, None)
+        return n
+
     def collect(self) -> Iterator:
         for fam in self.families:
             yield fam.metric()

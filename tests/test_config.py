@@ -163,3 +163,14 @@ def test_alertmanager_urls_from_flag_env_and_file_and_a_bad_one_refused(tmp_path
     with pytest.raises(ConfigError, match=r"alertmanager.urll: unknown key"):
         build(args("--config", cfg_file(tmp_path, "alertmanager: {urll: []}\nsources: [{name: a, type: stdin}]\n")),
               environ={})
+
+
+def test_forget_gone_after_from_flag_env_and_file_and_its_bounds(tmp_path):
+    assert build(args("--source", "/tmp/x.log", "--forget-gone-after", "60"), environ={}).forget_gone_after == 60
+    assert build(args("--source", "/tmp/x.log"), environ={}).forget_gone_after == 900
+    env = {"VLLM_LOG_EXPORTER_FORGET_GONE_AFTER": "120"}
+    assert build(args("--source", "/tmp/x.log"), environ=env).forget_gone_after == 120
+    with pytest.raises(ConfigError, match="--forget-gone-after: -1 must be in"):
+        build(args("--source", "/tmp/x.log", "--forget-gone-after", "-1"), environ={})
+    path = cfg_file(tmp_path, "forget_gone_after_seconds: 0\nsources: [{name: x, path: /tmp/x.log}]\n")
+    assert build(args("--config", path), environ={}).forget_gone_after == 0

@@ -68,3 +68,37 @@ def test_glob_of_pod_logs_counts_every_line_once(tmp_path):
         log = ex.stop()
     assert final == {"vllm-a": 36, "vllm-b": 15}
     assert "file gone, no longer followed" in log
+
+
+def test_a_replaced_pod_s_series_are_dropped_once_its_files_are_gone(tmp_path):
+    """Every rollout makes new pod names: a gone pod's series (counters too) leave /metrics a while
+    after its files went (--forget-gone-after); the live pod's stay, and each pod's namespace and
+    container are in vllm_log_kubernetes_pod_info."""
+    from tests.helpers import http_get, samples
+
+    pods = tmp_path / "pods"
+    a = pods / "llm_vllm-a_uid-1" / "vllm" / "0.log"
+    b = pods / "llm_vllm-b_uid-2" / "vllm" / "0.log"
+    write(a, "")
+    write(b, "")
+    with Exporter("--source", str(pods / "*_vllm-*" / "*" / "*.log"), "--forget-gone-after", "1") as ex:
+        def series_of(server):
+            _, text = http_get(f"http://127.0.0.1:{ex.port}/metrics")
+            return [k for k in samples(text) if dict(k[1]).get("server") == server]
+
+        wait_until(lambda: ex.value("vllm_log_exporter_source_up", server="vllm-b") == 1, 15, what="pod b followed")
+        write(a, *[cri_access("stdout", i) for i in range(3)])
+        write(b, *[cri_access("stdout", i) for i in range(5)])
+        wait_until(lambda: ex.value("vllm_log_http_requests_total", server="vllm-b") == 5, 15, what="pod b's lines")
+        assert ex.value("vllm_log_kubernetes_pod_info", server="vllm-b", namespace="llm", pod="vllm-b",
+                        container="vllm") == 1
+        assert len(series_of("vllm-b")) > 20
+        for p in sorted(b.parent.parent.rglob("*"), reverse=True):
+            p.unlink() if p.is_file() else p.rmdir()
+        b.parent.parent.rmdir()
+        wait_until(lambda: series_of("vllm-b") == [], 30, 0.5, what="pod b's series dropped")
+        assert ex.value("vllm_log_http_requests_total", server="vllm-a") == 3
+        assert ex.value("vllm_log_kubernetes_pod_info", server="vllm-a", namespace="llm", pod="vllm-a",
+                        container="vllm") == 1
+        log = ex.stop()
+    assert "pod gone, its series dropped" in log

@@ -216,3 +216,12 @@ def test_the_real_wordings_read_right():
     assert first(37)["status"] == "255" and first(52)["status"] == "-1"  # old "main process", compose v1's -1
     assert first(42)["unit"] == "vllm.service" and first(8)["unit"] == "testsuite-55-testbloat.service"
     assert first(48)["unit"] == "vllm-1" and first(55)["supervisor"] == "podman-compose"
+
+
+def test_a_forgotten_server_s_pushed_alerts_end_instead_of_being_posted_for_ever():
+    a = Alerts()
+    a.observe("gone-pod", [Event("engine_death", {"message": "x"}, 100.0)], now=1000.0)
+    a.observe("live-pod", [Event("engine_death", {"message": "y"}, 100.0)], now=1000.0)
+    a.forget("gone-pod", now=1050.0)
+    ended = {al.labels["server"]: al.ends_at for al in a.pending(now=1050.0)}
+    assert ended == {"gone-pod": 1050.0, "live-pod": None}

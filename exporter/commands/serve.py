@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="auto (console on a TTY, else JSON), console or json")
     p.add_argument("--stats-interval", type=float, default=None,
                    help="seconds between vLLM stats lines (VLLM_LOG_STATS_INTERVAL, default 10)")
+    p.add_argument("--forget-gone-after", type=float, default=None, metavar="SECONDS",
+                   help="drop every series of a glob source's server (a Kubernetes pod) this long after its files "
+                        "are gone, counters too, so replaced pods do not pile up (default 900; 0: never)")
     p.add_argument("--state-file", default=None,
                    help="JSON file keeping where each source stopped (file offset, journal cursor, container "
                         "stamp), so a restart resumes there")

@@ -16,6 +16,7 @@ emits (PromQL names):
     vllm_log_last_line_timestamp_seconds, vllm_log_exporter_lines_total{result},
     vllm_log_exporter_events_total{kind}, vllm_log_exporter_source_up,
     vllm_log_exporter_source_restarts_total, vllm_log_exporter_source_events_total{event},
+    vllm_log_kubernetes_pod_info{namespace,pod,container} (servers read from kubelet's pod log layout),
     vllm_log_exporter_build_info{version},
     vllm_log_exporter_http_connections, vllm_log_exporter_http_connections_closed_total{reason},
     vllm_log_exporter_state_write_errors_total, vllm_log_exporter_alerts_sent_total{result},
@@ -99,6 +100,10 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
                                "unread tail), rotated_late (a rotated file "
                                "read after the fact), file_skipped (a rotated file that could not be read).",
                                S + ["event"])
+        self.pod_info = lg("vllm_log_kubernetes_pod_info", "1 for a server read from Kubernetes node logs "
+                           "(/var/log/pods/<namespace>_<pod>_<uid>/<container>/N.log): its namespace, pod and "
+                           "container, to join with `* on (server) group_left(namespace, container)`.",
+                           S + ["namespace", "pod", "container"])
         self.label_overflow = c("vllm_log_exporter_label_overflow",
                                 "Label values from log content beyond their bound, counted as `other`.", S + ["label"])
         Gauge("vllm_log_exporter_build_info", "Exporter version.", ["version"], registry=r).labels(__version__).set(1)
@@ -185,6 +190,18 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._workers.pop(server, None)
         self._forget_windows(server)
 
+    def forget_server(self, server: str) -> int:
+        """Every series of a server whose source is gone for good (a pod replaced by a rollout, its files
+        removed by kubelet), counters included: a new pod is a new server whose counters start at 0, and
+        a gone one must not stay in /metrics for ever. Returns how many series went."""
+        n = self._table.forget(server)
+        self.reset_server(server)
+        self._models.pop(server, None)
+        for key in [k for k in self._position_keys if k[0] == server]:
+            del self._position_keys[key]
+        self._servers.discard(server)
+        return n
+
     def count_line(self, server: str, result: str, now: float | None = None) -> None:
         self.lines.inc((server, result))
         self._set(self.last_line, (server,), time.time() if now is None else now)
@@ -194,6 +211,9 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
             if n:
                 self.lines.inc((server, result), n)
         self._set(self.last_line, (server,), time.time() if now is None else now)
+
+    def set_pod(self, server: str, namespace: str, pod: str, container: str) -> None:
+        self._set(self.pod_info, (server, namespace, pod, container), 1)
 
     def set_source_up(self, server: str, up: bool) -> None:
         self._set(self.source_up, (server,), 1 if up else 0)

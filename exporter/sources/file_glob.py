@@ -33,5 +33,18 @@ def server_for(path: str) -> str:
     return stem if _NAME.match(stem) else "vllm"
 
 
+def pod_of(path: str) -> tuple[str, str, str] | None:
+    """(namespace, pod, container) of a file in kubelet's layout, else None. Kubernetes names hold no
+    "_" (DNS labels), so the directory's three parts are unambiguous."""
+    parts = Path(path).parts
+    if len(parts) >= 3:
+        pod_dir = parts[-3].split("_")
+        if len(pod_dir) == 3 and all(pod_dir):
+            ns, pod, container = pod_dir[0][:64], pod_dir[1][:64], parts[-2][:64]
+            if all(_NAME.match(x) for x in (ns, pod, container)):
+                return ns, pod, container
+    return None
+
+
 def matches(pattern: str) -> list[str]:
     return sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
