@@ -12,7 +12,7 @@ from exporter.framing import Clock
 from exporter.commands.common import add_time_options, add_version
 from exporter.logfile import LogOpenError
 
-COMMANDS = ("serve", "parse", "report", "backfill", "healthcheck")
+COMMANDS = ("serve", "parse", "report", "compare", "backfill", "healthcheck")
 
 
 def clock_from(args: argparse.Namespace) -> Clock:
@@ -57,6 +57,25 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--until", help="last time to include")
     add_time_options(p)
 
+    p = sub.add_parser(
+        "compare", help="two or more runs side by side: configuration, results, like with like",
+        description="Compare runs: the configuration rows that differ marked, every result with its difference "
+                    "from the first run, the windows it rests on and whether it lies inside both runs' spread, and "
+                    "generation throughput at the same number of running requests. A RUN is "
+                    "[NAME=]FILE[@SINCE..UNTIL].",
+        epilog="examples: vllm-log-exporter compare k5.log.gz k3.log.gz;  vllm-log-exporter compare "
+               "before=a.log@2026-08-04T02:45..2026-08-04T03:10 after=b.log --html cmp.html")
+    add_version(p)
+    from exporter.commands.compare import RUN_HELP
+
+    p.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
+    p.add_argument("--format", choices=("markdown", "json"), default=None,
+                   help="what to print: markdown (default) or json; with --html, nothing unless asked")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page, the runs' charts overlaid")
+    p.add_argument("--since", help="first time to include in every run without a range of its own (as report's)")
+    p.add_argument("--until", help="last time to include in every run without a range of its own")
+    add_time_options(p)
+
     p = sub.add_parser("backfill", help="the daemon's metrics with the log's own timestamps, as OpenMetrics")
     add_version(p)
     p.add_argument("log", help="log file (.gz allowed) or - for stdin")
@@ -95,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     # `serve` is the default command: `vllm-log-exporter --source x` means `serve --source x`.
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "serve")
-    args = build_parser(with_serve=argv[0] not in ("parse", "report", "backfill", "healthcheck")).parse_args(argv)
+    args = build_parser(with_serve=argv[0] not in ("parse", "report", "compare", "backfill", "healthcheck")).parse_args(argv)
     tune_gc()
     try:
         if args.command == "parse":
@@ -106,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
             from exporter.commands import report
 
             return report.run(args, clock_from(args))
+        if args.command == "compare":
+            from exporter.commands import compare
+
+            return compare.run(args, clock_from(args))
         if args.command == "healthcheck":
             from exporter.commands import healthcheck
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import zlib
 import time
 from typing import Iterator
 
@@ -57,7 +58,7 @@ class Pass:
                     if now - last > 0.5:
                         last = now
                         print(f"\r{self.path}: {100 * done / size:5.1f}%", end="", file=sys.stderr, flush=True)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:  # zlib.error: a .gz garbled inside
             raise LogOpenError(f"{self.path}: read failed: {e}") from None
         finally:
             if show:

@@ -256,3 +256,15 @@ def test_the_report_names_a_busy_engine_that_went_silent():
     r = subprocess.run([sys.executable, "-m", "exporter", "report", "-", "--year", "2026"], cwd=ROOT,
                        input="\n".join(calm) + "\n", capture_output=True, text=True, timeout=60)
     assert "stalled" not in r.stdout
+
+
+def test_a_garbled_gz_is_a_one_line_error_not_a_traceback(tmp_path):
+    import gzip
+
+    bad = tmp_path / "bad.log.gz"
+    data = bytearray(gzip.compress(("INFO 08-04 10:00:00 [x.py:1] hello\n" * 2000).encode()))
+    data[40:60] = b"\xff" * 20  # inside the deflate stream
+    bad.write_bytes(bytes(data))
+    r = cli("report", str(bad), "--year", "2026")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and f"{bad}: read failed:" in r.stderr

@@ -29,11 +29,10 @@ def parse_when(text: str | None, tz, flag: str) -> float | None:
     return dt.timestamp()
 
 
-def run(args, clock: Clock) -> int:
-    since = parse_when(args.since, clock.tz, "--since")
-    until = parse_when(args.until, clock.tz, "--until")
+def read_run(path: str, clock: Clock, since: float | None, until: float | None) -> tuple[RunStats, dict]:
+    """A log's RunStats and summary: what ``report`` prints and ``compare`` lines up, one code path."""
     stats = RunStats(since, until)
-    scan = Pass(args.log, clock)
+    scan = Pass(path, clock)
     if since is None and until is None:
         for events, access, span in scan.batches():
             for ev in events:
@@ -44,6 +43,13 @@ def run(args, clock: Clock) -> int:
             stats.add(ev)
     summary = stats.summary()
     summary["lines"] = scan.results
+    return stats, summary
+
+
+def run(args, clock: Clock) -> int:
+    since = parse_when(args.since, clock.tz, "--since")
+    until = parse_when(args.until, clock.tz, "--until")
+    stats, summary = read_run(args.log, clock, since, until)
     title = f"vLLM run report: {'stdin' if args.log == '-' else args.log}"
     md = markdown.render(summary, title, clock.tz)
     if args.html:

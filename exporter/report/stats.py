@@ -54,6 +54,11 @@ _OOM_NUMBERS = ("gpu", "tried_to_allocate_bytes", "free_bytes", "total_capacity_
 FOLD_EVERY = 1024
 _NAN = float("nan")
 
+# engine arguments kept under config.settings (from the config dump and "non-default args")
+SETTING_KEYS = ("data_parallel_size", "pipeline_parallel_size", "decode_context_parallel_size", "max_num_batched_tokens",
+                "gpu_memory_utilization", "num_speculative_tokens", "enable_prefix_caching", "dtype",
+                "served_model_name", "enforce_eager")
+
 FACT_KINDS = frozenset({"version", "model", "engine_config", "kv_cache_size", "gpu_blocks", "max_concurrency",
                         "kv_cache_memory", "model_load", "memory_profile", "init_engine", "offload_pool"})
 
@@ -65,6 +70,9 @@ class RunStats:
         self._windows: dict = {}  # engine -> (log time of its last window, was it busy)
         self.stalls: list[dict] = []
         self.facts: dict[str, Any] = {}
+        # engine settings the report's tables do not show (DP size, batched tokens, GPU memory
+        # utilisation...): in the JSON under config.settings, for `compare`
+        self.settings: dict[str, Any] = {}
         self.workers: dict[str, dict[str, float]] = {}
         self.starts: list[float | None] = []
         # generation throughput: windows, peak, the non-zero ones' sum and count, and the chart
@@ -73,6 +81,7 @@ class RunStats:
         self.gen_peak: float | None = None
         self.gen_nonzero = [0, 0]  # [count, sum]
         self.single = Tally()  # generation throughput of windows with exactly one request running
+        self.by_running: dict[int, Tally] = {}  # the same for every number of running requests (like with like)
         self.prompt = Trace()
         self.prompt_peak: float | None = None
         self.kv_usage = Trace()
@@ -158,6 +167,7 @@ class RunStats:
     def _fact_before_window(self, ev: Event) -> None:
         if ev.kind == "version":  # a start before the window: what an earlier run said goes
             self.facts = {}
+            self.settings = {}
             self.workers = {}
             self.facts["version"] = ev.fields["version"]
             if ev.fields.get("model"):
@@ -168,6 +178,7 @@ class RunStats:
     def _on_version(self, ev, f):
         self._windows.clear()  # a start explains the silence before it
         self.starts.append(ev.ts)
+        self.settings = {}  # each start's own arguments
         self.facts["version"] = f["version"]
         if f.get("model"):
             self.facts["model"] = f["model"]
@@ -183,6 +194,12 @@ class RunStats:
         for key in ("model", "version"):  # the banner's word wins over the config dump's
             if key in f:
                 self.facts.setdefault(key, f[key])
+        # the arguments given ("non-default args") win over the engine's config dump (which carries its
+        # version), as under data parallel each engine core's dump says data_parallel_size=1
+        put = self.settings.setdefault if "version" in f else self.settings.__setitem__
+        for key in SETTING_KEYS:
+            if key in f:
+                put(key, f[key])
 
     def _on_kv_cache_size(self, ev, f):
         # the main KV cache, whichever device holds it (the key keeps its name for JSON readers)
@@ -219,6 +236,8 @@ class RunStats:
             w.setdefault("weights_bytes", f["weights_bytes"])
         if "kv_cache_bytes" in f:
             w.setdefault("kv_cache_bytes", f["kv_cache_bytes"])
+        if "gpu_memory_utilization" in f:
+            self.settings["gpu_memory_utilization"] = f["gpu_memory_utilization"]
 
     def _on_init_engine(self, ev, f):
         if "seconds" in f:
@@ -248,8 +267,15 @@ class RunStats:
         if g > 0:
             self.gen_nonzero[0] += 1
             self.gen_nonzero[1] += g
-        if f.get("running", -1) == 1:
+        running = f.get("running", -1)
+        if running == 1:
             self._single(g)
+        if running is not None and running >= 0:
+            tally = self.by_running.get(running)
+            if tally is None and len(self.by_running) < 1024:
+                tally = self.by_running[running] = Tally()
+            if tally is not None:
+                tally.add(g)
         p = f["prompt_tokens_per_second"]
         self._prompt_t(t)
         self._prompt_v(p)
@@ -444,6 +470,7 @@ class RunStats:
     def _config(self) -> dict:
         c = dict(self.facts)
         c["workers"] = {name: dict(w) for name, w in sorted(self.workers.items())}
+        c["settings"] = dict(self.settings)
         return c
 
     def _throughput(self) -> dict:
@@ -462,6 +489,10 @@ class RunStats:
             "kv_cache_device": self.kv_device,
             "prefix_cache_hit_peak": self.prefix_hit,
             "external_prefix_cache_hit_peak": self.ext_prefix_hit,
+            # generation throughput per number of running requests (1 is the single-request row above)
+            "by_running": [{"running": n, "windows": len(x), "median": x.median(),
+                            "iqr": list(x.hinges()) if len(x) else None}
+                           for n, x in sorted(self.by_running.items())],
         }
 
     def _spec(self) -> dict:
@@ -486,6 +517,10 @@ class RunStats:
                                        if self.tokens["first_drafts"] else None),
             "drafts_by_length": dict(sorted(self.draft_lengths.items())),
             "calibration": self._calibration(),
+            # each per-window figure's windows and Tukey hinges, for telling a change from noise
+            "spread": {name: {"windows": len(x), "iqr": list(x.hinges()) if len(x) else None}
+                       for name, x in (("acceptance_length", lens), ("draft_acceptance", ratios),
+                                       ("accepted_throughput", tps))},
         }
 
     def _calibration(self) -> list[dict] | None:
