@@ -96,6 +96,7 @@ def _expected_config(report: dict) -> dict:
         "model": c.get("model"), "snapshot": snap.group(1) if snap else None,
         "max_model_len": c.get("max_model_len") or c.get("max_seq_len"),
         "speculative_depth": depth, "offload_backend": backend,
+        "speculative_method": s.get("speculative_method") or ("off" if not sd["windows"] else None),
         "offload_pool_bytes": c.get("offload_pool_bytes") or (0 if backend == "none" else None),
     }
     for k in ("quantization", "tensor_parallel_size", "max_num_seqs", "kv_cache_dtype", "kv_cache_device",
@@ -138,7 +139,8 @@ def test_a_pair_checked_by_hand_the_two_real_captures():
     r = cli("compare", CAPTURES / "traffic.log.gz", CAPTURES / "dp2.log.gz", "--format", "json", *TIME)
     rows = {row["key"]: row for row in json.loads(r.stdout)["config"]}
     assert {k for k, row in rows.items() if row["status"] == "differs"} == {
-        "model", "data_parallel_size", "speculative_depth", "init_seconds"}
+        "model", "data_parallel_size", "speculative_method", "speculative_depth", "init_seconds"}
+    assert rows["speculative_method"]["values"] == ["ngram", "off"]
     assert rows["data_parallel_size"]["values"] == [1, 2]
     assert rows["init_seconds"]["values"] == [18.11, 26.53]
     assert rows["tensor_parallel_size"]["status"] == rows["gpu_kv_cache_tokens"]["status"] == "same"

@@ -36,6 +36,10 @@ _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
 _MAX_MODEL_LEN = re.compile(r"^Using max model len (\d+)$")
 _WARMUP = re.compile(r"^(?:\[([^\]\s]+)\] )?Initial profiling/warmup run took ([\d.]+) s$")
 
+# the engine config dump's "speculative_config=SpeculativeConfig(method='ngram', model=None, num_spec_tokens=4)"
+# (0.10+; None without speculation)
+_SPEC_CONFIG = re.compile(r"speculative_config=SpeculativeConfig\(method='([\w.-]+)'(?:.*?num_spec_tokens=(\d+))?")
+
 _CONFIG_KEYS = {
     "model", "served_model_name", "max_seq_len", "max_model_len", "tensor_parallel_size",
     "pipeline_parallel_size", "data_parallel_size", "quantization", "kv_cache_dtype", "dtype",
@@ -118,6 +122,11 @@ def _engine_config(frame: Frame) -> list[Event] | None:
             # model=None, ...)" after the top-level model='...', and the nested None must not replace it
             if item.group(1) in _CONFIG_KEYS and item.group(1) not in fields:
                 fields[item.group(1)] = _scalar(item.group(2))
+        sm = _SPEC_CONFIG.search(m.group(2))
+        if sm:
+            fields["speculative_method"] = sm.group(1)[:40]
+            if sm.group(2):
+                fields.setdefault("num_speculative_tokens", int(sm.group(2)))
         return [Event("engine_config", fields)]
     m = _NON_DEFAULT.search(msg)
     if m and len(m.group(1)) < 20000:
@@ -131,6 +140,12 @@ def _engine_config(frame: Frame) -> list[Event] | None:
             k: v for k, v in args.items()
             if isinstance(k, str) and isinstance(v, (str, int, float, bool)) and k in _CONFIG_KEYS
         }
+        spec = args.get("speculative_config")  # {'method': 'ngram', 'num_speculative_tokens': 4, ...}
+        if isinstance(spec, dict):
+            if isinstance(spec.get("method"), str):
+                fields["speculative_method"] = spec["method"][:40]
+            if type(spec.get("num_speculative_tokens")) is int:
+                fields["num_speculative_tokens"] = spec["num_speculative_tokens"]
         return [Event("engine_config", fields)]
     return None
 

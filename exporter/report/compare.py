@@ -113,6 +113,8 @@ CONFIG_ROWS: list[tuple[str, str, str, Any]] = [
     ("max_concurrency", "Max-length request concurrency", "x", "config.max_concurrency"),
     ("enable_prefix_caching", "Prefix caching", "text", lambda r: _settings(r, "enable_prefix_caching")),
     ("enforce_eager", "Enforce eager", "text", lambda r: _settings(r, "enforce_eager")),
+    ("speculative_method", "Speculative method", "text",
+     lambda r: _settings(r, "speculative_method") or ("off" if not r["spec_decode"].get("windows") else None)),
     ("speculative_depth", "Speculative depth (tokens drafted per step)", "text", _spec_depth),
     ("offload_backend", "KV offload backend", "text", offload_backend),
     ("offload_pool_bytes", "KV offload pool", "bytes", _offload_pool),

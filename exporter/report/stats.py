@@ -57,7 +57,7 @@ _NAN = float("nan")
 # engine arguments kept under config.settings (from the config dump and "non-default args")
 SETTING_KEYS = ("data_parallel_size", "pipeline_parallel_size", "decode_context_parallel_size", "max_num_batched_tokens",
                 "gpu_memory_utilization", "num_speculative_tokens", "enable_prefix_caching", "dtype",
-                "served_model_name", "enforce_eager")
+                "served_model_name", "enforce_eager", "speculative_method")
 
 FACT_KINDS = frozenset({"version", "model", "engine_config", "kv_cache_size", "gpu_blocks", "max_concurrency",
                         "kv_cache_memory", "model_load", "memory_profile", "init_engine", "offload_pool"})
