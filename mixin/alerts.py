@@ -35,6 +35,18 @@ STOPPED = 'vllm_log_server_state{state="stopped"} == 1'
 STOPPED_OR_DEAD = 'vllm_log_server_state{state=~"stopped|dead"} == 1'
 
 
+# The board each alert is looked at on (the rest: the Overview)
+ALERT_BOARDS = {"VllmDraftAcceptanceCollapsed": "vllm-log-spec-decode", "VllmKvCacheFull": "vllm-log-memory-kv",
+                "VllmKvOffloadSlow": "vllm-log-memory-kv"}
+
+
+def dashboard_url(alert: str, exporter_level: bool) -> str:
+    """The alert's board, filtered to its server (the exporter-level alerts: to its exporter)."""
+    board = ALERT_BOARDS.get(alert, "vllm-log-overview")
+    var = "var-instance={{ $labels.instance }}" if exporter_level else "var-server={{ $labels.server }}"
+    return f"{C.GRAFANA_URL}/d/{board}?{var}"
+
+
 def groups() -> list[dict]:
     BS, BSE, BSD = _by("server"), _by("server", "engine"), _by("server", "direction")
     errors = [
@@ -317,6 +329,12 @@ def groups() -> list[dict]:
     ]
     for rule in errors + http + engine + exporter:
         rule["annotations"]["runbook_url"] = f"{C.RUNBOOK_BASE_URL}#{rule['alert'].lower()}"
+        rule["annotations"]["dashboard_url"] = dashboard_url(rule["alert"], rule in exporter)
+        for key, value in C.ALERT_OVERRIDES.get(rule["alert"], {}).items():
+            if key == "severity":
+                rule["labels"]["severity"] = value
+            else:
+                rule[key] = value
     return [
         {"name": "vllm-log-errors", "rules": errors},
         {"name": "vllm-log-http", "rules": http},

@@ -71,6 +71,8 @@ def exported_metric_names() -> set[str]:
                 m.observe(server, ev)
         for ev in pipe.flush():
             m.observe(server, ev)
+    # a server read from kubelet's pod log layout: its pod info comes from the path, not from a line
+    m.set_pod("s0", "llm", "vllm-0", "vllm")
     names = set()
     for fam in m.registry.collect():
         for s in fam.samples:
@@ -113,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     wanted[RULES_FILE] = render_rules()
     if args.check:
         problems = unknown_metrics()
+        sys.path.insert(0, str(ROOT / "tools"))
+        import helm_chart_files
+
+        problems += [f"{name}: stale; run python -m mixin.build" for name in helm_chart_files.stale()]
         for path, text in wanted.items():
             rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
             if not path.exists():
@@ -126,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
+    # the Helm chart's copies of the rules and boards (it can read only its own files)
+    sys.path.insert(0, str(ROOT / "tools"))
+    import helm_chart_files
+
+    for name in helm_chart_files.write():
+        print(f"wrote {name}", file=sys.stderr)
     return 0
 
 

@@ -40,7 +40,17 @@ DATASOURCE_UID = "vllm-log-prometheus"
 # that both run a server called "vllm" stay two alerts: `host` (set as an external label by each
 # host's Prometheus agent, deploy/prometheus/agent.yml) and `instance` (the exporter). Labels a
 # series does not have are simply absent from the alert.
-KEEP_LABELS = ["host", "instance"]
+# On Kubernetes, `cluster` (the external label a central Prometheus, Thanos or Mimir gives each
+# cluster) and `namespace` (the exporter's, from a ServiceMonitor or PodMonitor) are kept too.
+KEEP_LABELS = ["cluster", "namespace", "host", "instance"]
+
+# Per-alert changes, kubernetes-mixin style: {"VllmEngineStalled": {"for": "2m", "severity": "warning"}}.
+# Any key of a rule can be set ("for", "severity"); the promtool tests run on the defaults.
+ALERT_OVERRIDES: dict[str, dict[str, str]] = {}
+
+# Grafana, for every rule's dashboard_url annotation (the board for the alert, filtered to its server).
+# The Alertmanager template (deploy/alertmanager/templates/vllm.tmpl) has its own copy of this URL.
+GRAFANA_URL = "http://127.0.0.1:3000"
 
 # Where every alert's runbook_url points: docs/runbook.md, a section per alert (anchor: the alert's
 # name in lower case). Point it at your own copy (a wiki, your fork) if you change the runbook.

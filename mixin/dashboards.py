@@ -16,7 +16,9 @@ from __future__ import annotations
 from mixin import config as C
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
-J = 'job=~"$job", host=~"$host", instance=~"$instance"'
+# `cluster`: the external label a central Prometheus, Thanos or Mimir gives each cluster's series
+# (absent on a single host: All, `.*`, matches an absent label too)
+J = 'cluster=~"$cluster", job=~"$job", host=~"$host", instance=~"$instance"'
 S = J + ', server=~"$server"'
 SE = S + ', engine=~"$engine"'
 TOKS = "suffix: tok/s"
@@ -132,6 +134,13 @@ class Board:
         return self.panel("heatmap", title, [(expr, "{{le}}")], unit, fmt="heatmap", **kw)
 
     def model(self) -> dict:
+        def server_var():
+            # every server, less the Kubernetes pods of namespaces not chosen
+            v = var("server", "Server", f"query_result(max by (server) (vllm_log_exporter_lines_total{{{J}}}) unless on "
+                                        f'(server) vllm_log_kubernetes_pod_info{{{J}, namespace!~"$namespace"}})')
+            v["regex"] = '/server="([^"]+)"/'
+            return v
+
         def var(name, label, query):
             return {"name": name, "label": label, "type": "query", "datasource": DS,
                     "query": {"query": query, "refId": f"{name}-var"}, "refresh": 2,
@@ -165,12 +174,20 @@ class Board:
             "templating": {"list": [
                 {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
                  "current": {"text": "Prometheus", "value": C.DATASOURCE_UID}, "hide": 0, "refresh": 1, "regex": "", "options": [], "includeAll": False, "multi": False},
-                var("job", "Job", "label_values(vllm_log_exporter_build_info, job)"),
+                var("cluster", "Cluster", "label_values(vllm_log_exporter_build_info, cluster)"),
+                var("job", "Job", 'label_values(vllm_log_exporter_build_info{cluster=~"$cluster"}, job)'),
                 # `host`: the external label of each host's Prometheus agent (deploy/prometheus/agent.yml)
-                var("host", "Host", 'label_values(vllm_log_exporter_build_info{job=~"$job"}, host)'),
-                var("instance", "Exporter", 'label_values(vllm_log_exporter_build_info{job=~"$job", host=~"$host"}, instance)'),
-                var("server", "Server", f'label_values(vllm_log_exporter_lines_total{{{J}}}, server)'),
+                var("host", "Host", 'label_values(vllm_log_exporter_build_info{cluster=~"$cluster", job=~"$job"}, host)'),
+                var("instance", "Exporter", 'label_values(vllm_log_exporter_build_info{cluster=~"$cluster", '
+                                            'job=~"$job", host=~"$host"}, instance)'),
+                # Kubernetes: the namespace of the vLLM pods (vllm_log_kubernetes_pod_info), not of the
+                # exporter; servers outside Kubernetes have none and are always listed
+                var("namespace", "Namespace", f'label_values(vllm_log_kubernetes_pod_info{{{J}}}, namespace)'),
+                server_var(),
                 var("engine", "Engine", f'label_values(vllm_log_stats_windows_total{{{S}}}, engine)'),
+                # the job that scrapes vLLM's own /metrics (deploy/prometheus/prometheus.yml calls it
+                # vllm; a PodMonitor names it after itself)
+                var("vllm_job", "vLLM job", 'label_values(vllm:num_requests_running{cluster=~"$cluster"}, job)'),
             ]},
             "panels": self.panels,
         }
@@ -355,14 +372,15 @@ def overview() -> dict:
                     "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": colour}}]}
                    for pattern, colour in (("/warning/", WARN), ("/error|critical/", BAD))],
         description="vLLM WARNING, ERROR and CRITICAL lines that are not one of the errors above.")
-    V = f'job="{C.VLLM_JOB}", host=~"$host", server=~"$server"'
-    native = "no data: vLLM's own metrics are not scraped (job " + C.VLLM_JOB + ")"
+    V = 'cluster=~"$cluster", job=~"$vllm_job", host=~"$host", server=~"$server"'
+    native = "no data: vLLM's own metrics are not scraped (the vLLM job variable finds none)"
     b.timeseries("vLLM's own: requests finished", [
         (f"sum by (server, finished_reason) (rate(vllm:request_success_total{{{V}}}[$__rate_interval]))",
          "{{server}} {{finished_reason}}")], "reqps", min_=0,
         options={"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
                  "tooltip": {"mode": "multi", "sort": "desc"}},
-        description="From vLLM's own /metrics (job " + C.VLLM_JOB + "), beside the log's view above: requests finished "
+        description="From vLLM's own /metrics (the vLLM job variable; " + C.VLLM_JOB + " in the shipped Prometheus "
+                    "config), beside the log's view above: requests finished "
                     "by reason. Empty when that job is not scraped.")
     b.panels[-1]["fieldConfig"]["defaults"]["noValue"] = native
     b.timeseries("vLLM's own: time to first token (p95)", [

@@ -187,7 +187,8 @@ def dashboard_queries(root: Path = ROOT) -> list[tuple[str, str]]:
         out += [(f"{path.name}: {p['title']}", t["expr"]) for p in d["panels"] for t in p.get("targets", [])]
         for v in d["templating"]["list"]:
             if v["type"] == "query":
-                m = re.fullmatch(r"label_values\((.*), *(\w+)\)", v["query"]["query"])
+                q = v["query"]["query"]
+                m = re.fullmatch(r"label_values\((.*), *(\w+)\)", q) or re.fullmatch(r"query_result\((.*)\)()", q)
                 out.append((f"{path.name}: variable {v['name']}", m.group(1)))
     return out
 
@@ -195,6 +196,6 @@ def dashboard_queries(root: Path = ROOT) -> list[tuple[str, str]]:
 def grafana_substitute(expr: str, **variables: str) -> str:
     """A dashboard query as Grafana sends it: intervals filled in, variables as given or `.*` (All)."""
     expr = expr.replace("$__rate_interval", "1m").replace("$__range", "1h").replace("$__interval", "15s")
-    for name in ("job", "host", "instance", "server", "engine"):
+    for name in ("cluster", "namespace", "vllm_job", "job", "host", "instance", "server", "engine"):
         expr = expr.replace(f"${name}", variables.get(name, ".*"))
     return expr

@@ -93,8 +93,14 @@ def test_two_hosts_through_agents_stay_apart_on_a_central_prometheus_and_victori
             d = tmp_path / f"{host}-logs"
             d.mkdir()
             (d / "vllm.log").write_text(SAMPLE.read_text(encoding="utf-8"))
+            # and a vLLM pod in kubelet's layout, for the boards' namespace variable
+            pod = d / "pods" / "llm_vllm-pod-0_uid-1" / "vllm" / "0.log"
+            pod.parent.mkdir(parents=True)
+            pod.write_text("".join(f"2026-08-04T02:45:03.123456789Z stdout F {ln}\n"
+                                   for ln in SAMPLE.read_text(encoding="utf-8").splitlines()[:200]))
             # the default server name on both: the file stem, "vllm"
-            ex = Exporter("--source", str(d / "vllm.log"), "--from-start", "--year", "2026").start()
+            ex = Exporter("--source", str(d / "vllm.log"), "--source", str(d / "pods" / "*_*" / "*" / "*.log"),
+                          "--from-start", "--year", "2026").start()
             exporters.append(ex)
             agents.append(_agent(tmp_path, host, ex.port, [f"{central.url}/api/v1/write",
                                                           f"http://127.0.0.1:{vm_port}/api/v1/write"]))

@@ -125,7 +125,7 @@ def test_dashboard_layout_and_conventions(path):
     assert len(ids) == len(set(ids)), "panel ids must be unique"
     assert d["uid"].startswith("vllm-log-") and len(d["uid"]) <= 40
     names = [v["name"] for v in d["templating"]["list"]]
-    assert names == ["datasource", "job", "host", "instance", "server", "engine"]
+    assert names == ["datasource", "cluster", "job", "host", "instance", "namespace", "server", "engine", "vllm_job"]
     for v in d["templating"]["list"][1:]:
         assert v["multi"] and v["includeAll"]
     cells = set()
@@ -149,6 +149,7 @@ def test_dashboard_layout_and_conventions(path):
 # grafana/dashboard-linter's rules (it is not installable here), over every rendered dashboard.
 _COUNTER = re.compile(r"\b(vllm_log\w*_(?:total|bucket|count|sum))\b")
 _SELECTOR = re.compile(r"\b((?:vllm_log\w*|up))\{([^}]*)\}")
+_VLLM_SELECTOR = re.compile(r"\b(vllm:\w+)\{([^}]*)\}")
 
 
 def _enclosing_function(expr: str, pos: int) -> str | None:
@@ -171,7 +172,7 @@ def lint(d: dict) -> list[str]:
     variables = {v["name"]: v for v in d["templating"]["list"]}
     if variables.get("datasource", {}).get("type") != "datasource":
         problems.append("no templated datasource")
-    for name in ("job", "host", "instance"):
+    for name in ("cluster", "job", "host", "instance", "vllm_job"):
         if variables.get(name, {}).get("type") != "query":
             problems.append(f"no {name} variable")
     queries = []
@@ -204,9 +205,14 @@ def lint(d: dict) -> list[str]:
                 problems.append(f"{where}: {m.group(1)}() over {rng.group(1) if rng else '?'}, not $__rate_interval")
         for m in _SELECTOR.finditer(expr):
             matchers = m.group(2)
-            for var in ("job", "host", "instance"):
+            for var in ("cluster", "job", "host", "instance"):
                 if f'{var}=~"${var}"' not in matchers:
                     problems.append(f"{where}: {m.group(1)} without {var}=~\"${var}\"")
+        # vLLM's own series: its scrape job is a variable, never a name written into the board
+        for m in _VLLM_SELECTOR.finditer(expr):
+            for matcher in ('cluster=~"$cluster"', 'job=~"$vllm_job"'):
+                if matcher not in m.group(2):
+                    problems.append(f"{where}: {m.group(1)} without {matcher}")
     return problems
 
 
@@ -216,7 +222,7 @@ def test_dashboards_pass_the_dashboard_linter_rules(path):
 
 
 def test_the_linter_rules_catch_what_they_are_for():
-    d = json.loads(DASHBOARDS[0].read_text())
+    d = json.loads(next(p for p in DASHBOARDS if p.name == "overview.json").read_text())  # it has vLLM's own panels
     bad = copy.deepcopy(d)
     panel = next(p for p in bad["panels"] if p["type"] != "row")
     panel["description"] = ""
@@ -224,8 +230,11 @@ def test_the_linter_rules_catch_what_they_are_for():
     panel["fieldConfig"]["defaults"]["thresholds"]["steps"] = [{"color": "green", "value": None}, {"color": "red", "value": 80}]
     bad["templating"]["list"] = [v for v in bad["templating"]["list"] if v["name"] != "job"]
     found = "\n".join(lint(bad))
+    vllm_panel = next(p for p in bad["panels"] if p["type"] != "row" and "vllm:" in p["targets"][0]["expr"])
+    vllm_panel["targets"][0]["expr"] = vllm_panel["targets"][0]["expr"].replace('job=~"$vllm_job"', 'job="vllm"')
+    found = "\n".join(lint(bad))
     for expected in ("no job variable", "no description", "outside rate/irate/increase", "not $__rate_interval",
-                     'without job=~"$job"', "Grafana's default thresholds"):
+                     'without job=~"$job"', "Grafana's default thresholds", 'without job=~"$vllm_job"'):
         assert expected in found, expected
 
 
@@ -275,3 +284,26 @@ def test_every_alert_pushed_or_rule_based_has_a_runbook_section():
         assert alertname.lower() in sections and alertname in {r["alert"] for r in rules}
     assert C.RUNBOOK_BASE_URL == RUNBOOK_URL
     assert sections == {r["alert"].lower() for r in rules}  # no section for an alert that does not exist
+
+
+def test_every_rule_links_its_board_and_overrides_change_for_and_severity(monkeypatch):
+    from mixin import config as C
+
+    boards = {json.loads(p.read_text())["uid"] for p in DASHBOARDS}
+    for g in alerts.groups():
+        for r in g["rules"]:
+            url = r["annotations"]["dashboard_url"]
+            assert url.startswith(C.GRAFANA_URL + "/d/") and url.split("/d/")[1].split("?")[0] in boards, r["alert"]
+            assert ("var-instance=" if g["name"] == "vllm-log-exporter" else "var-server=") in url
+    monkeypatch.setattr(C, "ALERT_OVERRIDES", {"VllmEngineStalled": {"for": "3m", "severity": "warning"}})
+    (stalled,) = [r for g in alerts.groups() for r in g["rules"] if r["alert"] == "VllmEngineStalled"]
+    assert stalled["for"] == "3m" and stalled["labels"]["severity"] == "warning"
+
+
+def test_rules_keep_cluster_and_namespace_so_two_clusters_stay_two_alerts():
+    for g in alerts.groups():
+        for r in g["rules"]:
+            for by in re.findall(r"\b(?:by|on) \(([^)]*)\)", r["expr"]):
+                names = [x.strip() for x in by.split(",")]
+                if "server" in names and "host" in names and "instance" in names:
+                    assert "cluster" in names and "namespace" in names, (r["alert"], by)
