@@ -322,6 +322,20 @@ def _header_time(m: re.Match, clock: Clock) -> float | None:
     return clock.local(int(mo), int(vday), int(vhh), int(vmm), int(vss))
 
 
+def _journald_stamp(f: Frame, m: re.Match, clock: Clock) -> bool:
+    """A journald-style "Mon DD HH:MM:SS" in groups 1-5 of ``m``: its time into ``f`` (when nothing
+    better is there); False when the month name is none known (then it is no journald stamp)."""
+    low = m.group(1).lower()
+    month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
+    if not month:
+        return False
+    if f.ts_source is None:
+        ts = clock.local(month, *(int(m.group(i)) for i in range(2, 6)))
+        if ts is not None:
+            f.ts, f.ts_source = ts, "journald"
+    return True
+
+
 def _stamp_time(m: re.Match, clock: Clock):
     """(time, source) of a _STAMP_BAR match: with a zone it is an RFC 3339 stamp; without, local time."""
     if m.group(8) is not None:
@@ -395,30 +409,15 @@ def frame_general(line: str, clock: Clock) -> Frame:
                 continue
         elif c0.isalpha():
             m = _JOURNALD.match(text)
-            if m:
-                mon, day, hh, mm, ss, host, unit, _pid = m.groups()
-                low = mon.lower()
-                month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
-                if month:
-                    if f.ts_source is None:
-                        ts = clock.local(month, int(day), int(hh), int(mm), int(ss))
-                        if ts is not None:
-                            f.ts, f.ts_source = ts, "journald"
-                    f.host, f.unit = host, unit
-                    text = text[m.end():]
-                    continue
+            if m and _journald_stamp(f, m, clock):
+                f.host, f.unit = m.group(6), m.group(7)
+                text = text[m.end():]
+                continue
             m = _JOURNALD_NOHOST.match(text)
-            if m:
-                low = m.group(1).lower()
-                month = _MONTHS.get(low[:3]) or _MONTHS.get(low)
-                if month:
-                    if f.ts_source is None:
-                        ts = clock.local(month, *(int(m.group(i)) for i in range(2, 6)))
-                        if ts is not None:
-                            f.ts, f.ts_source = ts, "journald"
-                    f.unit = m.group(6)
-                    text = text[m.end():]
-                    continue
+            if m and _journald_stamp(f, m, clock):
+                f.unit = m.group(6)
+                text = text[m.end():]
+                continue
             m = _TAG.match(text)
             if m:
                 f.unit = f.unit or m.group(1)

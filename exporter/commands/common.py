@@ -17,3 +17,16 @@ def add_time_options(p: argparse.ArgumentParser) -> None:
                         "stepping back one when a date would be in the future)")
     p.add_argument("--timezone", default=None,
                    help="IANA zone of year-less timestamps, e.g. Europe/Berlin (default: this machine's)")
+
+
+def print_result(result, md: str, fmt: str | None) -> int:
+    """What report and compare print: JSON when asked, else the Markdown."""
+    import json
+    import sys
+
+    if fmt == "json":
+        json.dump(result, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(md)
+    return 0

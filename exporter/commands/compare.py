@@ -16,13 +16,13 @@ figures; ``exporter.report.compare`` only lines them up.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import zlib
 
 from typing import TYPE_CHECKING
 
+from exporter.commands.common import print_result
 from exporter.logfile import LogOpenError
 
 if TYPE_CHECKING:  # the parser imports RUN_HELP from here: the pass's modules load when a run is read
@@ -132,9 +132,4 @@ def run(args, clock: Clock) -> int:
         print(f"{args.html}: HTML comparison written", file=sys.stderr)
         if args.format is None:
             return 0
-    if args.format == "json":
-        json.dump(result, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(md)
-    return 0
+    return print_result(result, md, args.format)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import datetime
 
+from exporter.commands.common import print_result
 from exporter.framing import Clock
 from exporter.offline import Pass
 from exporter.report import markdown
@@ -65,9 +65,4 @@ def run(args, clock: Clock) -> int:
         print(f"{args.html}: HTML report written", file=sys.stderr)
         if args.format is None:  # the page was asked for; print the tables too only when asked
             return 0
-    if args.format == "json":
-        json.dump(summary, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(md)
-    return 0
+    return print_result(summary, md, args.format)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 
 from exporter.report import html as single
-from exporter.report.html import ERROR_COLOURS, ChartsUnavailable, _gapped, _median_step, _reduce
+from exporter.report.html import ERROR_COLOURS, ChartsUnavailable, _gapped, _median_step, _reduce, y_axis
 from exporter.report.stats import RunStats
 
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -67,13 +67,7 @@ class _Overlay:
                     label=self.labels[i], linewidth=1.3, alpha=0.9, **kw)
 
     def axis(self, ax, ylabel: str, fmt, ratio: bool = False) -> None:
-        ax.set_ylabel(ylabel)
-        ax.yaxis.set_major_formatter(fmt)
-        if ratio:
-            ax.set_ylim(0, 1.3)
-            ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
-        else:
-            ax.set_ylim(0, max(ax.get_ylim()[1], 1e-9) * 1.3)
+        y_axis(ax, ylabel, fmt, ratio)
 
     def restarts(self, axes) -> None:
         """A dashed line, in the run's colour, at each server start after the run's first point."""

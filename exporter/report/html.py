@@ -62,6 +62,17 @@ def _gapped(pts, starts: list[float], quiet: float):
     return out
 
 
+def y_axis(ax, ylabel: str, fmt, ratio: bool = False) -> None:
+    """Y from 0, with headroom above the data for the legend (a ratio: ticks up to 100 % only)."""
+    ax.set_ylabel(ylabel)
+    ax.yaxis.set_major_formatter(fmt)
+    if ratio:
+        ax.set_ylim(0, 1.3)
+        ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
+    else:
+        ax.set_ylim(0, max(ax.get_ylim()[1], 1e-9) * 1.3)
+
+
 class _Plot:
     def __init__(self, stats: RunStats, tz):
         try:
@@ -96,14 +107,7 @@ class _Plot:
         ax.plot(self._x([t for t, _ in pts]), [v for _, v in pts], color=colour, label=label, linewidth=1.2, **kw)
 
     def axis(self, ax, ylabel: str, fmt, ratio: bool = False) -> None:
-        """Y from 0, with headroom above the data for the legend (a ratio: ticks up to 100 % only)."""
-        ax.set_ylabel(ylabel)
-        ax.yaxis.set_major_formatter(fmt)
-        if ratio:
-            ax.set_ylim(0, 1.3)
-            ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
-        else:
-            ax.set_ylim(0, max(ax.get_ylim()[1], 1e-9) * 1.3)
+        y_axis(ax, ylabel, fmt, ratio)
 
     def marks(self, axes) -> None:
         """A dashed line at each server start on every axis; a marker at each error on the first."""
