@@ -14,10 +14,9 @@ same ``RunStats`` objects whose summaries the tables compare. Charts:
 
 from __future__ import annotations
 
-import io
 
 from exporter.report import html as single
-from exporter.report.html import ERROR_COLOURS, ChartsUnavailable, _gapped, _median_step, _reduce, y_axis
+from exporter.report.html import ERROR_COLOURS, ChartsUnavailable, _gapped, _median_step, _reduce, figure_svg, y_axis
 from exporter.report.stats import RunStats
 
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -85,13 +84,7 @@ class _Overlay:
         for ax in axes:
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(loc="upper left", fontsize=8, frameon=False, ncol=min(6, len(self.labels) + 1))
-        fig.suptitle(title, x=0.01, ha="left", fontsize=10, fontweight="bold")
-        fig.tight_layout()
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg")
-        self.plt.close(fig)
-        svg = buf.getvalue()
-        return '<figure class="chart">' + svg[svg.index("<svg"):] + "</figure>"
+        return figure_svg(self.plt, fig, title)
 
 
 def _panel(p: _Overlay, ax, traces, ylabel: str, fmt, ratio: bool = False, **kw) -> None:

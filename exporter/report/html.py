@@ -62,6 +62,17 @@ def _gapped(pts, starts: list[float], quiet: float):
     return out
 
 
+def figure_svg(plt, fig, title: str) -> str:
+    """A finished figure as an inline SVG <figure>, its title at the top left."""
+    fig.suptitle(title, x=0.01, ha="left", fontsize=10, fontweight="bold")
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    svg = buf.getvalue()
+    return '<figure class="chart">' + svg[svg.index("<svg"):] + "</figure>"
+
+
 def y_axis(ax, ylabel: str, fmt, ratio: bool = False) -> None:
     """Y from 0, with headroom above the data for the legend (a ratio: ticks up to 100 % only)."""
     ax.set_ylabel(ylabel)
@@ -135,13 +146,7 @@ class _Plot:
             handles, labels = ax.get_legend_handles_labels()
             if handles:
                 ax.legend(loc="upper left", fontsize=8, frameon=False, ncol=min(6, len(handles)))
-        fig.suptitle(title, x=0.01, ha="left", fontsize=10, fontweight="bold")
-        fig.tight_layout()
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg")
-        self.plt.close(fig)
-        svg = buf.getvalue()
-        return '<figure class="chart">' + svg[svg.index("<svg"):] + "</figure>"
+        return figure_svg(self.plt, fig, title)
 
 
 def _median_step(ts) -> float:
