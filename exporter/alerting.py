@@ -2,8 +2,7 @@
 
 Which events: an OOM, a dead engine, a CUDA or NCCL error, a failed start-up. The supervisor's
 word on the exit (systemd's exit status and result, compose's exit code) is added to the dead
-engine's or failed start's alert as ``exit_status`` and ``unit_result``: a dead engine's alert waits
-up to EXIT_WAIT_SECONDS for it. Each becomes an
+engine's or failed start's alert as ``exit_status`` and ``unit_result``, which is posted again with it. Each becomes an
 alert with the labels the rule-based alerts carry for the same thing (``alertname``, ``server``,
 ``kind``, ``severity``, and ``job``/``instance`` as Prometheus labels the exporter), so Alertmanager
 merges the pushed one and the rule's into one alert, one notification. Annotations hold the
@@ -37,10 +36,6 @@ DESCRIPTION_BYTES = 1024
 # a failed start's reason follows its first line within the traceback's idle flush; with no known
 # reason, "other" and the root cause come when the failed start is over (FAILED_START_QUIET_SECONDS)
 REASON_WAIT_SECONDS = FAILED_START_QUIET_SECONDS + 2.0
-# a dead engine's alert waits this long for the supervisor's word on the exit (systemd's exit status
-# and result, compose's exit code), which follows vLLM's own death lines within seconds when there is
-# a supervisor; with none, the alert goes out after this wait
-EXIT_WAIT_SECONDS = 10.0
 
 
 @dataclass
@@ -142,7 +137,7 @@ class Alerts:
             # line read late, from a backlog, must not arrive already over)
             ends = None if ev.kind in ("engine_death", "start_failed") else max(starts, now) + RECENT_SECONDS
             key = tuple(sorted(labels.items()))
-            hold = {"start_failed": now + REASON_WAIT_SECONDS, "engine_death": now + EXIT_WAIT_SECONDS}.get(ev.kind)
+            hold = now + REASON_WAIT_SECONDS if ev.kind == "start_failed" else None
             self.active[key] = Alert(labels, annotations, starts, ends, hold_until=hold)
 
     def _reason(self, server: str, ev: Event) -> None:
@@ -155,8 +150,9 @@ class Alerts:
 
     def _exit(self, server: str, ev: Event) -> None:
         """The supervisor's exit status and result into the server's open dead-engine or failed-start
-        alert. A dead engine's alert goes out with them: at systemd's result (its last word on the
-        exit), or at compose's exit line (its only one)."""
+        alert, posted again with them. A dead engine's alert is not held for them: the rule's copy
+        would reach Alertmanager first and its notification would lack the log's words (a death
+        known only from the exit, a SIGKILL, carries them from its first post)."""
         f = ev.fields
         if ev.kind == "process_exit" and f.get("clean"):
             return
@@ -175,8 +171,6 @@ class Alerts:
                 text = f"{a.annotations['description']}\n{line}"
                 a.annotations["description"] = text.encode("utf-8")[:DESCRIPTION_BYTES].decode("utf-8", "ignore")
             a.changed = True
-            if a.labels["alertname"] == "VllmEngineDead" and (ev.kind == "unit_result" or f.get("supervisor") == "compose"):
-                a.hold_until = None
 
     def forget(self, server: str, now: float | None = None) -> None:
         """The server is gone for good (a replaced pod): its open alerts end now rather than be posted

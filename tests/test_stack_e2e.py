@@ -8,18 +8,20 @@ dashboard queries are the shipped ones.
 from __future__ import annotations
 
 import json
-import re
+
 import subprocess
 import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import SAMPLE, SAMPLE_LMCACHE, SAMPLE_V0
-from tests.helpers import ROOT, Exporter, Prometheus, free_port, have, http_get, wait_until
+from tests.helpers import (ROOT, Exporter, Prometheus, dashboard_queries, free_port, grafana_substitute, have, http_get,
+                           wait_until)
 
 pytestmark = pytest.mark.skipif(not (have("prometheus") and have("prometheus-alertmanager")),
                                 reason="prometheus and prometheus-alertmanager (Debian packages) not installed")
@@ -95,6 +97,9 @@ class StandInVllm(_LoopbackServer):
                               for le, c in (("0.1", 2), ("0.5", 7), ("1.0", 9), ("+Inf", 10)))
                     + f'vllm:time_to_first_token_seconds_count{{model_name="m"}} {10 * n}\n'
                     + f'vllm:time_to_first_token_seconds_sum{{model_name="m"}} {3.2 * n}\n'
+                    # what the boards' vLLM job variable looks for (vLLM 0.32 exports it per engine)
+                    + "# TYPE vllm:num_requests_running gauge\n"
+                    + 'vllm:num_requests_running{model_name="m",engine="0"} 1\n'
                 ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -178,6 +183,15 @@ def stack(tmp_path_factory):
                 yield {"prom": prom, "am": am, "receiver": receiver, "exporter": ex, "live": live}
 
 
+def _pod(tmp) -> Path:
+    """A vLLM pod's log as kubelet lays it out (CRI lines); returns the glob over such pods."""
+    f = tmp / "pods" / "llm_vllm-pod-0_uid-1" / "vllm" / "0.log"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text("".join(f"2026-08-04T02:45:03.123456789Z stdout F {ln}\n"
+                         for ln in SAMPLE.read_text(encoding="utf-8").splitlines()[:100]))
+    return tmp / "pods" / "*_*" / "*" / "*.log"
+
+
 def _config(tmp, live, am_url):
     path = tmp / "exporter.yml"
     path.write_text(yaml.safe_dump({
@@ -189,14 +203,15 @@ def _config(tmp, live, am_url):
             {"name": "legacy", "type": "file", "path": str(SAMPLE_V0), "from_start": True},
             {"name": "lmc", "type": "file", "path": str(SAMPLE_LMCACHE), "from_start": True},
             {"name": "live", "type": "file", "path": str(live)},
+            # a vLLM pod in kubelet's layout (the boards' namespace variable reads its pod info)
+            {"name": "pods", "type": "file", "path": str(_pod(tmp)), "server_label": "file", "from_start": True},
         ],
     }))
     return path
 
 
 def _substitute(expr: str) -> str:
-    return (expr.replace("$__rate_interval", "1m").replace("$__range", "1h").replace("$__interval", "15s")
-            .replace("$job", ".*").replace("$host", ".*").replace("$instance", ".*").replace("$server", ".*").replace("$engine", ".*"))
+    return grafana_substitute(expr)
 
 
 def test_rules_are_loaded(stack):
@@ -213,11 +228,7 @@ def test_every_dashboard_query_returns_data(stack):
     missing = []
     for path in sorted((ROOT / "dashboards").glob("*.json")):
         d = json.loads(path.read_text())
-        queries = [(f"{path.name}: {p['title']}", t["expr"]) for p in d["panels"] for t in p.get("targets", [])]
-        for v in d["templating"]["list"]:
-            if v["type"] == "query":
-                m = re.fullmatch(r"label_values\((.*), *(\w+)\)", v["query"]["query"])
-                queries.append((f"{path.name}: variable {v['name']}", m.group(1)))
+        queries = [(where, expr) for where, expr in dashboard_queries() if where.startswith(path.name + ":")]
         for where, expr in queries:
             status, body = http_get(prom.url + "/api/v1/query?" + urllib.parse.urlencode({"query": _substitute(expr)}))
             assert status == 200, f"{where}: {body}"
