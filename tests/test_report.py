@@ -268,3 +268,29 @@ def test_a_garbled_gz_is_a_one_line_error_not_a_traceback(tmp_path):
     r = cli("report", str(bad), "--year", "2026")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().count("\n") == 0 and f"{bad}: read failed:" in r.stderr
+
+
+def _dp_window(engine: int, sec: int, running: int, gen: float) -> str:
+    return (f"(APIServer pid=1) INFO 08-04 10:{sec // 60:02d}:{sec % 60:02d} [loggers.py:1] Engine {engine:03d}: Avg "
+            f"prompt throughput: 10.0 tokens/s, Avg generation throughput: {gen:.1f} tokens/s, Running: {running} reqs, "
+            f"Waiting: 0 reqs, GPU KV cache usage: {engine + 1}.0%, Prefix cache hit rate: 0.0%")
+
+
+def test_data_parallel_engines_are_one_server_in_the_charts_and_one_engine_s_silence_is_no_stall():
+    # engines 0 and 1 log each window in the same second; engine 1 goes quiet after a busy window while
+    # engine 0 keeps logging, then comes back (vllm-ascend#10049): not a stall. Then the whole server
+    # goes quiet after busy windows: that is one.
+    lines = [_dp_window(0, 0, 2, 100.0), _dp_window(1, 0, 1, 50.0)]
+    lines += [_dp_window(0, sec, 2, 100.0) for sec in range(10, 70, 10)]
+    lines += [_dp_window(1, 70, 1, 50.0), _dp_window(0, 70, 2, 100.0)]
+    lines += [_dp_window(0, 200, 2, 100.0), _dp_window(1, 200, 1, 50.0)]
+    _, events = run_lines(lines)
+    s = RunStats()
+    for ev in events:
+        s.add(ev)
+    t70 = [e.ts for e in events if e.kind == "engine_stats"][9]
+    assert [st["ts"] for st in s.stalls] == [t70, t70]  # both engines, silent after their windows at 70 s
+    assert [st["engine"] for st in s.stalls] == [0, 1]
+    # one point per moment in the charts: 150 tok/s where both engines logged, 100 where only engine 0 did
+    assert list(s.gen.vs) == [150.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 150.0, 150.0]
+    assert list(s.kv_usage.vs)[0] == 0.02  # the fuller engine's cache

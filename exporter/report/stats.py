@@ -126,6 +126,7 @@ class RunStats:
         self._fold_due = FOLD_EVERY
         self._gen_t, self._gen_v = self.gen.ts.append, self.gen.vs.append
         self._prompt_t, self._prompt_v = self.prompt.ts.append, self.prompt.vs.append
+        self._chart_engine, self._chart_t = None, None  # the engine and time of the charts' last point
         self._kv_t, self._kv_v = self.kv_usage.ts.append, self.kv_usage.vs.append
         self._single = self.single.pending.append
         self._len_t, self._len_v = self.accept_len.ts.append, self.accept_len.vs.append
@@ -252,15 +253,24 @@ class RunStats:
         engine = f.get("engine", 0)
         if ev.ts is not None:
             prev = self._windows.get(engine)
-            # a busy window and then silence for 3 intervals, with no start or death to explain it
-            if prev is not None and prev[1] and ev.ts - prev[0] > 3 * self.stats_interval and len(self.stalls) < 1000:
+            # a busy window and then silence for 3 intervals, with no start or death to explain it; under
+            # data parallel not while another engine logged meanwhile (vLLM logs an engine's window only
+            # when it sent outputs: an engine given no requests goes quiet), as the daemon's stall check
+            if prev is not None and prev[1] and ev.ts - prev[0] > 3 * self.stats_interval and len(self.stalls) < 1000 \
+                    and not any(e != engine and prev[0] < w[0] < ev.ts for e, w in self._windows.items()):
                 self.stalls.append({"ts": prev[0], "engine": engine, "silent_seconds": ev.ts - prev[0]})
             self._windows[engine] = (ev.ts, busy_window(f))
         # (peaks compared inline, and None-first as max() of the values would keep the first of ties)
         t = _NAN if ev.ts is None else ev.ts
         g = f["generation_tokens_per_second"]
-        self._gen_t(t)
-        self._gen_v(g)
+        # the charts show the server: data-parallel engines' windows of one moment add up (one point,
+        # not a zigzag between engines)
+        same = engine != self._chart_engine and t == self._chart_t
+        if same and len(self.gen.vs):
+            self.gen.vs[-1] += g
+        else:
+            self._gen_t(t)
+            self._gen_v(g)
         self.gen_windows += 1
         if self.gen_peak is None or g > self.gen_peak:
             self.gen_peak = g
@@ -277,18 +287,25 @@ class RunStats:
             if tally is not None:
                 tally.add(g)
         p = f["prompt_tokens_per_second"]
-        self._prompt_t(t)
-        self._prompt_v(p)
+        if same and len(self.prompt.vs):
+            self.prompt.vs[-1] += p
+        else:
+            self._prompt_t(t)
+            self._prompt_v(p)
         if self.prompt_peak is None or p > self.prompt_peak:
             self.prompt_peak = p
         v = f.get("kv_cache_usage")
         if v is not None:
             if "device" in f:
                 self.kv_device = f["device"]
-            self._kv_t(t)
-            self._kv_v(v)
+            if same and len(self.kv_usage.vs):  # each engine's own cache: the fullest one
+                self.kv_usage.vs[-1] = max(self.kv_usage.vs[-1], v)
+            else:
+                self._kv_t(t)
+                self._kv_v(v)
             if self.kv_usage_peak is None or v > self.kv_usage_peak:
                 self.kv_usage_peak = v
+        self._chart_engine, self._chart_t = engine, t
         v = f.get("prefix_cache_hit_rate")
         if v is not None and (self.prefix_hit is None or v > self.prefix_hit):
             self.prefix_hit = v
