@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from exporter.events import Event
 from exporter.lifecycle import FAILED_START_QUIET_SECONDS
+from exporter.parsers.supervisor import exit_words
 
 RECENT_SECONDS = 600.0  # the rules' 10-minute window
 # docs/runbook.md, one section per alert (the anchor is the alert's name in lower case); the rules
@@ -161,9 +162,8 @@ class Alerts:
                     a.labels["alertname"] not in ("VllmEngineDead", "VllmStartupFailed"):
                 continue
             if ev.kind == "process_exit":
-                status = str(f.get("status_text") or f.get("status"))
-                a.annotations["exit_status"] = status
-                line = f"{f.get('supervisor', 'supervisor')}: main process {f.get('how', 'exited')}, status {status}"
+                a.annotations["exit_status"] = str(f.get("status_text") or f.get("status"))
+                line = exit_words(f)
             else:
                 a.annotations["unit_result"] = str(f.get("result"))
                 line = f"systemd: failed with result '{f.get('result')}'"

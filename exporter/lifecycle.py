@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 
 from exporter.events import Event
+from exporter.parsers.supervisor import exit_words
 
 STARTING, SERVING, STOPPED, DEAD, FAILED = "starting", "serving", "stopped", "dead", "failed"
 STATES = (STARTING, SERVING, STOPPED, DEAD, FAILED)
@@ -179,19 +180,21 @@ class Lifecycle:
         if state == FAILED:
             f["during"] = "start"
             return
-        words = f"{f.get('supervisor', 'supervisor')}: main process {f.get('how', 'exited')}, status {f.get('status_text', f.get('status'))}"
+        words = exit_words(f)
         oom, self._oom_ts = self._oom_ts, None
         if oom is not None and (oom < 0 or ev.ts is None or abs(ev.ts - oom) <= OOM_EXIT_SECONDS):
             words += " (a process of the unit was killed by the kernel's OOM killer: host memory)"
+        fields = {"signature": "clean exit" if f.get("clean") else "process exit", "message": words}
+        if not f.get("clean"):
+            fields["exit_status"] = str(f.get("status"))
+        signal = Event(ev.kind, fields, ev.ts, ev.process, ev.pid, ev.line)
         if f.get("clean"):
-            self._stop(Event(ev.kind, {"signature": "clean exit", "message": words}, ev.ts, ev.process, ev.pid, ev.line), out)
-            return
-        fields = {"signature": "process exit", "message": words, "exit_status": str(f.get("status"))}
-        if state == STARTING:
+            self._stop(signal, out)
+        elif state == STARTING:
             f["during"] = "start"
-            self._failed(Event(ev.kind, fields, ev.ts, ev.process, ev.pid, ev.line), "other", out)
+            self._failed(signal, "other", out)
         else:
-            self._death(Event(ev.kind, fields, ev.ts, ev.process, ev.pid, ev.line), out)
+            self._death(signal, out)
 
     def _to(self, state: str, ev: Event, out: list[Event]) -> None:
         if state != self.state:

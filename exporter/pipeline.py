@@ -327,38 +327,34 @@ class Pipeline:
             return self._feed_glued(f)
         return self._feed_frame(f)
 
-    def _feed_glued(self, f: Frame) -> tuple[str, list[Event]]:
-        parts = _GLUED.split(f.message)
-        best, events = UNPARSED, []
-        first = True
-        for part in parts:
-            if not part:
-                continue
-            if first:
-                f.message = part
-                g = f
-                first = False
-            else:
-                g = frame_line(part, self.clock)
-                g.process, g.pid = g.process or f.process, g.pid or f.pid
-                g.host, g.unit = f.host, f.unit
-                if f.ts_source == "rfc3339" or g.ts is None:
-                    g.ts, g.ts_source = f.ts, f.ts_source
-            r, ev = self._feed_frame(g)
-            events.extend(ev)
-            if _RANK[r] > _RANK[best]:
-                best = r
-        return best, events
-
-    def _feed_record(self, frames: list[Frame]) -> tuple[str, list[Event]]:
-        """A JSON record's frames (exporter.json_records): its message, then its traceback's lines,
-        which end with the record."""
+    def _feed_frames(self, frames) -> tuple[str, list[Event]]:
+        """Several frames of one physical line: their events, and the line's best result."""
         best, events = UNPARSED, []
         for g in frames:
             r, ev = self._feed_frame(g)
             events.extend(ev)
             if _RANK[r] > _RANK[best]:
                 best = r
+        return best, events
+
+    def _feed_glued(self, f: Frame) -> tuple[str, list[Event]]:
+        parts = [part for part in _GLUED.split(f.message) if part]
+        f.message = parts[0]
+        return self._feed_frames([f] + [self._glued_part(f, part) for part in parts[1:]])
+
+    def _glued_part(self, f: Frame, part: str) -> Frame:
+        """A record glued onto ``f``'s line: its own framing, the line's wrapper facts where it has none."""
+        g = frame_line(part, self.clock)
+        g.process, g.pid = g.process or f.process, g.pid or f.pid
+        g.host, g.unit = f.host, f.unit
+        if f.ts_source == "rfc3339" or g.ts is None:
+            g.ts, g.ts_source = f.ts, f.ts_source
+        return g
+
+    def _feed_record(self, frames: list[Frame]) -> tuple[str, list[Event]]:
+        """A JSON record's frames (exporter.json_records): its message, then its traceback's lines,
+        which end with the record."""
+        best, events = self._feed_frames(frames)
         key = (frames[0].process, frames[0].pid)
         tb = self._tracebacks.get(key)
         if tb is not None and tb.header == frames[0].header.rstrip():

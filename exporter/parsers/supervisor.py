@@ -131,6 +131,12 @@ def _parse(frame: Frame) -> list[Event] | None:
     return None
 
 
+def exit_words(fields: dict) -> str:
+    """A process_exit event in words: "systemd: main process killed, status 9/KILL"."""
+    return (f"{fields.get('supervisor', 'supervisor')}: main process {fields.get('how', 'exited')}, "
+            f"status {fields.get('status_text') or fields.get('status')}")
+
+
 PARSER = Parser("supervisor", ("ain process exited", "exited with code", "exit code: ", "Failed with result",
                                "Scheduled restart job", "tart request repeated too quickly", "killed by the OOM killer",
                                "systemd-oomd killed"), _parse)

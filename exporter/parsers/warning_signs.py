@@ -55,7 +55,7 @@ import re
 import signal as _signal
 
 from exporter.events import Event
-from exporter.framing import Frame
+from exporter.framing import PROCESS_NAME_P, Frame
 from exporter.parsers.base import Parser
 
 _EXC_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):")
@@ -108,7 +108,7 @@ def _fatal_signal(frame: Frame) -> list[Event] | None:
 
 # --- worker_died -------------------------------------------------------------------------------------
 
-_PROC_NAME = r"[A-Za-z_][\w.:-]*"
+_PROC_NAME = PROCESS_NAME_P  # vLLM's process names, as framing reads them in tags
 _MP_DIED = re.compile(rf"\bWorker proc ({_PROC_NAME}) died unexpectedly(?: \(exit code: (-?\d+|None)\))?, "
                       r"shutting down executor")
 _RAY_DIED = re.compile(r"\bRayWorkerProc rank=\[?([\d, ]*)\]? died unexpectedly")
