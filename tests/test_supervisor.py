@@ -222,3 +222,34 @@ def test_a_forgotten_server_s_pushed_alerts_end_instead_of_being_posted_for_ever
     a.forget("gone-pod", now=1050.0)
     ended = {al.labels["server"]: al.ends_at for al in a.pending(now=1050.0)}
     assert ended == {"gone-pod": 1050.0, "live-pod": None}
+
+
+# --- a routine stop whose vLLM wrote no stop line (log level above INFO) must not page ---------------
+
+@pytest.mark.parametrize("exit_line", [
+    "vllm.service: Main process exited, code=killed, status=9/KILL",    # SIGTERM was not enough
+    "vllm.service: Main process exited, code=exited, status=143/n/a",   # podman stop's 128 + SIGTERM
+])
+def test_a_systemd_stop_without_vllm_s_own_stop_line_is_a_stop_not_a_death(exit_line):
+    quiet = [vl(0, 0, "vLLM API server version 0.32.0").replace(" INFO ", " WARNING ")]  # only WARNING and up
+    lines = quiet + [
+        # supervisor.yaml entries 5 and 18: systemd's own words, combined status format
+        sd(3, 0, "Stopping vllm.service - vLLM OpenAI server..."),
+        sd(3, 30, "vllm.service: State 'stop-sigterm' timed out. Killing."),
+        sd(3, 30, exit_line),
+        sd(3, 30, "vllm.service: Failed with result 'timeout'."),
+    ]
+    _, events = run_lines(lines, derived=True)
+    kinds = [e.kind for e in events]
+    assert "engine_death" not in kinds and "start_failed" not in kinds and kinds.count("server_stop") == 1
+    assert [e.fields.get("during") for e in events if e.kind == "process_exit"] == ["stop"]
+
+
+@pytest.mark.parametrize("line", [
+    "(APIServer pid=1) INFO 12-04 10:00:00 [x.py:1] Stopping profiler...",  # vLLM's own record
+    "Dec 04 10:00:00 gpu1 sshd[77]: Stopping sessions...",                 # another program's tag
+    "Stopping now, really",                                                # no job line
+])
+def test_only_systemd_s_own_stop_lines_are_stops(line):
+    _, events = run_lines([line])
+    assert not [e for e in events if e.kind == "shutdown"]

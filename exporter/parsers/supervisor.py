@@ -41,6 +41,8 @@ Events:
   whose ``(restarting)`` gives both events).
 - ``start_limit``: ``unit``.
 - ``host_oom_kill``: ``unit``.
+- ``shutdown`` (exporter.parsers.lifecycle's kind, signature ``systemd stop``): systemd began stopping
+  the unit: ``Stopping <Description>...`` or ``<unit>: State 'stop-sigterm' timed out. Killing.``.
 """
 
 from __future__ import annotations
@@ -78,8 +80,29 @@ def _unit(m: re.Match) -> str | None:
     return m.group("unit")
 
 
+# systemd beginning a stop of the unit (a `systemctl stop` or `restart`, a deploy): its job line "Stopping
+# <Description>..." ("Stopping vllm.service - vLLM server..." with the combined status format), and the
+# stop's SIGKILL when SIGTERM was not enough, "vllm.service: State 'stop-sigterm' timed out. Killing.".
+# Both make what follows a stop, also when vLLM's own stop line is missing (a log level above INFO):
+# otherwise the SIGKILL's or podman's 143 exit would read as a death.
+_STOPPING = re.compile(r"^Stopping (.+)\.\.\.$")
+_STOP_TIMEOUT = re.compile(_UNIT + r"State 'stop-sigterm' timed out\. Killing\.")
+
+
+def _stop(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    if frame.level is not None or frame.process is not None or frame.unit not in (None, "systemd"):
+        return None  # a record of vLLM's own, or another program's line
+    m = _STOPPING.match(msg) or _STOP_TIMEOUT.match(msg)
+    if not m:
+        return None
+    return [Event("shutdown", {"signature": "systemd stop", "message": msg[:300]})]
+
+
 def _parse(frame: Frame) -> list[Event] | None:
     msg = frame.message
+    if msg.startswith("Stopping ") or "State 'stop-sigterm' timed out" in msg:
+        return _stop(frame)
     if "ain process exited" in msg:
         m = _EXITED.search(msg)
         if not m:
@@ -137,6 +160,6 @@ def exit_words(fields: dict) -> str:
             f"status {fields.get('status_text') or fields.get('status')}")
 
 
-PARSER = Parser("supervisor", ("ain process exited", "exited with code", "exit code: ", "Failed with result",
+PARSER = Parser("supervisor", ("Stopping ", "State 'stop-sigterm' timed out", "ain process exited", "exited with code", "exit code: ", "Failed with result",
                                "Scheduled restart job", "tart request repeated too quickly", "killed by the OOM killer",
                                "systemd-oomd killed"), _parse)
