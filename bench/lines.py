@@ -5,11 +5,11 @@
 
 Takes the first line of each family from the benchmark log (bench/out/mixed-N.log, generated if
 missing) and times, in microseconds per line (best of 5 repeats of 2,000 calls):
-  frame    framing (exporter.framing.frame_line)
+  frame    framing (exporter.framing.frame.frame_line)
   parse    the parsers on the framed line (exporter.parsers.parse_frame)
   feed     the pipeline's whole per-line path (Pipeline.feed: framing, glue check, parsers, events)
   batch    the same inside a clean batch (Pipeline.feed with clean=True: the one-match fast path of
-           exporter.fastpath for the periodic lines, framing + parsers for the rest)
+           exporter.stream.fastpath for the periodic lines, framing + parsers for the rest)
   metrics  the daemon's metric updates for the events (Metrics.observe_many)
   stats    the report's statistics for the events (RunStats.add)
 and prints how many lines of each family the log holds, so the per-family cost can be weighed.
@@ -27,11 +27,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from exporter.framing import Clock, frame_line  # noqa: E402
+from exporter.framing.frame import Clock, frame_line  # noqa: E402
 from exporter.metrics import Metrics  # noqa: E402
 from exporter.parsers import parse_frame  # noqa: E402
-from exporter.pipeline import Pipeline  # noqa: E402
-from exporter.report.stats import RunStats  # noqa: E402
+from exporter.stream.pipeline import Pipeline  # noqa: E402
+from exporter.offline.report.stats import RunStats  # noqa: E402
 
 FAMILIES = (
     ("access", ' - "'),

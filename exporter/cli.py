@@ -8,9 +8,9 @@ import sys
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from exporter import __version__
-from exporter.framing import Clock
+from exporter.framing.frame import Clock
 from exporter.commands.common import add_time_options, add_version
-from exporter.logfile import LogOpenError
+from exporter.offline.logfile import LogOpenError
 
 COMMANDS = ("serve", "parse", "report", "compare", "backfill", "healthcheck")
 

@@ -54,9 +54,9 @@ def render_dashboards() -> dict[str, str]:
 
 def exported_metric_names() -> set[str]:
     """Every sample name the exporter produces, found by feeding it every sample log."""
-    from exporter.framing import Clock
+    from exporter.framing.frame import Clock
     from exporter.metrics import Metrics
-    from exporter.pipeline import Pipeline
+    from exporter.stream.pipeline import Pipeline
 
     m = Metrics(process_metrics=False)
     for i, name in enumerate(("sample.log", "sample-v0.log", "sample-lmcache.log")):

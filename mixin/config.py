@@ -54,7 +54,7 @@ GRAFANA_URL = "http://127.0.0.1:3000"
 
 # Where every alert's runbook_url points: docs/runbook.md, a section per alert (anchor: the alert's
 # name in lower case). Point it at your own copy (a wiki, your fork) if you change the runbook.
-from exporter.alerting import RUNBOOK_URL  # noqa: E402 - the exporter's pushed alerts use the same
+from exporter.alerts.from_events import RUNBOOK_URL  # noqa: E402 - the exporter's pushed alerts use the same
 
 RUNBOOK_BASE_URL = RUNBOOK_URL
 

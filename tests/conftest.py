@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.events import DERIVED_KINDS
-from exporter.framing import Clock
-from exporter.pipeline import Pipeline
+from exporter.parsers.events import DERIVED_KINDS
+from exporter.framing.frame import Clock
+from exporter.stream.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -22,7 +22,7 @@ def clock() -> Clock:
 
 def run_lines(lines, clock=None, derived=False):
     """Feed lines through a fresh pipeline; return (results, events) with pending tracebacks flushed.
-    The events exporter.lifecycle adds are left out unless ``derived``: these tests are of the lines."""
+    The events exporter.stream.lifecycle adds are left out unless ``derived``: these tests are of the lines."""
     pipe = Pipeline(clock or Clock(year=2026))
     results, events = [], []
     for line in lines:

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from exporter.alerting import Alerts
-from exporter.events import Event
+from exporter.alerts.from_events import Alerts
+from exporter.parsers.events import Event
 from tests.helpers import Exporter, free_port, have, wait_until
 from tests.test_stack_e2e import OOM_TRACEBACK, Alertmanager, Receiver, stack_alertmanager_config
 

@@ -3,9 +3,9 @@ status codes makes no series beyond a fixed ceiling, counted as overflow instead
 
 import random
 
-from exporter.framing import Clock
+from exporter.framing.frame import Clock
 from exporter.metrics import Metrics
-from exporter.pipeline import Pipeline
+from exporter.stream.pipeline import Pipeline
 from tests.helpers import samples
 
 HEAD = "(APIServer pid=53) INFO 08-04 02:45:02 [loggers.py:314] "

@@ -2,7 +2,7 @@ import json
 import subprocess
 import sys
 
-from exporter.events import KINDS
+from exporter.parsers.events import KINDS
 from tests.conftest import ROOT, SAMPLE, SAMPLE_LMCACHE, SAMPLE_V0
 
 

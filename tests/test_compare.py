@@ -77,7 +77,7 @@ def test_each_runs_figures_are_its_own_report(five):
 
 
 def _expected_config(report: dict) -> dict:
-    """The configuration values, read from a report dict here, independently of exporter.report.compare."""
+    """The configuration values, read from a report dict here, independently of exporter.offline.report.compare."""
     c, s = report["config"], report["config"].get("settings", {})
     version = c.get("version")
     model = c.get("model") or ""

@@ -3,7 +3,7 @@ import argparse
 import pytest
 
 from exporter.commands.serve import add_arguments
-from exporter.config import ConfigError, build
+from exporter.config.settings import ConfigError, build
 
 
 def args(*argv):

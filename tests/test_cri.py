@@ -4,9 +4,9 @@ from datetime import datetime, timezone
 
 from hypothesis import given, settings, strategies as st
 
-from exporter.cri import CriJoiner
-from exporter.framing import Clock, frame_line
-from exporter.pipeline import Pipeline
+from exporter.framing.cri import CriJoiner
+from exporter.framing.frame import Clock, frame_line
+from exporter.stream.pipeline import Pipeline
 from tests.conftest import SAMPLE
 
 STAMP = "2026-08-04T02:45:03.123456789Z"

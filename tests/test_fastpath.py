@@ -2,10 +2,10 @@
 
 from hypothesis import given, settings, strategies as st
 
-from exporter import fastpath
-from exporter.events import DERIVED_KINDS
-from exporter.framing import Clock
-from exporter.pipeline import Pipeline
+from exporter.stream import fastpath
+from exporter.parsers.events import DERIVED_KINDS
+from exporter.framing.frame import Clock
+from exporter.stream.pipeline import Pipeline
 from tests.conftest import FIXTURES, SAMPLE, SAMPLE_V0
 
 _ALL = (SAMPLE.read_text(encoding="utf-8").splitlines() + SAMPLE_V0.read_text(encoding="utf-8").splitlines()

@@ -3,7 +3,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from exporter.framing import Clock, frame_general, frame_line, strip_ansi
+from exporter.framing.frame import Clock, frame_general, frame_line, strip_ansi
 
 UTC = ZoneInfo("UTC")
 
@@ -152,7 +152,7 @@ def test_line_with_nothing_recognisable_is_left_alone(uclock):
 # The one-match journald shape must frame every line exactly as the general loop does.
 from hypothesis import given, settings, strategies as st
 
-from exporter.framing import frame_general
+from exporter.framing.frame import frame_general
 from tests.conftest import FIXTURES, SAMPLE, SAMPLE_V0
 
 _REAL = (SAMPLE.read_text(encoding="utf-8").splitlines() + SAMPLE_V0.read_text(encoding="utf-8").splitlines()

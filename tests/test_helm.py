@@ -215,7 +215,7 @@ def test_every_feature_on(rendered):
 def test_the_rendered_config_is_one_the_exporter_accepts(rendered, tmp_path):
     """The exporter's own loader on the chart's config.yaml (both variants): every key known, every
     value valid; the files it names (state directory, Alertmanager password) moved into tmp_path."""
-    from exporter import config as exporter_config
+    from exporter.config.settings import settings as exporter_config
 
     for variant, docs in rendered.items():
         text = one(docs, "ConfigMap", "vle-vllm-log-exporter")["data"]["config.yaml"]

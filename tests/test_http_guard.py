@@ -1,4 +1,4 @@
-"""exporter.http_guard with short limits, in process, on loopback: each deadline and the cap.
+"""exporter.web.guard with short limits, in process, on loopback: each deadline and the cap.
 
 Every client here is a real socket to a real aiohttp server; each loop is bounded in count and time.
 """
@@ -9,7 +9,7 @@ import socket
 import pytest
 from aiohttp import web
 
-from exporter.http_guard import Guard, GuardedSite, Limits
+from exporter.web.guard import Guard, GuardedSite, Limits
 
 
 async def _serve(limits: Limits, handler=None):
@@ -165,7 +165,7 @@ async def test_when_every_connection_is_answering_a_new_one_gets_503_and_the_one
 def test_the_default_cap_leaves_file_descriptors_for_the_rest():
     import resource
 
-    from exporter.http_guard import default_max_connections
+    from exporter.web.guard import default_max_connections
 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert default_max_connections() == max(8, min(1024, (soft - 64) // 2))
@@ -226,7 +226,7 @@ def test_the_real_exporter_at_a_256_fd_limit_still_answers_a_scrape_within_a_sec
 
 
 def test_accept_encoding_is_read_as_rfc_9110_says():
-    from exporter.server import accepts_gzip
+    from exporter.web.server import accepts_gzip
 
     assert accepts_gzip("gzip") and accepts_gzip("deflate, gzip;q=0.5") and accepts_gzip("GZIP") and accepts_gzip("x-gzip")
     assert not accepts_gzip("") and not accepts_gzip("gzip;q=0") and not accepts_gzip("deflate, br")

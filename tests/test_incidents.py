@@ -1,13 +1,13 @@
-"""One failure logged by many processes is one error (exporter.incidents), in metrics and report alike."""
+"""One failure logged by many processes is one error (exporter.stream.incidents), in metrics and report alike."""
 
 import pytest
 
-from exporter.framing import Clock
-from exporter.events import Event
-from exporter.lifecycle import DEATH_WINDOW_SECONDS, FAILED_START_QUIET_SECONDS, Lifecycle
+from exporter.framing.frame import Clock
+from exporter.parsers.events import Event
+from exporter.stream.lifecycle import DEATH_WINDOW_SECONDS, FAILED_START_QUIET_SECONDS, Lifecycle
 from exporter.metrics import Metrics
-from exporter.pipeline import Pipeline
-from exporter.report.stats import RunStats
+from exporter.stream.pipeline import Pipeline
+from exporter.offline.report.stats import RunStats
 from tests.helpers import samples, value
 
 BANNER = "(APIServer pid=53) INFO 08-04 02:43:00 [__init__.py:201] vLLM API server version 0.11.0"
@@ -199,7 +199,7 @@ def test_an_engine_that_dies_while_starting_is_one_failed_start_with_its_root_ca
 
 
 def test_the_pushed_alert_of_a_failed_start_holds_its_root_cause():
-    from exporter.alerting import Alerts
+    from exporter.alerts.from_events import Alerts
 
     p = Pipeline(Clock(year=2026))
     events = [e for line in UNKNOWN_FAILED_START for e in p.feed(line)[1]] + p.flush()

@@ -15,9 +15,9 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
-from exporter.framing import Clock
+from exporter.framing.frame import Clock
 from exporter.metrics import Metrics
-from exporter.pipeline import Pipeline
+from exporter.stream.pipeline import Pipeline
 from tests.conftest import ROOT, run_lines
 from tests.helpers import samples, value
 

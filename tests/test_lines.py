@@ -1,8 +1,8 @@
-"""exporter.lines: however the bytes arrive, the same lines come out."""
+"""exporter.framing.lines: however the bytes arrive, the same lines come out."""
 
 from hypothesis import given, settings, strategies as st
 
-from exporter.lines import LineSplitter, Lines, _no_line_over, joined
+from exporter.framing.lines import LineSplitter, Lines, _no_line_over, joined
 
 PIECES = st.sampled_from([b"\n", b"a", b"bc", b"x" * 7, b"\xc3\xa9", b"\xe2\x96\x88", b"\xff", b"\xc3", b" - \"", b"\r"])
 

@@ -4,7 +4,7 @@ import subprocess
 import pytest
 from prometheus_client import generate_latest
 
-from exporter.events import ERROR_KINDS, Event
+from exporter.parsers.events import ERROR_KINDS, Event
 from exporter.metrics import Metrics
 from tests.conftest import SAMPLE, SAMPLE_V0, run_lines
 from tests.helpers import have, samples, value
@@ -92,7 +92,7 @@ def test_sample_log_fills_every_family():
         assert name in names, name
     assert value(s, "vllm_log_errors_total", kind="oom") == 1
     # the sample's 3 tracebacks are an OOM, a CUDA error and an EngineDeadError: counted as those, and
-    # its 6 dead-engine lines are 2 deaths (exporter.incidents)
+    # its 6 dead-engine lines are 2 deaths (exporter.stream.incidents)
     assert value(s, "vllm_log_errors_total", kind="traceback") == 0
     assert value(s, "vllm_log_errors_total", kind="engine_dead") == 2
     assert value(s, "vllm_log_exporter_events_total", kind="traceback") == 3

@@ -271,7 +271,7 @@ def test_every_example_config_is_a_file_promtool_accepts(path):
 
 
 def test_every_alert_pushed_or_rule_based_has_a_runbook_section():
-    from exporter.alerting import _RULES, RUNBOOK_URL
+    from exporter.alerts.from_events import _RULES, RUNBOOK_URL
     from mixin import config as C
 
     runbook = (ROOT / "docs" / "runbook.md").read_text()

@@ -333,7 +333,7 @@ def test_other_warnings_and_errors_become_log_events():
     assert e.kind == "log" and e.fields == {"level": "warning", "logger": "vllm.py:1758",
                                             "message": "max_num_scheduled_tokens is set to 8184"}
     assert one("ERROR 01-01 00:00:00 [serving.py:1] Error in chat completion stream generator.").fields["level"] == "error"
-    # the server is ready: what an engine error means after it (exporter.lifecycle)
+    # the server is ready: what an engine error means after it (exporter.stream.lifecycle)
     e = one("INFO 01-01 00:00:00 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000")
     assert e.kind == "ready"
 
@@ -655,7 +655,7 @@ def test_pytorch_glog_lines_are_log_events_by_level(line, level, logger):
 def test_a_glog_nccl_watchdog_line_stays_an_nccl_error_and_an_info_glog_line_is_no_event():
     assert one("[E1202 14:07:47.123456 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
                "WorkNCCL(SeqNum=1203, OpType=ALLREDUCE) ran for 600000 milliseconds", "nccl_error")
-    from exporter.framing import Clock, frame_line
+    from exporter.framing.frame import Clock, frame_line
     from exporter.parsers import parse_frame
 
     assert parse_frame(frame_line("[I1203 10:02:11.402918 ProcessGroupNCCL.cpp:9] ProcessGroupNCCL initialized", Clock())) is None

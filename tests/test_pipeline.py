@@ -1,5 +1,5 @@
-from exporter.pipeline import Pipeline
-from exporter.framing import Clock
+from exporter.stream.pipeline import Pipeline
+from exporter.framing.frame import Clock
 from tests.conftest import run_lines
 
 LOGGER_TB = [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from exporter.events import ERROR_KINDS
+from exporter.parsers.events import ERROR_KINDS
 
 from tests.helpers import Exporter, Prometheus, have, wait_until
 

@@ -2,8 +2,8 @@
 
 from hypothesis import given, settings, strategies as st
 
-from exporter.framing import Clock
-from exporter.pipeline import RESULTS, Pipeline
+from exporter.framing.frame import Clock
+from exporter.stream.pipeline import RESULTS, Pipeline
 from tests.conftest import FIXTURES, SAMPLE, SAMPLE_LMCACHE, SAMPLE_V0
 
 REAL = (FIXTURES / "seed_article.log").read_text(encoding="utf-8").splitlines() + \
@@ -56,7 +56,7 @@ def test_mutated_real_lines(lines):
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 10**7), st.integers(0, 10**7), st.floats(0, 1e3, allow_nan=False), st.floats(0.0001, 1e6, allow_nan=False))
 def test_lmcache_store_lines_keep_their_numbers(tokens, of_tokens, gib, ms):
-    from exporter.framing import frame_line
+    from exporter.framing.frame import frame_line
     from exporter.parsers import parse_frame
 
     line = (f"(Worker_TP0 pid=1) [2026-01-29 04:52:51,168] LMCache INFO: Stored {tokens} out of total {of_tokens} "
@@ -71,7 +71,7 @@ def test_lmcache_store_lines_keep_their_numbers(tokens, of_tokens, gib, ms):
 @given(st.integers(1, 10**7), st.floats(0.01, 1e4, allow_nan=False), st.floats(0.01, 1e4, allow_nan=False),
        st.integers(1, 10**7))
 def test_kv_cache_too_small_keeps_its_numbers(max_len, need, have, estimate):
-    from exporter.framing import frame_line
+    from exporter.framing.frame import frame_line
     from exporter.parsers import parse_frame
 
     line = (f"ValueError: To serve at least one request with the models's max seq len ({max_len}), ({need:.2f} GiB KV "

@@ -12,11 +12,11 @@ from collections import Counter
 
 import pytest
 
-from exporter.alerting import Alerts
-from exporter.framing import Clock
+from exporter.alerts.from_events import Alerts
+from exporter.framing.frame import Clock
 from exporter.metrics import Metrics
-from exporter.pipeline import Pipeline
-from exporter.report.stats import RunStats
+from exporter.stream.pipeline import Pipeline
+from exporter.offline.report.stats import RunStats
 from tests.conftest import FIXTURES
 from tests.helpers import samples
 

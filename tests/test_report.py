@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from exporter.framing import Clock
-from exporter.report.series import Tally
-from exporter.report.stats import RunStats
+from exporter.framing.frame import Clock
+from exporter.offline.report.series import Tally
+from exporter.offline.report.stats import RunStats
 from tests.conftest import FIXTURES, ROOT, run_lines
 
 GIB = 2**30

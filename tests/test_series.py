@@ -1,11 +1,11 @@
-"""exporter.report.series against the plain list computations it replaces (property tests)."""
+"""exporter.offline.report.series against the plain list computations it replaces (property tests)."""
 
 import math
 import sys
 
 from hypothesis import given, settings, strategies as st
 
-from exporter.report.series import BucketCounts, Tally, Trace
+from exporter.offline.report.series import BucketCounts, Tally, Trace
 
 
 # What the multiset must agree with: the plain list computations (the report's before it kept

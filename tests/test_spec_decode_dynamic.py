@@ -87,7 +87,7 @@ def test_a_broken_calibration_payload_is_no_event(payload):
 
 
 def test_the_report_gives_drafts_by_length_first_token_acceptance_and_calibration():
-    from exporter.report.stats import RunStats  # noqa: F401 - the report's own path, through the CLI below
+    from exporter.offline.report.stats import RunStats  # noqa: F401 - the report's own path, through the CLI below
     import json
     import subprocess
     import sys

@@ -3,8 +3,8 @@ counted, and carried by the pushed alert (issue 28)."""
 
 import pytest
 
-from exporter.alerting import Alerts
-from exporter.events import Event
+from exporter.alerts.from_events import Alerts
+from exporter.parsers.events import Event
 from exporter.metrics import Metrics
 from tests.conftest import run_lines
 from tests.helpers import samples, value

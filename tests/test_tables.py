@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-from exporter.tables import Table
+from exporter.metrics.tables import Table
 
 BUCKETS = (0.1, 0.5, 1.0, 2.5, 1e8, 5e10)
 LABELS = st.sampled_from([("a", "x"), ("a", "y"), ("b", "x"), ('q"uote', "back\\slash"), ("new\nline", "ünï")])

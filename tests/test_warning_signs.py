@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.framing import Clock, Frame, frame_line
+from exporter.framing.frame import Clock, Frame, frame_line
 from exporter.parsers import errors, parse_frame, recovery, warning_signs
 from exporter.parsers.lmcache import PARSER as LMCACHE_STATS
 
@@ -479,7 +479,7 @@ def test_lmcache_near_misses():
      "FlashAttentionForwardSm100. This causes a latency spike; consider extending warmup to cover this shape/config.",
      "CuTeDSL", "FlashAttentionForwardSm100"),
     # real: https://github.com/vllm-project/vllm/issues/43009 -- "(EngineCore) " has no pid: framing does not peel
-    # it (exporter.framing._PROCESS wants "pid="), the parser still finds the wording
+    # it (exporter.framing.frame._PROCESS wants "pid="), the parser still finds the wording
     ("(EngineCore) WARNING 05-18 19:12:27 [jit_monitor.py:103] Triton kernel JIT compilation during inference: "
      "_causal_conv1d_update_kernel. This causes a latency spike; consider extending warmup to cover this "
      "shape/config.", "Triton", "_causal_conv1d_update_kernel"),

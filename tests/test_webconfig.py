@@ -218,9 +218,9 @@ def test_any_bad_credential_is_a_401_and_a_flood_of_them_is_logged_once(tls, tmp
 def test_the_certificate_expiry_is_a_gauge_and_an_expired_one_a_warning(tls):
     import time
 
-    from exporter.config import Config
-    from exporter.daemon import Daemon
-    from exporter.webconfig import certificate_not_after
+    from exporter.config.settings import Config
+    from exporter.daemon.daemon import Daemon
+    from exporter.web.webconfig import certificate_not_after
     from structlog.testing import capture_logs
 
     d, _ = tls

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from exporter.backfill import backfill
-from exporter.framing import Clock
+from exporter.offline.backfill import backfill
+from exporter.framing.frame import Clock
 from exporter.metrics import Metrics
-from exporter.offline import Pass
+from exporter.offline.passes import Pass
 
 
 def run(args, clock: Clock) -> int:

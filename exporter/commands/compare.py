@@ -11,7 +11,7 @@ without .log/.gz).
 
 Each run goes through exactly what ``report`` does with that log (the same pass, the same
 ``RunStats``, the same ``summary()``), so a run's figures here are its ``report --format json``
-figures; ``exporter.report.compare`` only lines them up.
+figures; ``exporter.offline.report.compare`` only lines them up.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import zlib
 from typing import TYPE_CHECKING
 
 from exporter.commands.common import print_result
-from exporter.logfile import LogOpenError
+from exporter.offline.logfile import LogOpenError
 
 if TYPE_CHECKING:  # the parser imports RUN_HELP from here: the pass's modules load when a run is read
-    from exporter.framing import Clock
-    from exporter.report.stats import RunStats
+    from exporter.framing.frame import Clock
+    from exporter.offline.report.stats import RunStats
 
 RUN_HELP = ("a log file (.gz allowed) as [NAME=]FILE[@SINCE..UNTIL]: NAME labels its column (default: the "
             "file name), SINCE..UNTIL cuts it to that stretch (ISO 8601 like --since, local zone unless given, "
@@ -115,12 +115,12 @@ def run(args, clock: Clock) -> int:
         return 2
     for r, label in zip(runs, _unique([r["label"] for r in runs])):
         r["label"] = label
-    from exporter.report import compare as cmp_mod
+    from exporter.offline.report import compare as cmp_mod
 
     result = cmp_mod.compare(runs)
     md = cmp_mod.render_markdown(result, clock.tz)
     if args.html:
-        from exporter.report import compare_html, html as html_report
+        from exporter.offline.report import compare_html, html as html_report
 
         try:
             page = compare_html.render(result, stats_list, md)

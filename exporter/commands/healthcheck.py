@@ -14,7 +14,7 @@ import os
 import ssl
 import sys
 
-from exporter.config import DEFAULT_PORT, ConfigError, parse_listen
+from exporter.config.settings import DEFAULT_PORT, ConfigError, parse_listen
 
 
 def target(address: str | None) -> tuple[str, int]:

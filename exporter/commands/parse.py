@@ -9,9 +9,9 @@ import re
 import sys
 from typing import TextIO
 
-from exporter.framing import Clock, frame_line
-from exporter.offline import Pass
-from exporter.pipeline import IGNORED, PARSED, UNPARSED
+from exporter.framing.frame import Clock, frame_line
+from exporter.offline.passes import Pass
+from exporter.stream.pipeline import IGNORED, PARSED, UNPARSED
 
 _DIGITS = re.compile(r"\d+")
 

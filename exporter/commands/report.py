@@ -6,10 +6,10 @@ import sys
 from datetime import datetime
 
 from exporter.commands.common import print_result
-from exporter.framing import Clock
-from exporter.offline import Pass
-from exporter.report import markdown
-from exporter.report.stats import RunStats
+from exporter.framing.frame import Clock
+from exporter.offline.passes import Pass
+from exporter.offline.report import markdown
+from exporter.offline.report.stats import RunStats
 
 
 def parse_when(text: str | None, tz, flag: str) -> float | None:
@@ -53,7 +53,7 @@ def run(args, clock: Clock) -> int:
     title = f"vLLM run report: {'stdin' if args.log == '-' else args.log}"
     md = markdown.render(summary, title, clock.tz)
     if args.html:
-        from exporter.report import html as html_report
+        from exporter.offline.report import html as html_report
 
         try:
             page = html_report.render(stats, md, clock.tz)

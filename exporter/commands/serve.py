@@ -7,7 +7,7 @@ import asyncio
 import sys
 
 from exporter.commands.common import add_time_options
-from exporter.config import DEFAULT_LISTEN, ConfigError, build
+from exporter.config.settings import DEFAULT_LISTEN, ConfigError, build
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,14 +56,14 @@ def run(args: argparse.Namespace) -> int:
         cfg = build(args)
         web_cfg = None
         if cfg.web_config_file:
-            from exporter import webconfig
+            from exporter.web import webconfig
 
             web_cfg = webconfig.load(cfg.web_config_file)
     except ConfigError as e:
         print(f"vllm-log-exporter: {e}", file=sys.stderr)
         return 2
-    from exporter import logs
-    from exporter.daemon import Daemon
+    from exporter.config.settings import logs
+    from exporter.daemon.daemon import Daemon
 
     logs.setup(cfg.log_level, cfg.log_format)
 
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         new = build(args)
         new_web = None
         if new.web_config_file:
-            from exporter import webconfig
+            from exporter.web import webconfig
 
             new_web = webconfig.load(new.web_config_file)
         return new, new_web

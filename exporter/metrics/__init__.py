@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client import PlatformCollector, ProcessCollector, disable_created_metrics
 
 from exporter import __version__
-from exporter.events import KINDS, Event
+from exporter.parsers.events import KINDS, Event
 from exporter.metrics.engine import EngineMetrics
 from exporter.metrics.errors import ErrorMetrics
 from exporter.metrics.offload import OffloadMetrics
@@ -39,8 +39,8 @@ from exporter.metrics.spec_decode import SpecDecodeMetrics
 from exporter.metrics.startup import StartupMetrics
 from exporter.metrics.supervisor import SupervisorMetrics
 from exporter.metrics.warning_signs import WarningSignMetrics
-from exporter.pipeline import RESULTS
-from exporter.tables import CounterFamily, GaugeFamily, Table
+from exporter.stream.pipeline import RESULTS
+from exporter.metrics.tables import CounterFamily, GaugeFamily, Table
 
 SOURCE_EVENTS = ("truncated", "tail_lost", "rotated_late", "file_skipped")
 HTTP_CLOSE_REASONS = ("header_timeout", "idle_timeout", "request_timeout", "evicted", "refused")
@@ -75,7 +75,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
             PlatformCollector(registry=self._native)
         r = self._native
         # ... and what changes with the lines, kept as plain dicts and rendered at scrape time
-        # (exporter.tables): prometheus-client's per-update locking cost more than the parsing.
+        # (exporter.metrics.tables): prometheus-client's per-update locking cost more than the parsing.
         self._table = Table()
         self.registry.register(_Collectors(self._native))
         self.registry.register(self._table)
@@ -107,7 +107,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self.label_overflow = c("vllm_log_exporter_label_overflow",
                                 "Label values from log content beyond their bound, counted as `other`.", S + ["label"])
         Gauge("vllm_log_exporter_build_info", "Exporter version.", ["version"], registry=r).labels(__version__).set(1)
-        # The exporter's own HTTP side and state file (exporter.http_guard, exporter.daemon).
+        # The exporter's own HTTP side and state file (exporter.web.guard, exporter.daemon.daemon).
         self.http_connections = Gauge("vllm_log_exporter_http_connections", "Open HTTP connections.", registry=r)
         self.http_closed = Counter("vllm_log_exporter_http_connections_closed",
                                    "HTTP connections closed by the exporter, by reason (header_timeout, "

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import time
 
-from exporter.events import Event
-from exporter.incidents import busy_window
+from exporter.parsers.events import Event
+from exporter.stream.incidents import busy_window
 from exporter.metrics.labels import DEVICES, engine_label
 
 IDLE_AFTER_WINDOWS = 2  # stats intervals without a stats line before an engine's window gauges read 0

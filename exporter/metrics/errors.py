@@ -13,7 +13,7 @@ Emitted:
     vllm_log_server_state{state="starting|serving|stopped|dead|failed"} (1 for the state the log last put
     the server in; none before the log says anything of it)
 
-Deaths, stops and failed starts are counted from what exporter.lifecycle decided (its
+Deaths, stops and failed starts are counted from what exporter.stream.lifecycle decided (its
 ``engine_death``, ``server_stop``, ``start_failed`` and ``start_failure_reason`` events), not from
 the raw signal lines: a routine stop's EngineDeadError is no death.
 """
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import time
 
-from exporter.events import ERROR_KINDS, STARTUP_FAILURE_REASONS
-from exporter.incidents import counts_as_traceback
-from exporter.lifecycle import STATES
+from exporter.parsers.events import ERROR_KINDS, STARTUP_FAILURE_REASONS
+from exporter.stream.incidents import counts_as_traceback
+from exporter.stream.lifecycle import STATES
 from exporter.metrics.labels import endpoint_label, engine_label, method_label, status_label
 
 LOG_LEVELS = ("warning", "error", "critical")

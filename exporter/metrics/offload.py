@@ -12,7 +12,7 @@ Emitted:
 
 from __future__ import annotations
 
-from exporter.events import Event
+from exporter.parsers.events import Event
 
 # Per-interval offload rates: PCIe 3 x16 (~16 GB/s) to PCIe 5 x16 (~64 GB/s) and NVLink-C2C beyond.
 THROUGHPUT_BUCKETS = (1e8, 5e8, 1e9, 2.5e9, 5e9, 1e10, 1.5e10, 2e10, 3e10, 4e10, 5e10, 5.5e10, 6e10, 8e10, 1.2e11, 2e11)

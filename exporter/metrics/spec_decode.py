@@ -22,7 +22,7 @@ Emitted (label ``engine`` as for the stats windows):
 
 from __future__ import annotations
 
-from exporter.events import Event
+from exporter.parsers.events import Event
 from exporter.metrics.labels import POSITIONS, engine_label
 from exporter.parsers.spec_decode import drafts_of
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import time
 
-from exporter.events import Event
+from exporter.parsers.events import Event
 from exporter.metrics.labels import DEVICES, MAX_WORKERS, engine_label
 
 STATS_DISABLED_REASONS = ("api_server_count",)

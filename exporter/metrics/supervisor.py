@@ -11,7 +11,7 @@ Emitted:
     vllm_log_start_limit_hits_total (systemd gave up restarting: "Start request repeated too quickly"),
     vllm_log_host_oom_kills_total (the kernel's OOM killer killed a process of the unit: host memory)
 
-Whether an exit was a death, a failed start or the end of a stop is exporter.lifecycle's to say;
+Whether an exit was a death, a failed start or the end of a stop is exporter.stream.lifecycle's to say;
 these count what the supervisor said.
 """
 

@@ -5,8 +5,8 @@ Adding a log line means one new module here with a ``Parser`` and its tests, and
 
 from __future__ import annotations
 
-from exporter.events import Event
-from exporter.framing import Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
 from exporter.parsers import (
     access_log,
     engine_stats,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from exporter.events import Event
-from exporter.framing import Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from exporter.events import Event
-from exporter.framing import Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
 from exporter.parsers._values import integer, number, percent, ratio, segments, snake
 from exporter.parsers.base import Parser
 
@@ -39,7 +39,7 @@ _KNOWN = {
 
 
 # The most common V1 line exactly: one anchored match instead of the generic splitter; any other
-# wording goes the generic way (tests check both give the same fields). exporter.fastpath matches it
+# wording goes the generic way (tests check both give the same fields). exporter.stream.fastpath matches it
 # together with the line's wrapper.
 CURRENT_PATTERN = (
     r"Engine (\d+): Avg prompt throughput: (-?\d+\.\d) tokens/s, Avg generation throughput: (-?\d+\.\d) tokens/s, "

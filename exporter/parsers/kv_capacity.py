@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 
-from exporter.events import Event
-from exporter.framing import Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
 from exporter.parsers._values import to_bytes
 from exporter.parsers.base import Parser
 

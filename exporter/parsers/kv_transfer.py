@@ -17,8 +17,8 @@ import re
 from math import isfinite
 from operator import itemgetter
 
-from exporter.events import Event
-from exporter.framing import Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
 from exporter.parsers._values import number
 from exporter.parsers.base import Parser
 
@@ -183,7 +183,7 @@ def _parse(frame: Frame) -> list[Event] | None:
 
 def plain_fields(body: str) -> dict | None:
     """The fields of a message that is MARKER + ``body``, when the body is plain ``key=number`` pairs
-    (exporter.fastpath's shape); None otherwise."""
+    (exporter.stream.fastpath's shape); None otherwise."""
     metrics = plain_metrics(body)
     return None if metrics is None else fields_of(metrics, body)
 

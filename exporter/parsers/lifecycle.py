@@ -1,6 +1,6 @@
 """A server that is ready to serve, and a stop that somebody asked for.
 
-Both matter to what the error lines after them mean (exporter.lifecycle): a routine stop of vLLM
+Both matter to what the error lines after them mean (exporter.stream.lifecycle): a routine stop of vLLM
 0.32 logs an ``EngineDeadError`` traceback at ERROR, which is not a death; an engine that dies while
 the server is still starting is a failed start. Wordings, from vLLM's source:
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import re
 
-from exporter.events import Event
-from exporter.framing import Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
 from exporter.parsers.base import Parser
 
 _SIGNAL = re.compile(r"trigger received signal=(\w+)")

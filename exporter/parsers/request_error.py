@@ -22,8 +22,8 @@ from __future__ import annotations
 import ast
 import re
 
-from exporter.events import Event
-from exporter.framing import Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
 from exporter.parsers.base import Parser
 
 # A Python repr of a str: single quotes unless the text holds one and no double quote; \-escapes.

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 
-from exporter.events import Event
-from exporter.framing import Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
 from exporter.parsers.base import Parser
 
 _WAIT = re.compile(r"No available (?:shared memory broadcast )?block found in (\d+(?:\.\d+)?) seconds?\b")

@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import re
 
-from exporter.events import Event
-from exporter.framing import Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
 from exporter.parsers._values import integer, number, number_list, percent, ratio, segments, snake
 from exporter.parsers.base import Parser
 
@@ -42,7 +42,7 @@ _KNOWN = {
 
 # The 0.10.2+ line exactly (with the custom depth segment optional): one anchored match instead of
 # the generic splitter. Anything else, or any value this does not read like the splitter would,
-# goes the generic way; tests check both give the same fields. exporter.fastpath matches it
+# goes the generic way; tests check both give the same fields. exporter.stream.fastpath matches it
 # together with the line's wrapper (when the message starts with MARKER).
 MARKER = "SpecDecoding metrics: "
 _MARKERS = (MARKER, "Speculative metrics: ")

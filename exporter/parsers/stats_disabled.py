@@ -9,8 +9,8 @@ idle or stalled engine.
 
 from __future__ import annotations
 
-from exporter.events import Event
-from exporter.framing import Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
 from exporter.parsers.base import Parser
 
 _API_SERVERS = "AsyncLLM created with api_server_count more than 1; disabling stats logging"

@@ -49,8 +49,8 @@ from __future__ import annotations
 
 import re
 
-from exporter.events import Event
-from exporter.framing import Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
 from exporter.parsers.base import Parser
 
 # "<unit>: " in front (a unit name has no spaces); absent when a log shipper dropped it

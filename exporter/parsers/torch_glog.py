@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from exporter.events import Event
-from exporter.framing import Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
 from exporter.parsers.base import Parser
 
 _GLOG = re.compile(r"(?:\[rank\d+\]:)?\[([WEF])\d{4} [\d:.]+ (?:\d+ )?([\w.-]+:\d+)\] (.*)$")

@@ -54,8 +54,8 @@ from __future__ import annotations
 import re
 import signal as _signal
 
-from exporter.events import Event
-from exporter.framing import PROCESS_NAME_P, Frame
+from exporter.parsers.events import Event
+from exporter.framing.frame import PROCESS_NAME_P, Frame
 from exporter.parsers.base import Parser
 
 _EXC_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):")

@@ -1,4 +1,4 @@
-"""What every source shares: a name, a status sink and backoff (lines are cut by exporter.lines)."""
+"""What every source shares: a name, a status sink and backoff (lines are cut by exporter.framing.lines)."""
 
 from __future__ import annotations
 

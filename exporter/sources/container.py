@@ -39,7 +39,7 @@ from urllib.parse import quote
 import aiohttp
 import structlog
 
-from exporter.lines import LineSplitter
+from exporter.framing.lines import LineSplitter
 from exporter.sources.base import Backoff, Status
 
 log = structlog.get_logger("vllm_log_exporter.source.container")

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from importlib import resources
 from typing import AsyncIterator
 
-from exporter.framing import Clock, frame_line
+from exporter.framing.frame import Clock, frame_line
 from exporter.sources.base import Status
 
 

@@ -32,14 +32,14 @@ from typing import AsyncIterator
 
 import structlog
 
-from exporter.lines import MAX_LINE_BYTES, LineSplitter
-from exporter.logfile import LogOpenError, open_binary
+from exporter.framing.lines import MAX_LINE_BYTES, LineSplitter
+from exporter.offline.logfile import LogOpenError, open_binary
 from exporter.sources.base import Status
 from exporter.sources.notify import Watch
 
 log = structlog.get_logger("vllm_log_exporter.source.file")
 
-CHUNK = 1 << 17  # as exporter.offline: small enough to stay in the CPU caches
+CHUNK = 1 << 17  # as exporter.offline.passes: small enough to stay in the CPU caches
 LOOP_TURN_SECONDS = 0.01
 # The first bytes tell a file from its refill and from a copy of another: 4 KiB is tens of lines,
 # timestamps and request ids among them, where one line could start two files alike.

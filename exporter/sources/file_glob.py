@@ -15,7 +15,7 @@ import glob
 import os
 from pathlib import Path
 
-from exporter.config import _NAME
+from exporter.config.settings import _NAME
 
 
 def is_glob(path: str | None) -> bool:

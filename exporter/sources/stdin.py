@@ -11,7 +11,7 @@ import os
 import sys
 from typing import AsyncIterator
 
-from exporter.lines import LineSplitter
+from exporter.framing.lines import LineSplitter
 from exporter.sources.base import Status
 
 

@@ -1,7 +1,7 @@
 """Reading a saved log for the offline commands: a path, ``-`` for stdin, or a ``.gz`` file.
 
 Lines are split (on ``\\n`` only: a bare ``\\r`` is a tqdm redraw inside a line) and decoded by
-exporter.offline, with invalid bytes replaced, so no input can stop a pass.
+exporter.offline.passes, with invalid bytes replaced, so no input can stop a pass.
 """
 
 from __future__ import annotations

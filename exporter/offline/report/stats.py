@@ -4,17 +4,17 @@ The figures are the ones the seed article's author computed by hand from a journ
 throughput over stats windows, spec-decode acceptance, KV-offload rates, the start-up capacity facts
 and what follows from them, HTTP status counts and errors. Memory does not grow with the log's
 length: per-window values whose median is shown are kept as exact multisets, the rest as running
-sums and extremes, and the charts' series are decimated (exporter.report.series).
+sums and extremes, and the charts' series are decimated (exporter.offline.report.series).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from exporter.events import ERROR_KINDS, KINDS, Event
-from exporter.incidents import busy_window, counts_as_traceback
+from exporter.parsers.events import ERROR_KINDS, KINDS, Event
+from exporter.stream.incidents import busy_window, counts_as_traceback
 from exporter.parsers.spec_decode import drafts_of
-from exporter.report.series import BucketCounts, Tally, Trace
+from exporter.offline.report.series import BucketCounts, Tally, Trace
 
 GB = 1e9  # rates are reported in GB/s (10^9), as PCIe is specified
 
@@ -109,7 +109,7 @@ class RunStats:
         self.error_times: list[tuple[float, str]] = []
         self.ooms: list[dict] = []  # each OOM's GPU and numbers, where its message gave them
         self.startup_failures: list[dict] = []
-        self.stops: list[float | None] = []  # stops that were asked for (exporter.lifecycle), not deaths
+        self.stops: list[float | None] = []  # stops that were asked for (exporter.stream.lifecycle), not deaths
         self.http_endpoint: dict[tuple[str, str], int] = {}
         # kind -> [count, (ts, line) of the first, its message]; tracebacks finish out of order, so
         # "first" is decided by time and line number, not by arrival.

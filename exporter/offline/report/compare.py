@@ -17,7 +17,7 @@ Every figure is read out of the dict ``RunStats.summary()`` built for that run, 
 - **Like with like**: generation throughput at each number of running requests (``Running: 1``
   against ``Running: 1``, 2 against 2 ...), the same verdicts.
 
-``render_markdown`` writes the comparison as Markdown tables; ``exporter.report.compare_html`` the
+``render_markdown`` writes the comparison as Markdown tables; ``exporter.offline.report.compare_html`` the
 page with the runs' charts overlaid.
 """
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from exporter.report.markdown import _gib, _time
+from exporter.offline.report.markdown import _gib, _time
 
 MIN_WINDOWS = 5  # Tukey hinges of fewer windows say little about the spread
 SNAPSHOT = re.compile(r"snapshots/([0-9a-f]{7,64})")

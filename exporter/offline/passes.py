@@ -8,11 +8,11 @@ import zlib
 import time
 from typing import Iterator
 
-from exporter.events import Event
-from exporter.framing import Clock
-from exporter.logfile import LogOpenError, open_binary
-from exporter.pipeline import Pipeline
-from exporter.lines import LineSplitter
+from exporter.parsers.events import Event
+from exporter.framing.frame import Clock
+from exporter.offline.logfile import LogOpenError, open_binary
+from exporter.stream.pipeline import Pipeline
+from exporter.framing.lines import LineSplitter
 
 PROGRESS_MIN_BYTES = 8 << 20
 CHUNK = 1 << 17  # smaller chunks stay in the CPU caches (bench/compare.py: ~5-10 % faster than 1 MiB)

@@ -1,9 +1,9 @@
 """What a consumer asks of one event to count it: is this traceback an error of its own, was this
-stats window busy. Which signals make a death, a stop or a failed start is exporter.lifecycle's.
+stats window busy. Which signals make a death, a stop or a failed start is exporter.stream.lifecycle's.
 
 A traceback counts as ``traceback`` only when it is none of the named kinds (the OOM, CUDA, NCCL or
 dead-engine error it raised is counted as that kind instead) and when it is not part of a stop, a
-failed start or a death (``fields["during"]``, set by exporter.lifecycle).
+failed start or a death (``fields["during"]``, set by exporter.stream.lifecycle).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from exporter.framing import Clock, Frame
+from exporter.framing.frame import Clock, Frame
 
 _LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
 _LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL", "ERR": "ERROR"}

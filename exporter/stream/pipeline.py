@@ -14,13 +14,13 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from exporter import fastpath
-from exporter.events import Event
-from exporter.framing import LEVEL_WORDS, TRACEBACK_START, Clock, Frame, frame_line
-from exporter.cri import CriJoiner, may_hold_parts
-from exporter.lifecycle import Lifecycle
-from exporter.lines import joined
-from exporter.json_records import looks_like_record, record_frames
+from exporter.stream import fastpath
+from exporter.parsers.events import Event
+from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Clock, Frame, frame_line
+from exporter.framing.cri import CriJoiner, may_hold_parts
+from exporter.stream.lifecycle import Lifecycle
+from exporter.framing.lines import joined
+from exporter.framing.json_records import looks_like_record, record_frames
 from exporter.parsers import access_log, parse_errors, parse_frame
 
 PARSED, IGNORED, UNPARSED = "parsed", "ignored", "unparsed"
@@ -206,7 +206,7 @@ class _Traceback:
         if "oom" in seen and self.loading and "startup_failure" not in seen:
             seen.add("startup_failure")
             out.append(Event("startup_failure", {"reason": "weights_oom", "message": fields.get("message", "")[:500]}))
-        # what the traceback was recognised as (exporter.incidents: such a traceback is counted as that kind)
+        # what the traceback was recognised as (exporter.stream.incidents: such a traceback is counted as that kind)
         fields["kinds"] = sorted(seen)
         for ev in out:
             ev.ts, ev.process, ev.pid, ev.line = self.ts, self.process, self.pid, self.line
@@ -223,7 +223,7 @@ class Pipeline:
         self.lifecycle = Lifecycle()  # what the error lines mean: a death, a stop, a failed start
 
     def join_parts(self, lines: list[str], text: str | None = None) -> list[str]:
-        """The lines with Kubernetes' CRI partial records joined (exporter.cri); feed_batch does
+        """The lines with Kubernetes' CRI partial records joined (exporter.framing.cri); feed_batch does
         this itself, callers of ``feed`` do it first."""
         if self._cri.pending or may_hold_parts(joined(lines) if text is None else text):
             return self._cri.feed(lines)
@@ -352,7 +352,7 @@ class Pipeline:
         return g
 
     def _feed_record(self, frames: list[Frame]) -> tuple[str, list[Event]]:
-        """A JSON record's frames (exporter.json_records): its message, then its traceback's lines,
+        """A JSON record's frames (exporter.framing.json_records): its message, then its traceback's lines,
         which end with the record."""
         best, events = self._feed_frames(frames)
         key = (frames[0].process, frames[0].pid)

@@ -31,7 +31,7 @@ _RFC3339 = re.compile(
 _JOURNALD_P = r"([^\W\d_]{3,5})\.? {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) ([^\s:\[\]]+) ([^\s\[:]+)(?:\[(\d+)\])?: "
 _JOURNALD = re.compile(_JOURNALD_P)
 # Kubernetes node logs (the CRI format kubelet has containerd / CRI-O write under /var/log/pods):
-# "<RFC 3339 stamp> stdout|stderr P|F <text>"; P parts are joined with their F by exporter.cri.
+# "<RFC 3339 stamp> stdout|stderr P|F <text>"; P parts are joined with their F by exporter.framing.cri.
 _CRI_TAG = re.compile(r"(?:stdout|stderr) [PF] ")
 # compose: "service  | " (name padded to the longest service name).
 _COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]*) *\| ")

@@ -9,11 +9,11 @@ import signal
 import structlog
 from aiohttp import web
 
-from exporter.config import Config, SourceConfig
-from exporter.framing import Clock
+from exporter.config.settings import Config, SourceConfig
+from exporter.framing.frame import Clock
 from exporter.metrics import Metrics
-from exporter.pipeline import TRACEBACK_IDLE_SECONDS, Pipeline
-from exporter.server import make_app
+from exporter.stream.pipeline import TRACEBACK_IDLE_SECONDS, Pipeline
+from exporter.web.server import make_app
 from exporter.sources.base import Backoff, Source
 
 log = structlog.get_logger("vllm_log_exporter")
@@ -49,7 +49,7 @@ class SourceRunner:
 
     def __init__(self, source: Source, metrics: Metrics, clock: Clock, identity: str = "", state_key: str = "",
                  alerts=None):
-        self.alerts = alerts  # exporter.alerting.Alerts, when alerts are pushed
+        self.alerts = alerts  # exporter.alerts.from_events.Alerts, when alerts are pushed
         self.source = source
         self.name = source.name
         self.identity = identity
@@ -221,12 +221,12 @@ class Daemon:
         clock = Clock(year=cfg.year, tz=cfg.tzinfo())
         saved = {}
         if cfg.state_file:
-            from exporter import state
+            from exporter.sources import state
 
             saved = state.load(cfg.state_file)
         self.alerts = None
         if cfg.alertmanager_urls:
-            from exporter.alerting import Alerts
+            from exporter.alerts.from_events import Alerts
 
             # the instance label Prometheus gives this exporter by default: its scrape address
             self.alerts = Alerts(instance=cfg.alertmanager_instance or cfg.listen_address)
@@ -253,7 +253,7 @@ class Daemon:
         return out
 
     async def start_web(self) -> None:
-        from exporter.http_guard import Guard, GuardedSite, Limits
+        from exporter.web.guard import Guard, GuardedSite, Limits
 
         self.guard = Guard(Limits(max_connections=self.cfg.max_connections),
                            on_close=lambda reason: self.metrics.http_closed.labels(reason).inc(),
@@ -261,7 +261,7 @@ class Daemon:
         middlewares = [self.guard.middleware()]
         wc = self.web_config
         if wc is not None:
-            from exporter import webconfig
+            from exporter.web import webconfig
 
             # installed whenever there is a web config, and given the dicts themselves: a reload
             # (SIGHUP) changes users and headers in place, even from none to some
@@ -314,7 +314,7 @@ class Daemon:
         if self._reload is None:
             log.warning("reload asked (SIGHUP) but this daemon has no config to reload")
             return
-        from exporter.config import ConfigError
+        from exporter.config.settings import ConfigError
 
         try:
             new, wc = self._reload()
@@ -324,7 +324,7 @@ class Daemon:
         applied, restart = [], []
         old = self.cfg
         if (new.log_level, new.log_format) != (old.log_level, old.log_format):
-            from exporter import logs
+            from exporter.config.settings import logs
 
             logs.setup(new.log_level, new.log_format)
             old.log_level, old.log_format = new.log_level, new.log_format
@@ -352,7 +352,7 @@ class Daemon:
                 cur.headers.update(wc.headers)
                 applied.append("http_server_config.headers")
             if cur.ssl_context is not None and wc.ssl_context is not None:
-                from exporter import webconfig
+                from exporter.web import webconfig
 
                 if wc.tls_settings != cur.tls_settings:
                     restart.append("tls_server_config")
@@ -371,7 +371,7 @@ class Daemon:
     def save_state(self) -> None:
         if not self.cfg.state_file:
             return
-        from exporter import state
+        from exporter.sources import state
 
         positions = {}
         for r in self.runners:
@@ -416,7 +416,7 @@ class Daemon:
         tasks = [asyncio.create_task(r.run(), name=f"source:{r.name}") for r in self.runners]
         tasks.append(asyncio.create_task(self._flush_loop(), name="flush"))
         if self.alerts is not None:
-            from exporter.alert_push import AlertPusher
+            from exporter.alerts.push import AlertPusher
 
             password = None
             if self.cfg.alertmanager_password_file:

@@ -60,7 +60,7 @@ KINDS = (
     "restart",
     "start_limit",
     "host_oom_kill",
-    # what exporter.lifecycle makes of the signals above: what metrics, report and alerts count
+    # what exporter.stream.lifecycle makes of the signals above: what metrics, report and alerts count
     "engine_death",
     "server_stop",
     "start_failed",
@@ -68,7 +68,7 @@ KINDS = (
     "server_state",
 )
 
-# The kinds exporter.lifecycle adds (the rest come from lines)
+# The kinds exporter.stream.lifecycle adds (the rest come from lines)
 DERIVED_KINDS = frozenset({"engine_death", "server_stop", "start_failed", "start_failure_reason", "server_state"})
 # Error kinds, in the order an alert cares about them.
 ERROR_KINDS = ("oom", "cuda_error", "nccl_error", "engine_dead", "startup_failure", "traceback")

@@ -6,7 +6,7 @@ client or an archive. Every chart has a wall-clock time axis, one unit per axis 
 prompt throughput apart, so a prompt spike does not flatten generation), gaps where the server
 restarted or the log went quiet, a dashed line at each server start and a marker at each error.
 Series longer than the chart is wide are reduced to per-pixel min/max, so the page stays small (the
-statistics keep them decimated already: exporter.report.series).
+statistics keep them decimated already: exporter.offline.report.series).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 import re
 from datetime import datetime, timezone
 
-from exporter.report.stats import RunStats
+from exporter.offline.report.stats import RunStats
 
 WIDTH_PX = 900
 ERROR_COLOURS = {"oom": "#d62728", "engine_dead": "#7f0000", "cuda_error": "#9467bd", "nccl_error": "#ff7f0e",

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 
-from exporter.events import Event
+from exporter.parsers.events import Event
 from exporter.parsers.supervisor import exit_words
 
 STARTING, SERVING, STOPPED, DEAD, FAILED = "starting", "serving", "stopped", "dead", "failed"

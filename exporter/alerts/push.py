@@ -1,4 +1,4 @@
-"""Sending exporter.alerting's alerts to Alertmanager (API v2, ``POST /api/v2/alerts``).
+"""Sending exporter.alerts.from_events's alerts to Alertmanager (API v2, ``POST /api/v2/alerts``).
 
 The log pipeline never waits on this: it only updates the alerts' state; this task looks at it
 every ``tick`` seconds and posts what changed (and, every minute, what is still active, as
@@ -14,7 +14,7 @@ import ssl
 import aiohttp
 import structlog
 
-from exporter.alerting import Alerts
+from exporter.alerts.from_events import Alerts
 
 log = structlog.get_logger("vllm_log_exporter.alerts")
 

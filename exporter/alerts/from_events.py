@@ -8,7 +8,7 @@ alert with the labels the rule-based alerts carry for the same thing (``alertnam
 merges the pushed one and the rule's into one alert, one notification. Annotations hold the
 exception line and the numbers the message gives (GPU, bytes asked for, free), bounded to 1 KiB.
 
-Deaths and failed starts are exporter.lifecycle's ``engine_death`` and ``start_failed``: a routine
+Deaths and failed starts are exporter.stream.lifecycle's ``engine_death`` and ``start_failed``: a routine
 stop's EngineDeadError pages nobody. A failed start's alert is made at its first signal and held
 back until the log gives its reason (``start_failure_reason``: the reason and its words, or the
 root cause's exception line when no known reason fits), for at most REASON_WAIT_SECONDS:
@@ -17,7 +17,7 @@ Alertmanager notifies once per alert, so the words of the first post are the one
 How long they last: an OOM or GPU error as long as the rules' ``increase(...[10m])`` would say
 (10 minutes from when the line was read); a dead engine or a failed start-up until the server starts again
 (its next version banner), which resolves it. Pure state: what to send is ``pending()``; the
-sending is exporter.alert_push.
+sending is exporter.alerts.push.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from exporter.events import Event
-from exporter.lifecycle import FAILED_START_QUIET_SECONDS
+from exporter.parsers.events import Event
+from exporter.stream.lifecycle import FAILED_START_QUIET_SECONDS
 from exporter.parsers.supervisor import exit_words
 
 RECENT_SECONDS = 600.0  # the rules' 10-minute window

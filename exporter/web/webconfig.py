@@ -40,7 +40,7 @@ import structlog
 
 from aiohttp import web
 
-from exporter.config import ConfigError, load_yaml
+from exporter.config.settings import ConfigError, load_yaml
 
 log = structlog.get_logger("vllm_log_exporter.web")
 

@@ -1,7 +1,7 @@
 """The comparison as one self-contained HTML page: its Markdown tables, each section with its charts,
 every chart with the runs overlaid on time since each run's start, one colour per run.
 
-Drawn as ``exporter.report.html`` draws a single run's report (matplotlib SVG written into the page, no
+Drawn as ``exporter.offline.report.html`` draws a single run's report (matplotlib SVG written into the page, no
 script, no external file; per-pixel min/max reduction, gaps at restarts and quiet stretches), from the
 same ``RunStats`` objects whose summaries the tables compare. Charts:
 
@@ -15,9 +15,9 @@ same ``RunStats`` objects whose summaries the tables compare. Charts:
 from __future__ import annotations
 
 
-from exporter.report import html as single
-from exporter.report.html import ERROR_COLOURS, ChartsUnavailable, _gapped, _median_step, _reduce, figure_svg, y_axis
-from exporter.report.stats import RunStats
+from exporter.offline.report import html as single
+from exporter.offline.report.html import ERROR_COLOURS, ChartsUnavailable, _gapped, _median_step, _reduce, figure_svg, y_axis
+from exporter.offline.report.stats import RunStats
 
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf")
