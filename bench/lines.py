@@ -27,7 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from exporter.framing.frame import Clock, frame_line  # noqa: E402
+from exporter.framing.clock import Clock  # noqa: E402
+
+from exporter.framing.frame import frame_line
 from exporter.metrics import Metrics  # noqa: E402
 from exporter.parsers import parse_frame  # noqa: E402
 from exporter.stream.pipeline import Pipeline  # noqa: E402

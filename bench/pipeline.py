@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client import generate_latest  # noqa: E402
 
-from exporter.daemon.daemon import SourceRunner  # noqa: E402
-from exporter.framing.frame import Clock  # noqa: E402
+from exporter.daemon.runners import SourceRunner  # noqa: E402
+from exporter.framing.clock import Clock  # noqa: E402
 from exporter.metrics import Metrics  # noqa: E402
 
 

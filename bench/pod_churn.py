@@ -5,7 +5,7 @@
 
 Each step lays out a new pod as kubelet does (/var/log/pods/<ns>_<pod>_<uid>/<container>/0.log) with a
 start-up banner, stats windows, spec-decode lines and access lines, lets the exporter's real glob runner
-(exporter.daemon.daemon.GlobRunner, real file sources, real Metrics) read it, then deletes the previous pod's
+(exporter.daemon.runners.GlobRunner, real file sources, real Metrics) read it, then deletes the previous pod's
 files. Scans run as the daemon runs them, with the clock stepped past --forget-gone-after (the time is
 the only thing not waited for). Every 100 steps: the series /metrics holds, how many belong to live
 pods, gone pods still held, and the process's resident memory (VmRSS). With --keep, forgetting is off
@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from exporter.config.settings import SourceConfig  # noqa: E402
-from exporter.daemon.daemon import GlobRunner  # noqa: E402
-from exporter.framing.frame import Clock  # noqa: E402
+from exporter.daemon.runners import GlobRunner  # noqa: E402
+from exporter.framing.clock import Clock  # noqa: E402
 from exporter.metrics import Metrics  # noqa: E402
 
 STAMP = "2026-08-04T02:45:{:02d}.123456789Z"

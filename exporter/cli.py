@@ -8,7 +8,7 @@ import sys
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from exporter import __version__
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from exporter.commands.common import add_time_options, add_version
 from exporter.offline.logfile import LogOpenError
 

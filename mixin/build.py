@@ -54,7 +54,7 @@ def render_dashboards() -> dict[str, str]:
 
 def exported_metric_names() -> set[str]:
     """Every sample name the exporter produces, found by feeding it every sample log."""
-    from exporter.framing.frame import Clock
+    from exporter.framing.clock import Clock
     from exporter.metrics import Metrics
     from exporter.stream.pipeline import Pipeline
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from exporter.parsers.events import DERIVED_KINDS
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from exporter.stream.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from prometheus_client import generate_latest
 
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from exporter.metrics import Metrics
 from exporter.stream.pipeline import Pipeline
 from exporter.offline.report.stats import RunStats
@@ -138,13 +138,13 @@ def test_any_mix_gives_the_same_answer(lines, seed):
 @given(st.lists(st.sampled_from(["\x1b", "\r", "^", "[", "^[", "#", "033", "#033[", "Traceback (most recent call last)",
                                  "Traceback", "x", " "]), max_size=12).map("".join))
 def test_batch_unsafe_is_exactly_the_listed_substrings(text):
-    from exporter.stream.pipeline import BATCH_UNSAFE, batch_unsafe
+    from exporter.stream.batch import BATCH_UNSAFE, batch_unsafe
 
     assert batch_unsafe(text) == any(u in text for u in BATCH_UNSAFE)
 
 
 def test_whitespace_set_is_what_isspace_says():
-    from exporter.stream.pipeline import _WHITESPACE
+    from exporter.stream.batch import _WHITESPACE
 
     assert _WHITESPACE == {chr(c) for c in range(0x110000) if chr(c).isspace()}
 
@@ -152,7 +152,7 @@ def test_whitespace_set_is_what_isspace_says():
 @given(st.lists(st.sampled_from(TRICKY[:3] + TRICKY[10:] + ['INFO:     9.9.9.9:1 - "GET /v1/models HTTP/1.1" 200 OK']),
                 max_size=40))
 def test_count_access_tallies_every_line_once(lines):
-    from exporter.stream.pipeline import count_access
+    from exporter.stream.batch import count_access
 
     tails, others, first, last = count_access(lines)
     counted = [i for i in range(len(lines)) if i not in set(others)]

@@ -3,7 +3,7 @@ status codes makes no series beyond a fixed ceiling, counted as overflow instead
 
 import random
 
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from exporter.metrics import Metrics
 from exporter.stream.pipeline import Pipeline
 from tests.helpers import samples

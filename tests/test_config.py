@@ -3,7 +3,8 @@ import argparse
 import pytest
 
 from exporter.commands.serve import add_arguments
-from exporter.config.settings import ConfigError, build
+from exporter.config.flags import build
+from exporter.config.settings import ConfigError
 
 
 def args(*argv):

@@ -5,7 +5,8 @@ from datetime import datetime, timezone
 from hypothesis import given, settings, strategies as st
 
 from exporter.framing.cri import CriJoiner
-from exporter.framing.frame import Clock, frame_line
+from exporter.framing.clock import Clock
+from exporter.framing.frame import frame_line
 from exporter.stream.pipeline import Pipeline
 from tests.conftest import SAMPLE
 

@@ -4,7 +4,7 @@ from hypothesis import given, settings, strategies as st
 
 from exporter.stream import fastpath
 from exporter.parsers.events import DERIVED_KINDS
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from exporter.stream.pipeline import Pipeline
 from tests.conftest import FIXTURES, SAMPLE, SAMPLE_V0
 

@@ -3,7 +3,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from exporter.framing.frame import Clock, frame_general, frame_line, strip_ansi
+from exporter.framing.clock import Clock
+from exporter.framing.frame import frame_general, frame_line, strip_ansi
 
 UTC = ZoneInfo("UTC")
 

@@ -215,7 +215,8 @@ def test_every_feature_on(rendered):
 def test_the_rendered_config_is_one_the_exporter_accepts(rendered, tmp_path):
     """The exporter's own loader on the chart's config.yaml (both variants): every key known, every
     value valid; the files it names (state directory, Alertmanager password) moved into tmp_path."""
-    from exporter.config.settings import settings as exporter_config
+    from exporter.config.file import from_mapping, load_file
+    from exporter.config.settings import validate
 
     for variant, docs in rendered.items():
         text = one(docs, "ConfigMap", "vle-vllm-log-exporter")["data"]["config.yaml"]
@@ -224,7 +225,7 @@ def test_the_rendered_config_is_one_the_exporter_accepts(rendered, tmp_path):
         (tmp_path / "alertmanager-auth" / "password").write_text("x")
         path = tmp_path / f"{variant}.yaml"
         path.write_text(text)
-        cfg = exporter_config.validate(exporter_config.from_mapping(exporter_config.load_file(str(path)), str(path)), str(path))
+        cfg = validate(from_mapping(load_file(str(path)), str(path)), str(path))
         assert cfg.sources and all(s.type == "file" and s.is_glob and s.server_label == "file" for s in cfg.sources)
         assert cfg.forget_gone_after == VARIANTS[variant].get("pods", {}).get("forgetGoneAfterSeconds", 900)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from exporter.parsers.events import Event
 from exporter.stream.lifecycle import DEATH_WINDOW_SECONDS, FAILED_START_QUIET_SECONDS, Lifecycle
 from exporter.metrics import Metrics

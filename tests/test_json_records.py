@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from exporter.metrics import Metrics
 from exporter.stream.pipeline import Pipeline
 from tests.conftest import ROOT, run_lines

@@ -655,7 +655,8 @@ def test_pytorch_glog_lines_are_log_events_by_level(line, level, logger):
 def test_a_glog_nccl_watchdog_line_stays_an_nccl_error_and_an_info_glog_line_is_no_event():
     assert one("[E1202 14:07:47.123456 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
                "WorkNCCL(SeqNum=1203, OpType=ALLREDUCE) ran for 600000 milliseconds", "nccl_error")
-    from exporter.framing.frame import Clock, frame_line
+    from exporter.framing.clock import Clock
+    from exporter.framing.frame import frame_line
     from exporter.parsers import parse_frame
 
     assert parse_frame(frame_line("[I1203 10:02:11.402918 ProcessGroupNCCL.cpp:9] ProcessGroupNCCL initialized", Clock())) is None

@@ -1,5 +1,5 @@
 from exporter.stream.pipeline import Pipeline
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from tests.conftest import run_lines
 
 LOGGER_TB = [

@@ -2,7 +2,7 @@
 
 from hypothesis import given, settings, strategies as st
 
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from exporter.stream.pipeline import RESULTS, Pipeline
 from tests.conftest import FIXTURES, SAMPLE, SAMPLE_LMCACHE, SAMPLE_V0
 

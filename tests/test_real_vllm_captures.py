@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from exporter.alerts.from_events import Alerts
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from exporter.metrics import Metrics
 from exporter.stream.pipeline import Pipeline
 from exporter.offline.report.stats import RunStats

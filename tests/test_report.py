@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from exporter.offline.report.series import Tally
 from exporter.offline.report.stats import RunStats
 from tests.conftest import FIXTURES, ROOT, run_lines

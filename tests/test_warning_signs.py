@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.framing.frame import Clock, Frame, frame_line
+from exporter.framing.clock import Clock
+
+from exporter.framing.frame import Frame, frame_line
 from exporter.parsers import errors, parse_frame, recovery, warning_signs
 from exporter.parsers.lmcache import PARSER as LMCACHE_STATS
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from exporter.offline.backfill import backfill
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from exporter.metrics import Metrics
 from exporter.offline.passes import Pass
 

@@ -26,7 +26,7 @@ from exporter.commands.common import print_result
 from exporter.offline.logfile import LogOpenError
 
 if TYPE_CHECKING:  # the parser imports RUN_HELP from here: the pass's modules load when a run is read
-    from exporter.framing.frame import Clock
+    from exporter.framing.clock import Clock
     from exporter.offline.report.stats import RunStats
 
 RUN_HELP = ("a log file (.gz allowed) as [NAME=]FILE[@SINCE..UNTIL]: NAME labels its column (default: the "

@@ -9,7 +9,9 @@ import re
 import sys
 from typing import TextIO
 
-from exporter.framing.frame import Clock, frame_line
+from exporter.framing.clock import Clock
+
+from exporter.framing.frame import frame_line
 from exporter.offline.passes import Pass
 from exporter.stream.pipeline import IGNORED, PARSED, UNPARSED
 

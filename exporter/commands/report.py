@@ -6,7 +6,7 @@ import sys
 from datetime import datetime
 
 from exporter.commands.common import print_result
-from exporter.framing.frame import Clock
+from exporter.framing.clock import Clock
 from exporter.offline.passes import Pass
 from exporter.offline.report import markdown
 from exporter.offline.report.stats import RunStats

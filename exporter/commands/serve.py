@@ -7,7 +7,8 @@ import asyncio
 import sys
 
 from exporter.commands.common import add_time_options
-from exporter.config.settings import DEFAULT_LISTEN, ConfigError, build
+from exporter.config.flags import build
+from exporter.config.settings import DEFAULT_LISTEN, ConfigError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"vllm-log-exporter: {e}", file=sys.stderr)
         return 2
-    from exporter.config.settings import logs
+    from exporter.config import logs
     from exporter.daemon.daemon import Daemon
 
     logs.setup(cfg.log_level, cfg.log_format)

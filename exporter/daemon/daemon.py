@@ -1,214 +1,20 @@
-"""The daemon: one runner per source (source -> pipeline -> metrics) and the HTTP server."""
+"""The daemon: its runners (exporter.daemon.runners), the HTTP server, the state file, reloads and signals."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 import signal
 
 import structlog
 from aiohttp import web
 
-from exporter.config.settings import Config, SourceConfig
-from exporter.framing.frame import Clock
+from exporter.config.settings import Config
+from exporter.daemon.runners import GlobRunner, SourceRunner, make_source
+from exporter.framing.clock import Clock
 from exporter.metrics import Metrics
-from exporter.stream.pipeline import TRACEBACK_IDLE_SECONDS, Pipeline
 from exporter.web.server import make_app
-from exporter.sources.base import Backoff, Source
 
 log = structlog.get_logger("vllm_log_exporter")
-
-
-def make_source(sc: SourceConfig, resume=None) -> Source:
-    if sc.type == "file":
-        from exporter.sources.file import FileSource
-
-        return FileSource(sc.name, sc.path, from_start=sc.from_start, resume=resume)
-    if sc.type == "stdin":
-        from exporter.sources.stdin import StdinSource
-
-        return StdinSource(sc.name)
-    if sc.type == "journald":
-        from exporter.sources.journald import JournaldSource
-
-        return JournaldSource(sc.name, sc.match, from_start=sc.from_start, directory=sc.journal_directory,
-                              resume=resume)
-    if sc.type == "container":
-        from exporter.sources.container import ContainerSource
-
-        return ContainerSource(sc.name, sc.container, socket=sc.socket, from_start=sc.from_start, resume=resume)
-    if sc.type == "demo":
-        from exporter.sources.demo import DemoSource
-
-        return DemoSource(sc.name, speed=sc.speed, sample=sc.sample)
-    raise ValueError(sc.type)
-
-
-class SourceRunner:
-    """Feeds one source's lines through its pipeline into the metrics; doubles as its Status."""
-
-    def __init__(self, source: Source, metrics: Metrics, clock: Clock, identity: str = "", state_key: str = "",
-                 alerts=None):
-        self.alerts = alerts  # exporter.alerts.from_events.Alerts, when alerts are pushed
-        self.source = source
-        self.name = source.name
-        self.identity = identity
-        self.state_key = state_key or source.name
-        self.metrics = metrics
-        self.pipeline = Pipeline(clock)
-        self.is_up = False
-        self._bad_lines_logged = 0
-        metrics.add_server(self.name)
-
-    def up(self, up: bool) -> None:
-        self.is_up = up
-        self.metrics.set_source_up(self.name, up)
-
-    def restarted(self) -> None:
-        self.metrics.source_restarted(self.name)
-
-    def note(self, event: str) -> None:
-        self.metrics.source_event(self.name, event)
-
-    def feed(self, batch: list[str]) -> None:
-        name = self.name
-        counts, events, access, _ = self.pipeline.feed_batch(batch, on_error=self._bad_line)
-        if events:
-            self.metrics.observe_many(name, events)
-            if self.alerts is not None:
-                self.alerts.observe(name, events)
-        if access:
-            self.metrics.observe_access(name, access)
-        self.metrics.count_lines(name, counts)
-
-    def _bad_line(self, line: str) -> None:
-        # a parser bug must cost one line, never the exporter
-        if self._bad_lines_logged < 10:
-            self._bad_lines_logged += 1
-            log.exception("line could not be parsed", source=self.name, line=line[:300])
-
-    def flush(self, idle: float | None = TRACEBACK_IDLE_SECONDS) -> None:
-        events = self.pipeline.flush(idle)
-        for ev in events:
-            self.metrics.observe(self.name, ev)
-        if events and self.alerts is not None:
-            self.alerts.observe(self.name, events)
-
-    def states(self) -> dict[str, bool]:
-        return {self.name: self.is_up}
-
-    def checkpoints(self) -> dict[str, tuple[str, dict]]:
-        checkpoint = getattr(self.source, "checkpoint", None)
-        cp = checkpoint() if checkpoint is not None else None
-        return {} if cp is None else {self.state_key: (self.identity, cp)}
-
-    async def run(self) -> None:
-        backoff = Backoff(1.0, 30.0)
-        while True:
-            try:
-                async for batch in self.source.batches(self):
-                    self.feed(batch)
-                self.flush(None)
-                log.info("source ended", source=self.name)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("source failed; restarting", source=self.name)
-                self.up(False)
-                self.restarted()
-                await backoff.sleep()
-
-
-class GlobRunner:
-    """A glob of files (exporter.sources.file_glob): one SourceRunner per matching file, started and
-    let go as files come and go."""
-
-    SCAN_SECONDS = 2.0
-
-    def __init__(self, sc: SourceConfig, metrics: Metrics, clock: Clock, saved: dict, alerts=None,
-                 forget_after: float = 900.0):
-        from exporter.sources import file_glob
-
-        self.sc, self.metrics, self.clock, self.saved, self.alerts = sc, metrics, clock, saved, alerts
-        self.glob = file_glob
-        self.name = sc.name
-        self.children: dict[str, tuple[SourceRunner, asyncio.Task]] = {}
-        self.missing: dict[str, int] = {}
-        # servers (pods) with no file left, and since when (monotonic): their series go after forget_after
-        self.forget_after = forget_after
-        self.gone: dict[str, float] = {}
-
-    def _child(self, path: str, from_start: bool) -> SourceRunner:
-        from exporter.sources.file import FileSource
-
-        server = self.glob.server_for(path) if self.sc.server_label == "file" else self.sc.name
-        pod = self.glob.pod_of(path) if self.sc.server_label == "file" else None
-        if pod is not None:
-            self.metrics.set_pod(server, *pod)
-        key, identity = f"{self.sc.name}:{path}", f"file:{path}"
-        resume = self.saved[key][1] if key in self.saved and self.saved[key][0] == identity else None
-        return SourceRunner(FileSource(server, path, from_start=from_start, resume=resume),
-                            self.metrics, self.clock, identity, key, alerts=self.alerts)
-
-    def scan(self, first: bool, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        found = self.glob.matches(self.sc.path)
-        for path in found:
-            self.missing.pop(path, None)
-            if path not in self.children:
-                # files there at start begin where configured; later ones are new from their first line
-                runner = self._child(path, self.sc.from_start if first else True)
-                self.children[path] = (runner, asyncio.create_task(runner.run(), name=f"source:{runner.name}:{path}"))
-                log.info("following file", source=self.sc.name, path=path, server=runner.name)
-        for path in [p for p in self.children if p not in found]:
-            self.missing[path] = self.missing.get(path, 0) + 1
-            if self.missing[path] >= 2:  # its file source has read a renamed or deleted file to its end
-                runner, task = self.children.pop(path)
-                self.missing.pop(path)
-                task.cancel()
-                runner.flush(None)
-                log.info("file gone, no longer followed", source=self.sc.name, path=path)
-                if runner.name != self.sc.name and all(r.name != runner.name for r, _ in self.children.values()):
-                    self.gone.setdefault(runner.name, now)
-        for server in [s for s in self.gone if any(r.name == s for r, _ in self.children.values())]:
-            del self.gone[server]  # a file of it came back (a container restarted in the same pod)
-        if self.forget_after > 0:
-            for server, since in list(self.gone.items()):
-                if now - since >= self.forget_after:
-                    n = self.metrics.forget_server(server)
-                    if self.alerts is not None:
-                        self.alerts.forget(server)
-                    del self.gone[server]
-                    log.info("pod gone, its series dropped", source=self.sc.name, server=server, series=n)
-
-    async def run(self) -> None:
-        self.scan(first=True)
-        try:
-            while True:
-                await asyncio.sleep(self.SCAN_SECONDS)
-                self.scan(first=False)
-        finally:
-            tasks = [t for _, t in self.children.values()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-    def flush(self, idle: float | None = TRACEBACK_IDLE_SECONDS) -> None:
-        for runner, _ in self.children.values():
-            runner.flush(idle)
-
-    def states(self) -> dict[str, bool]:
-        out: dict[str, bool] = {}
-        for runner, _ in self.children.values():
-            out[runner.name] = out.get(runner.name, False) or runner.is_up
-        return out
-
-    def checkpoints(self) -> dict[str, tuple[str, dict]]:
-        out: dict[str, tuple[str, dict]] = {}
-        for runner, _ in self.children.values():
-            out.update(runner.checkpoints())
-        return out
 
 
 class Daemon:
@@ -324,7 +130,7 @@ class Daemon:
         applied, restart = [], []
         old = self.cfg
         if (new.log_level, new.log_format) != (old.log_level, old.log_format):
-            from exporter.config.settings import logs
+            from exporter.config import logs
 
             logs.setup(new.log_level, new.log_format)
             old.log_level, old.log_format = new.log_level, new.log_format

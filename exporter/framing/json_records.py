@@ -23,7 +23,9 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from exporter.framing.frame import Clock, Frame
+from exporter.framing.clock import Clock
+
+from exporter.framing.frame import Frame
 
 _LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
 _LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL", "ERR": "ERROR"}

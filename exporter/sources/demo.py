@@ -17,7 +17,9 @@ from datetime import datetime, timezone
 from importlib import resources
 from typing import AsyncIterator
 
-from exporter.framing.frame import Clock, frame_line
+from exporter.framing.clock import Clock
+
+from exporter.framing.frame import frame_line
 from exporter.sources.base import Status
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 
+from exporter.framing.clock import Clock
 from exporter.framing.frame import (BARE_RESET, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, PROCESS_NAME_P, TRACEBACK_START,
-                              Clock, record_time)
+                                    record_time)
 from exporter.parsers import NO_NEEDLE_FILTERS, engine_stats, kv_transfer, spec_decode
 
 _WRAPPER = re.compile(JOURNALD_RECORD_P)

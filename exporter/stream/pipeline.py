@@ -12,27 +12,23 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
 
-from exporter.stream import fastpath
-from exporter.parsers.events import Event
-from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Clock, Frame, frame_line
+from exporter.framing.clock import Clock
 from exporter.framing.cri import CriJoiner, may_hold_parts
-from exporter.stream.lifecycle import Lifecycle
-from exporter.framing.lines import joined
+from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_line
 from exporter.framing.json_records import looks_like_record, record_frames
-from exporter.parsers import access_log, parse_errors, parse_frame
+from exporter.framing.lines import joined
+from exporter.parsers import access_log, parse_frame
+from exporter.parsers.events import Event
+from exporter.stream import fastpath
+from exporter.stream.batch import batch_unsafe, count_access
+from exporter.stream.lifecycle import Lifecycle
+from exporter.stream.traceback import TRACEBACK_IDLE_SECONDS, OpenTraceback
 
 PARSED, IGNORED, UNPARSED = "parsed", "ignored", "unparsed"
 RESULTS = (PARSED, IGNORED, UNPARSED)
 _RANK = {UNPARSED: 0, IGNORED: 1, PARSED: 2}
 
-_CHAIN = (
-    "The above exception was the direct cause of the following exception",
-    "During handling of the above exception, another exception occurred",
-)
-_FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
-_EXC_LINE = re.compile(r"([A-Za-z_][\w.]*)(?:: (.*))?$")
 _GLUED = re.compile(r"(?<=\S)(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[)")
 
 # Output that is plainly vLLM's (or its libraries') but is not a log record: progress bars,
@@ -46,178 +42,11 @@ _NOISE = re.compile(
     r"[\w@:.\\-]+\.(?:service|scope): )"
 )
 
-# Anything that makes the raw text of a line differ from what framing hands the parsers (colour,
-# carriage returns), or that makes line order matter (a traceback starting): a batch holding one of
-# these takes the line-by-line path.
-BATCH_UNSAFE = ("\x1b", "\r", "^[", "#033[", TRACEBACK_START)
-
-
-def batch_unsafe(text: str) -> bool:
-    """Whether ``text`` holds one of BATCH_UNSAFE. A one-character find is a memchr; the others are
-    searched only when their first character occurs (CPython's search for a two-character needle
-    is slow on a megabyte)."""
-    return ("\x1b" in text or "\r" in text or ("^" in text and "^[" in text)
-            or ("#" in text and "#033[" in text) or TRACEBACK_START in text)
-
-
-# What str.isspace() calls space, as a set: a set lookup beats a method call on every access line
-# (tests check the list against str.isspace over all of Unicode).
-_WHITESPACE = frozenset("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
-                        "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
-
-
-# What count_access finds in a batch: how often each access-line tail occurs, the positions of the
-# other lines (in order), and the positions of the first and last line counted (-1: none).
-Tally = tuple[dict[str, int], list[int], int, int]
-
-
-def count_access(lines: list[str]) -> Tally:
-    """The batch path's count of ``lines``, which the caller found free of BATCH_UNSAFE.
-
-    The common access line is counted by its tail, the text after the client address (what that
-    text means is looked up once per distinct text, later); a " [" after the request means another
-    record was glued on, so that line is one of the others, which the pipeline feeds one by one.
-    Pure: lines in, tally out."""
-    sep = access_log.SEP
-    match_tail = access_log.match_tail
-    ws = _WHITESPACE
-    tails: dict[str, int] = {}
-    get = tails.get
-    others: list[int] = []
-    other = others.append
-    for i, line in enumerate(lines):
-        # (partition, not find: str.find parses its arguments the slow way)
-        head, found, tail = line.partition(sep)
-        if found and head and head[-1] not in ws:
-            n = get(tail)
-            if n is not None:
-                tails[tail] = n + 1
-                continue
-            if " [" not in tail and match_tail(tail) is not None:
-                tails[tail] = 1
-                continue
-        other(i)
-    if not tails:
-        return tails, others, -1, -1
-    # the counted lines are the gaps in `others`: the first gap from either end
-    first = next((j for j, i in enumerate(others) if i != j), len(others))
-    n = len(lines)
-    last = n - 1 - next((j for j, i in enumerate(reversed(others)) if i != n - 1 - j), len(others))
-    return tails, others, first, last
-
-
-MAX_TRACEBACK_LINES = 2000
-MAX_EXCEPTION_EXTRA_LINES = 20
-TRACEBACK_IDLE_SECONDS = 2.0
-
-
-# vLLM's model loaders: a CUDA OOM raised inside one is weights that do not fit, a failed start-up.
-_LOADING_FUNCTIONS = frozenset({"load_model", "load_weights", "_load_weights", "initialize_model", "_initialize_model",
-                                "load_model_weights", "download_and_load_weights"})
-
-
-@dataclass
-class _Traceback:
-    ts: float | None
-    process: str | None
-    pid: int | None
-    header: str | None
-    line: int
-    phase: str = "frames"  # "frames" | "exception"
-    exceptions: list[list[str]] = field(default_factory=list)
-    frames: int = 0
-    where: str | None = None
-    loading: bool = False  # a frame was loading the model's weights (an OOM there: the weights do not fit)
-    lines: int = 1
-    extra: int = 0
-    touched: float = 0.0
-    last_ts: float | None = None  # log time of the latest line taken
-
-    def offer(self, f: Frame) -> bool:
-        """Take ``f`` if it continues this traceback; False means the traceback ended before it."""
-        # logger.exception repeats the first line's exact header on every line of the record;
-        # a bare (stderr) traceback has no header at all.
-        if self.header is not None:
-            # a blank line of the record ("ERROR ... [core.py:398] ") lost its last space to framing's
-            # rstrip: the header is the same without it
-            if f.header is None or f.header.rstrip() != self.header:
-                return False
-        elif f.header is not None or f.uvicorn:
-            return False
-        if self.lines >= MAX_TRACEBACK_LINES:
-            return False
-        msg = f.message
-        s = msg.strip()
-        if s.startswith(TRACEBACK_START):
-            self.phase = "frames"
-        elif self.phase == "frames":
-            if not s or msg[:1] in (" ", "\t"):
-                m = _FILE_LINE.search(s) if s.startswith("File ") else None
-                if m:
-                    self.frames += 1
-                    self.where = f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)}" + (f" in {m.group(3)}" if m.group(3) else "")
-                    if m.group(3) in _LOADING_FUNCTIONS:
-                        self.loading = True
-            else:
-                self.exceptions.append([s])
-                self.phase = "exception"
-                self.extra = 0
-        else:
-            if not s or s.startswith(_CHAIN) or msg[:1] in (" ", "\t"):
-                pass
-            elif self.extra < MAX_EXCEPTION_EXTRA_LINES and not parse_frame(f):
-                # Exception messages run on (CUDA's "CUDA kernel errors might be asynchronously ...").
-                self.exceptions[-1].append(s)
-                self.extra += 1
-            else:
-                return False
-        self.lines += 1
-        return True
-
-    def events(self) -> list[Event]:
-        fields: dict = {"frames": self.frames, "lines": self.lines, "chain_length": len(self.exceptions)}
-        parsed = []
-        for lines in self.exceptions:
-            m = _EXC_LINE.match(lines[0])
-            if m and (m.group(2) is not None or "." in m.group(1) or m.group(1)[:1].isupper()):
-                parsed.append((m.group(1), (m.group(2) or "").strip()))
-            else:
-                parsed.append((None, lines[0]))
-        if parsed:
-            fields["exception"], fields["message"] = parsed[-1][0], parsed[-1][1][:500]
-            if len(parsed) > 1:
-                fields["root_exception"], fields["root_message"] = parsed[0][0], parsed[0][1][:500]
-        else:
-            fields["exception"], fields["message"] = None, ""
-        if self.where:
-            fields["where"] = self.where
-        out = [Event("traceback", fields)]
-        seen = set()
-        for lines in self.exceptions:
-            # The exception line itself names the error; run-on lines only when it does not.
-            evs = parse_errors(Frame(raw=lines[0], message=lines[0]))
-            if not evs and len(lines) > 1:
-                text = " ".join(lines)
-                evs = parse_errors(Frame(raw=text, message=text))
-            for ev in evs:
-                if ev.kind not in seen:
-                    seen.add(ev.kind)
-                    out.append(ev)
-        if "oom" in seen and self.loading and "startup_failure" not in seen:
-            seen.add("startup_failure")
-            out.append(Event("startup_failure", {"reason": "weights_oom", "message": fields.get("message", "")[:500]}))
-        # what the traceback was recognised as (exporter.stream.incidents: such a traceback is counted as that kind)
-        fields["kinds"] = sorted(seen)
-        for ev in out:
-            ev.ts, ev.process, ev.pid, ev.line = self.ts, self.process, self.pid, self.line
-        return out
-
-
 class Pipeline:
     def __init__(self, clock: Clock | None = None):
         self.clock = clock or Clock()
         self.lineno = 0
-        self._tracebacks: dict[tuple, _Traceback] = {}
+        self._tracebacks: dict[tuple, OpenTraceback] = {}
         self._engine_of: dict[tuple, int] = {}
         self._cri = CriJoiner()
         self.lifecycle = Lifecycle()  # what the error lines mean: a death, a stop, a failed start
@@ -404,7 +233,7 @@ class Pipeline:
     def _classify(self, f: Frame, key: tuple) -> tuple[str, list[Event]]:
         msg = f.message
         if msg.startswith(TRACEBACK_START) or (msg[:1] == " " and msg.lstrip().startswith(TRACEBACK_START)):
-            self._tracebacks[key] = _Traceback(
+            self._tracebacks[key] = OpenTraceback(
                 f.ts, f.process, f.pid, f.header and f.header.rstrip(), self.lineno, touched=time.monotonic(), last_ts=f.ts
             )
             return PARSED, []

@@ -1,0 +1,180 @@
+"""The YAML config file: read (duplicate keys, bad UTF-8 and YAML errors refused with the line), and
+its mapping turned into a :class:`~exporter.config.settings.Config` with every key checked by name.
+The file's format is documented in exporter.config.settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from exporter.config.settings import SOURCE_TYPES, Config, ConfigError, SourceConfig, parse_listen
+
+_TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "forget_gone_after_seconds", "state_file", "sources",
+             "alertmanager"}
+_AM_KEYS = {"urls", "instance", "basic_auth", "tls_config"}
+_WEB_KEYS = {"listen_address", "telemetry_path", "config_file", "max_connections"}
+_LOG_KEYS = {"level", "format"}
+_TS_KEYS = {"year", "timezone"}
+_SOURCE_KEYS = {
+    "file": {"name", "type", "path", "from_start", "server_label"},
+    "stdin": {"name", "type"},
+    "journald": {"name", "type", "match", "journal_directory", "from_start"},
+    "container": {"name", "type", "container", "socket", "from_start"},
+    "demo": {"name", "type", "speed", "sample"},
+}
+
+def _expect(mapping: Any, keys: set[str], where: str) -> dict:
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(mapping).__name__}")
+    for k in mapping:
+        if k not in keys:
+            at = f"{where} {k}" if where.endswith(":") else f"{where}.{k}"
+            raise ConfigError(f"{at}: unknown key (expected one of: {', '.join(sorted(keys))})")
+    return mapping
+
+
+def _typed(value: Any, kind: type | tuple, where: str):
+    if kind is bool and not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    if kind in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if kind is str and not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def load_yaml(path: str) -> Any:
+    """A YAML file, or a one-line ConfigError naming it (and the line, where YAML says)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})") from None
+    import yaml  # only a config file needs it (start-up is measured, bench/compare.py)
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice (lines {seen[key]} and {key_node.start_mark.line + 1})",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return loader.construct_mapping(node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}{at}: invalid YAML: {problem}") from None
+
+
+def load_file(path: str) -> dict:
+    data = load_yaml(path)
+    return data if data is not None else {}
+
+
+_FILE_KEYS = (("listen_address", "web.listen_address"), ("telemetry_path", "web.telemetry_path"),
+              ("web_config_file", "web.config_file"), ("max_connections", "web.max_connections"),
+              ("log_level", "log.level"), ("log_format", "log.format"), ("year", "timestamps.year"),
+              ("timezone", "timestamps.timezone"), ("stats_interval", "stats_interval_seconds"),
+              ("forget_gone_after", "forget_gone_after_seconds"), ("state_file", "state_file"))
+
+
+def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
+    cfg = cfg or Config()
+    p = f"{where}: "
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
+    top = _expect(data, _TOP_KEYS, where + ":")
+    web = _expect(top.get("web"), _WEB_KEYS, p + "web")
+    if "listen_address" in web:
+        cfg.listen_host, cfg.listen_port = parse_listen(_typed(web["listen_address"], str, p + "web.listen_address"),
+                                                        p + "web.listen_address")
+    if "telemetry_path" in web:
+        cfg.telemetry_path = _typed(web["telemetry_path"], str, p + "web.telemetry_path")
+    if web.get("config_file") is not None:
+        cfg.web_config_file = _typed(web["config_file"], str, p + "web.config_file")
+    if web.get("max_connections") is not None:
+        cfg.max_connections = _typed(web["max_connections"], int, p + "web.max_connections")
+    lg = _expect(top.get("log"), _LOG_KEYS, p + "log")
+    if "level" in lg:
+        cfg.log_level = _typed(lg["level"], str, p + "log.level")
+    if "format" in lg:
+        cfg.log_format = _typed(lg["format"], str, p + "log.format")
+    ts = _expect(top.get("timestamps"), _TS_KEYS, p + "timestamps")
+    if ts.get("year") is not None:
+        cfg.year = int(_typed(ts["year"], int, p + "timestamps.year"))
+    if ts.get("timezone") is not None:
+        cfg.timezone = _typed(ts["timezone"], str, p + "timestamps.timezone")
+    if "stats_interval_seconds" in top:
+        cfg.stats_interval = float(_typed(top["stats_interval_seconds"], float, p + "stats_interval_seconds"))
+    if "forget_gone_after_seconds" in top:
+        cfg.forget_gone_after = float(_typed(top["forget_gone_after_seconds"], float, p + "forget_gone_after_seconds"))
+    if top.get("state_file") is not None:
+        cfg.state_file = _typed(top["state_file"], str, p + "state_file")
+    for attr, key in _FILE_KEYS:
+        section, _, name = key.rpartition(".")
+        holder = (top.get(section) if section else top)
+        if isinstance(holder, dict) and holder.get(name) is not None:
+            cfg.origin[attr] = p + key
+    am = _expect(top.get("alertmanager"), _AM_KEYS, p + "alertmanager")
+    if "urls" in am:
+        urls = am["urls"]
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            raise ConfigError(f"{p}alertmanager.urls: expected a list of URLs")
+        cfg.alertmanager_urls = list(urls)
+        cfg.origin["alertmanager_urls"] = p + "alertmanager.urls"
+    if am.get("instance") is not None:
+        cfg.alertmanager_instance = _typed(am["instance"], str, p + "alertmanager.instance")
+    auth = _expect(am.get("basic_auth"), {"username", "password_file"}, p + "alertmanager.basic_auth")
+    if auth:
+        cfg.alertmanager_username = _typed(auth.get("username"), str, p + "alertmanager.basic_auth.username")
+        cfg.alertmanager_password_file = _typed(auth.get("password_file"), str, p + "alertmanager.basic_auth.password_file")
+    tls = _expect(am.get("tls_config"), {"ca_file"}, p + "alertmanager.tls_config")
+    if tls.get("ca_file") is not None:
+        cfg.alertmanager_ca_file = _typed(tls["ca_file"], str, p + "alertmanager.tls_config.ca_file")
+    sources = top.get("sources")
+    if sources is not None:
+        cfg.origin["sources"] = p + "sources"
+        if not isinstance(sources, list):
+            raise ConfigError(f"{p}sources: expected a list")
+        cfg.sources = []
+        for i, s in enumerate(sources):
+            w = f"{p}sources[{i}]"
+            if not isinstance(s, dict):
+                raise ConfigError(f"{w}: expected a mapping")
+            kind = s.get("type")
+            if kind is None:  # as on the command line: what the source names says what it is
+                named = [k for k, t in (("path", "file"), ("match", "journald"), ("container", "container")) if k in s]
+                if len(named) == 1:
+                    kind = dict((("path", "file"), ("match", "journald"), ("container", "container")))[named[0]]
+            if kind not in SOURCE_TYPES:
+                raise ConfigError(f"{w}.type: {kind!r} is not one of {', '.join(SOURCE_TYPES)}")
+            _expect(s, _SOURCE_KEYS[kind], w)
+            if "name" not in s:
+                raise ConfigError(f"{w}.name: required (it becomes the `server` label)")
+            sc = SourceConfig(name=_typed(s["name"], str, f"{w}.name"), type=kind)
+            for key, typ in (("path", str), ("match", str), ("container", str), ("socket", str),
+                             ("journal_directory", str), ("server_label", str), ("from_start", bool),
+                             ("speed", float), ("sample", str)):
+                if key in s:
+                    setattr(sc, key, _typed(s[key], typ, f"{w}.{key}"))
+            for needed, kinds in (("path", ("file",)), ("match", ("journald",)), ("container", ("container",))):
+                if kind in kinds and not getattr(sc, needed):
+                    raise ConfigError(f"{w}.{needed}: required for a {kind} source")
+            cfg.sources.append(sc)
+    return cfg

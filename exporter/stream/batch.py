@@ -1,0 +1,70 @@
+"""The batch path's pure helpers: which batches may be counted on their raw lines, and that count.
+
+Access-log lines are most of a busy server's log; when a batch holds nothing framing would change and
+no traceback is open, they are counted by their tail without being framed (exporter.stream.pipeline
+decides when). Pure: lines in, tally out.
+"""
+
+from __future__ import annotations
+
+from exporter.framing.frame import TRACEBACK_START
+from exporter.parsers import access_log
+
+# Anything that makes the raw text of a line differ from what framing hands the parsers (colour,
+# carriage returns), or that makes line order matter (a traceback starting): a batch holding one of
+# these takes the line-by-line path.
+BATCH_UNSAFE = ("\x1b", "\r", "^[", "#033[", TRACEBACK_START)
+
+
+def batch_unsafe(text: str) -> bool:
+    """Whether ``text`` holds one of BATCH_UNSAFE. A one-character find is a memchr; the others are
+    searched only when their first character occurs (CPython's search for a two-character needle
+    is slow on a megabyte)."""
+    return ("\x1b" in text or "\r" in text or ("^" in text and "^[" in text)
+            or ("#" in text and "#033[" in text) or TRACEBACK_START in text)
+
+
+# What str.isspace() calls space, as a set: a set lookup beats a method call on every access line
+# (tests check the list against str.isspace over all of Unicode).
+_WHITESPACE = frozenset("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+                        "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+# What count_access finds in a batch: how often each access-line tail occurs, the positions of the
+# other lines (in order), and the positions of the first and last line counted (-1: none).
+Tally = tuple[dict[str, int], list[int], int, int]
+
+
+def count_access(lines: list[str]) -> Tally:
+    """The batch path's count of ``lines``, which the caller found free of BATCH_UNSAFE.
+
+    The common access line is counted by its tail, the text after the client address (what that
+    text means is looked up once per distinct text, later); a " [" after the request means another
+    record was glued on, so that line is one of the others, which the pipeline feeds one by one.
+    Pure: lines in, tally out."""
+    sep = access_log.SEP
+    match_tail = access_log.match_tail
+    ws = _WHITESPACE
+    tails: dict[str, int] = {}
+    get = tails.get
+    others: list[int] = []
+    other = others.append
+    for i, line in enumerate(lines):
+        # (partition, not find: str.find parses its arguments the slow way)
+        head, found, tail = line.partition(sep)
+        if found and head and head[-1] not in ws:
+            n = get(tail)
+            if n is not None:
+                tails[tail] = n + 1
+                continue
+            if " [" not in tail and match_tail(tail) is not None:
+                tails[tail] = 1
+                continue
+        other(i)
+    if not tails:
+        return tails, others, -1, -1
+    # the counted lines are the gaps in `others`: the first gap from either end
+    first = next((j for j, i in enumerate(others) if i != j), len(others))
+    n = len(lines)
+    last = n - 1 - next((j for j, i in enumerate(reversed(others)) if i != n - 1 - j), len(others))
+    return tails, others, first, last

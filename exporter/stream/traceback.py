@@ -1,0 +1,128 @@
+"""A Python traceback being joined: the frames and exception lines that follow its first line, until it ends.
+
+One traceback spans many physical lines (a ``logger.exception`` record repeats its header on each; a
+bare stderr traceback has none) and becomes one ``traceback`` event, plus the error kinds its exception
+lines name (an OOM, a CUDA error, a dead engine...). exporter.stream.pipeline decides which lines are
+offered to which open traceback and when a silent one is over.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from exporter.framing.frame import TRACEBACK_START, Frame
+from exporter.parsers import parse_errors, parse_frame
+from exporter.parsers.events import Event
+
+_CHAIN = (
+    "The above exception was the direct cause of the following exception",
+    "During handling of the above exception, another exception occurred",
+)
+_FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
+_EXC_LINE = re.compile(r"([A-Za-z_][\w.]*)(?:: (.*))?$")
+MAX_TRACEBACK_LINES = 2000
+MAX_EXCEPTION_EXTRA_LINES = 20
+TRACEBACK_IDLE_SECONDS = 2.0
+
+
+# vLLM's model loaders: a CUDA OOM raised inside one is weights that do not fit, a failed start-up.
+_LOADING_FUNCTIONS = frozenset({"load_model", "load_weights", "_load_weights", "initialize_model", "_initialize_model",
+                                "load_model_weights", "download_and_load_weights"})
+
+
+@dataclass
+class OpenTraceback:
+    ts: float | None
+    process: str | None
+    pid: int | None
+    header: str | None
+    line: int
+    phase: str = "frames"  # "frames" | "exception"
+    exceptions: list[list[str]] = field(default_factory=list)
+    frames: int = 0
+    where: str | None = None
+    loading: bool = False  # a frame was loading the model's weights (an OOM there: the weights do not fit)
+    lines: int = 1
+    extra: int = 0
+    touched: float = 0.0
+    last_ts: float | None = None  # log time of the latest line taken
+
+    def offer(self, f: Frame) -> bool:
+        """Take ``f`` if it continues this traceback; False means the traceback ended before it."""
+        # logger.exception repeats the first line's exact header on every line of the record;
+        # a bare (stderr) traceback has no header at all.
+        if self.header is not None:
+            # a blank line of the record ("ERROR ... [core.py:398] ") lost its last space to framing's
+            # rstrip: the header is the same without it
+            if f.header is None or f.header.rstrip() != self.header:
+                return False
+        elif f.header is not None or f.uvicorn:
+            return False
+        if self.lines >= MAX_TRACEBACK_LINES:
+            return False
+        msg = f.message
+        s = msg.strip()
+        if s.startswith(TRACEBACK_START):
+            self.phase = "frames"
+        elif self.phase == "frames":
+            if not s or msg[:1] in (" ", "\t"):
+                m = _FILE_LINE.search(s) if s.startswith("File ") else None
+                if m:
+                    self.frames += 1
+                    self.where = f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)}" + (f" in {m.group(3)}" if m.group(3) else "")
+                    if m.group(3) in _LOADING_FUNCTIONS:
+                        self.loading = True
+            else:
+                self.exceptions.append([s])
+                self.phase = "exception"
+                self.extra = 0
+        else:
+            if not s or s.startswith(_CHAIN) or msg[:1] in (" ", "\t"):
+                pass
+            elif self.extra < MAX_EXCEPTION_EXTRA_LINES and not parse_frame(f):
+                # Exception messages run on (CUDA's "CUDA kernel errors might be asynchronously ...").
+                self.exceptions[-1].append(s)
+                self.extra += 1
+            else:
+                return False
+        self.lines += 1
+        return True
+
+    def events(self) -> list[Event]:
+        fields: dict = {"frames": self.frames, "lines": self.lines, "chain_length": len(self.exceptions)}
+        parsed = []
+        for lines in self.exceptions:
+            m = _EXC_LINE.match(lines[0])
+            if m and (m.group(2) is not None or "." in m.group(1) or m.group(1)[:1].isupper()):
+                parsed.append((m.group(1), (m.group(2) or "").strip()))
+            else:
+                parsed.append((None, lines[0]))
+        if parsed:
+            fields["exception"], fields["message"] = parsed[-1][0], parsed[-1][1][:500]
+            if len(parsed) > 1:
+                fields["root_exception"], fields["root_message"] = parsed[0][0], parsed[0][1][:500]
+        else:
+            fields["exception"], fields["message"] = None, ""
+        if self.where:
+            fields["where"] = self.where
+        out = [Event("traceback", fields)]
+        seen = set()
+        for lines in self.exceptions:
+            # The exception line itself names the error; run-on lines only when it does not.
+            evs = parse_errors(Frame(raw=lines[0], message=lines[0]))
+            if not evs and len(lines) > 1:
+                text = " ".join(lines)
+                evs = parse_errors(Frame(raw=text, message=text))
+            for ev in evs:
+                if ev.kind not in seen:
+                    seen.add(ev.kind)
+                    out.append(ev)
+        if "oom" in seen and self.loading and "startup_failure" not in seen:
+            seen.add("startup_failure")
+            out.append(Event("startup_failure", {"reason": "weights_oom", "message": fields.get("message", "")[:500]}))
+        # what the traceback was recognised as (exporter.stream.incidents: such a traceback is counted as that kind)
+        fields["kinds"] = sorted(seen)
+        for ev in out:
+            ev.ts, ev.process, ev.pid, ev.line = self.ts, self.process, self.pid, self.line
+        return out
