@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from exporter import __version__
 from exporter.framing.clock import Clock
 from exporter.commands.common import add_time_options, add_version
-from exporter.offline.logfile import LogOpenError
+from exporter.sources.logfile import LogOpenError
 
 COMMANDS = ("serve", "parse", "report", "compare", "backfill", "healthcheck")
 

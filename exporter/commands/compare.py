@@ -23,7 +23,7 @@ import zlib
 from typing import TYPE_CHECKING
 
 from exporter.commands.common import print_result
-from exporter.offline.logfile import LogOpenError
+from exporter.sources.logfile import LogOpenError
 
 if TYPE_CHECKING:  # the parser imports RUN_HELP from here: the pass's modules load when a run is read
     from exporter.framing.clock import Clock

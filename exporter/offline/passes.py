@@ -10,7 +10,7 @@ from typing import Iterator
 
 from exporter.parsers.events import Event
 from exporter.framing.clock import Clock
-from exporter.offline.logfile import LogOpenError, open_binary
+from exporter.sources.logfile import LogOpenError, open_binary
 from exporter.stream.pipeline import Pipeline
 from exporter.framing.lines import LineSplitter
 

@@ -33,7 +33,7 @@ from typing import AsyncIterator
 import structlog
 
 from exporter.framing.lines import MAX_LINE_BYTES, LineSplitter
-from exporter.offline.logfile import LogOpenError, open_binary
+from exporter.sources.logfile import LogOpenError, open_binary
 from exporter.sources.base import Status
 from exporter.sources.notify import Watch
 
