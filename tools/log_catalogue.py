@@ -493,6 +493,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\n| undecided, by where the call lives | calls |\n|---|---|")
         for k, v in list(cov["undecided_by_area"].items())[:25]:
             print(f"| `{k}` | {v} |")
+        if not cov["undecided_by_area"]:
+            print("| (none) | 0 |")
+        kinds = {g.name: (f"family `{g.family}`" if g.family else f"wanted `{g.wanted}`" if g.wanted else "ignored")
+                 for g in groups}
+        print("\n| the largest decision groups | decision | calls in scope |\n|---|---|---|")
+        for k, v in sorted(cov["per_group"].items(), key=lambda kv: -kv[1])[:20]:
+            print(f"| {k} | {kinds[k]} | {v} |")
         return 0
     print(f"{cov['calls']} calls, {cov['in_scope']} in scope; decided {cov['decided']} ({pct:.1f} %): "
           f"family {cov['family']}, ignored {cov['ignored']}, wanted {cov['wanted']}; undecided {cov['undecided']}")
