@@ -70,7 +70,7 @@ def test_headers_follow_the_release():
 
 
 def test_decisions_are_well_formed(calls, groups):
-    from exporter.events import KINDS
+    from exporter.parsers.events import KINDS
     from exporter.parsers import PARSERS
 
     names = {p.name for p in PARSERS}

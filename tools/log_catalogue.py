@@ -391,8 +391,9 @@ def outcome(call: dict, version: str, values: dict[str, str] | None = None) -> t
     """(families that parse the call's lines, every event kind the pipeline makes of them)."""
     from datetime import timezone
 
-    from exporter.framing import Clock, frame_line
-    from exporter.pipeline import Pipeline
+    from exporter.framing.clock import Clock
+    from exporter.framing.frame import frame_line
+    from exporter.stream.pipeline import Pipeline
 
     clock = Clock(year=2025, tz=timezone.utc)
     pipe = Pipeline(Clock(year=2025, tz=timezone.utc))
