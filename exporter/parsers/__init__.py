@@ -26,7 +26,7 @@ from exporter.parsers import (
     torch_glog,
     warning_signs,
 )
-from exporter.parsers.base import Parser
+from exporter.parsers.base import ANYWHERE, Parser, Where
 
 # Most frequent first: access-log lines dominate real logs, then the periodic stats families.
 PARSERS: tuple[Parser, ...] = (
@@ -91,7 +91,8 @@ _ERROR_TABLE = _needle_table(EXCEPTION_PARSERS)
 def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Event] | None:
     """Events of one framed line, or None when no family recognises it.
 
-    Families are tried in order. A family is tried once, when one of its needles is in the message;
+    Families are tried in order. A family is tried once, when one of its needles is in the message
+    and the line comes from where the family's lines come from (its ``where``: level, logger, start);
     one that finds nothing passes the line on to the next family."""
     if parsers is PARSERS:
         table = _TABLE
@@ -104,6 +105,9 @@ def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Eve
     for needle, p in table:
         if p is not tried and needle in msg:
             tried = p
+            w = p.where
+            if w is not ANYWHERE and not w.admits(frame):
+                continue
             events = p.parse(frame)
             if events:
                 return events
@@ -116,4 +120,4 @@ def parse_errors(frame: Frame) -> list[Event]:
     return parse_frame(frame, EXCEPTION_PARSERS) or []
 
 
-__all__ = ["NEEDLES", "NO_NEEDLE_FILTERS", "PARSERS", "Parser", "parse_frame", "parse_errors"]
+__all__ = ["NEEDLES", "NO_NEEDLE_FILTERS", "PARSERS", "Parser", "Where", "parse_frame", "parse_errors"]

@@ -3,6 +3,13 @@
 The client address is matched but never kept. The query string is dropped from ``path``. The
 reason phrase depends on the Python that ran vLLM (422 is "Unprocessable Entity" or "Unprocessable
 Content"), so only the number is read.
+
+Where uvicorn prints it (the trust boundary, issue 32): uvicorn's access logger has a formatter of
+its own, so an access line carries no vLLM logger header (``[file.py:N] ``) before the client, and
+it ends with the status and its reason phrase. The path and query are the client's text, and other
+records echo a client's text too (a request id from ``X-Request-Id``, a prompt): a request line
+quoted inside a vLLM record, or followed by more text, is not an access line. uvicorn 0.55 prints
+the path raw (``raw_path``, ``"`` as ``%22``); older releases printed it decoded, spaces included.
 """
 
 from __future__ import annotations
@@ -15,10 +22,17 @@ from exporter.parsers.base import Parser
 
 # `<client> - "<METHOD> <path> HTTP/<v>" <status>`; the client is any token, never kept.
 _REQUEST = re.compile(r'([A-Za-z]+) (.*) HTTP/(\d(?:\.\d)?)" (\d{3})\b')
+# ... and nothing after the status but its reason phrase (http.HTTPStatus's: letters, spaces, "-"
+# and "'"; none for a code Python has no phrase for)
+_WHOLE = re.compile(r'([A-Za-z]+) (.*) HTTP/(\d(?:\.\d)?)" (\d{3})(?: [A-Za-z][A-Za-z\' -]*)?\s*')
 SEP = ' - "'
 SEEN: dict[str, tuple[str, str, int, str]] = {}
 SEEN_MAX = 4096
+WHOLE: dict[str, tuple[str, str, int, str] | None] = {}
 NEEDLE = " HTTP/"
+# what a vLLM logger header ends with ("[loggers.py:335] ", "metrics.py:367] "): never before an
+# access line's client
+HEADER_END = "] "
 
 
 def match_tail(tail: str) -> tuple[str, str, int, str] | None:
@@ -38,6 +52,45 @@ def match_tail(tail: str) -> tuple[str, str, int, str] | None:
         SEEN.clear()
     SEEN[tail] = r
     return r
+
+
+def whole_tail(tail: str) -> tuple[str, str, int, str] | None:
+    """``match_tail`` for a tail that ends with the status and its reason phrase, else None. Cached
+    both ways (bounded), so the common tails cost one lookup."""
+    try:
+        return WHOLE[tail]
+    except KeyError:
+        pass
+    m = _WHOLE.fullmatch(tail)
+    r = None
+    if m is not None:
+        method, path, version, status = m.group(1, 2, 3, 4)
+        q = path.find("?")
+        if q >= 0:
+            path = path[:q]
+        r = (method, path, int(status), version)
+    if len(WHOLE) >= SEEN_MAX:
+        WHOLE.clear()
+    WHOLE[tail] = r
+    return r
+
+
+def from_uvicorn(frame: Frame) -> tuple[str, str, int, str] | None:
+    """(method, path without query, status, http version) when ``frame`` is an access line where
+    uvicorn prints one: the message's first `` - "`` follows the client token, no vLLM header stands
+    between the line's wrappers and it, and the request line and status end the line. A JSON
+    record is one when it is uvicorn's (framing's ``uvicorn``). The batch path counts raw lines by
+    the same rule, with the whole line before the separator (wrappers too) free of a header's end."""
+    msg = frame.message
+    i = msg.find(SEP)
+    if i <= 0 or msg[i - 1].isspace():
+        return None
+    if not frame.uvicorn:
+        clean = frame.clean
+        j = clean.find(SEP, frame.inner_at)
+        if j < 0 or HEADER_END in clean[frame.inner_at:j]:
+            return None
+    return whole_tail(msg[i + 4:])
 
 
 def match(text: str) -> tuple[str, str, int, str] | None:
@@ -69,7 +122,7 @@ def match(text: str) -> tuple[str, str, int, str] | None:
 
 
 def _parse(frame: Frame) -> list[Event] | None:
-    r = match(frame.message)
+    r = from_uvicorn(frame)
     if r is None:
         return None
     return [Event("access_log", {"method": r[0], "path": r[1], "status": r[2], "http_version": r[3]})]

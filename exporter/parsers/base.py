@@ -1,17 +1,99 @@
-"""What a parser is: cheap substrings to test first, then a function from frame to events."""
+"""What a parser is: cheap substrings to test first, where the family's lines come from, then a
+function from frame to events."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 
+# What vLLM (or Python) may print before an error's words when the line is an exception's: its type,
+# module path included, and the types it is wrapped in ("RuntimeError: ", "torch.OutOfMemoryError: ",
+# "ray.exceptions.RayTaskError(OutOfMemoryError): "), each one word ending in a colon and a space.
+EXCEPTION_P = r"(?:[A-Za-z_][\w.]*(?:\([\w.]*\))?: )*"
+
+# Levels, as framing reads them; NO_LEVEL stands for a line without one: output that did not go
+# through a logger of vLLM's (stderr, an exception line, a supervisor's or a library's line).
+NO_LEVEL = ""
+ALL_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", NO_LEVEL})
+# The levels an error, a death or a warning sign is logged at: never INFO or DEBUG, the levels of the
+# lines that echo a client's text (a request logger's, a LoRA adapter's name).
+PROBLEM_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", NO_LEVEL})
+
+_STEMS: dict[str, str] = {}
+
+
+def logger_stem(logger: str) -> str:
+    """The file (or module) a record's logger names, without directory, ``.py`` or line:
+    ``loggers.py:335`` -> ``loggers``, ``entrypoints/.../serving.py:1267`` -> ``serving``, a JSON
+    record's ``vllm.v1.metrics.loggers`` -> ``loggers``."""
+    stem = _STEMS.get(logger)
+    if stem is None:
+        name, colon, line = logger.rpartition(":")
+        if not colon or not line.isdigit():
+            name = logger
+        name = name.rpartition("/")[2]
+        stem = name[:-3] if name.endswith(".py") else name.rpartition(".")[2]
+        if len(_STEMS) > 4096:
+            _STEMS.clear()
+        _STEMS[logger] = stem
+    return stem
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where vLLM prints a family's lines: a line from anywhere else is not tried (the trust boundary
+    of issue 32: text a client chose, which vLLM echoes in its own lines, reaches the parsers only
+    inside such lines, never at their start). Each field narrows; the default admits any line.
+
+    - ``levels``: the levels a line of the family carries (NO_LEVEL: none, e.g. an exception line
+      or stderr output); ``None``: any.
+    - ``loggers``: the logger stems (``logger_stem``) a record of the family comes from; a line
+      with no logger (no vLLM header, or a pasted line that lost it) passes. ``None``: any.
+    - ``untagged``: only lines with neither a vLLM process tag nor a vLLM header (a supervisor's).
+    - ``start``: what the message begins with, matched at its start: the family's own words, after
+      whatever vLLM prints before them (an exception's type, ``Engine 000: ``). ``None``: anything
+      (the family's parse anchors its own patterns).
+    """
+
+    levels: frozenset[str] | None = None
+    loggers: frozenset[str] | None = None
+    untagged: bool = False
+    start: re.Pattern | None = None
+
+    def admits(self, frame: Frame) -> bool:
+        levels = self.levels
+        if levels is not None and (frame.level or NO_LEVEL) not in levels:
+            return False
+        loggers = self.loggers
+        if loggers is not None and frame.logger is not None and logger_stem(frame.logger) not in loggers:
+            return False
+        if self.untagged and (frame.process is not None or frame.header is not None):
+            return False
+        start = self.start
+        return start is None or start.match(frame.message) is not None
+
+
+ANYWHERE = Where()
+
+
+def where(levels=None, loggers=None, untagged: bool = False, start: str | None = None) -> Where:
+    """A Where from plain values: ``start`` a pattern (compiled here), ``levels`` and ``loggers`` any
+    iterables."""
+    return Where(frozenset(levels) if levels is not None else None,
+                 frozenset(loggers) if loggers is not None else None,
+                 untagged, re.compile(start) if start is not None else None)
+
 
 @dataclass(frozen=True, slots=True)
 class Parser:
     """``needles``: a line can only match if it contains one of them (checked before any regex).
+
+    ``where``: where vLLM prints the family's lines (``Where``); a line from elsewhere is not
+    offered to ``parse``, whatever it holds.
 
     ``parse`` returns the events of the line, or None when the line is not of this family after all.
     """
@@ -19,3 +101,4 @@ class Parser:
     name: str
     needles: tuple[str, ...]
     parse: Callable[[Frame], list[Event] | None]
+    where: Where = ANYWHERE

@@ -39,11 +39,14 @@ def count_access(lines: list[str]) -> Tally:
     """The batch path's count of ``lines``, which the caller found free of BATCH_UNSAFE.
 
     The common access line is counted by its tail, the text after the client address (what that
-    text means is looked up once per distinct text, later); a " [" after the request means another
-    record was glued on, so that line is one of the others, which the pipeline feeds one by one.
-    Pure: lines in, tally out."""
+    text means is looked up once per distinct text, later): a line whose text before the separator
+    holds no vLLM header (a record of vLLM's that quotes a client's request line is not uvicorn's
+    access line) and whose tail is a whole request line and status (access_log.whole_tail: nothing
+    after the reason phrase, so no record glued on either). Every other line is one of the others,
+    which the pipeline feeds one by one. Pure: lines in, tally out."""
     sep = access_log.SEP
-    match_tail = access_log.match_tail
+    header_end = access_log.HEADER_END
+    whole_tail = access_log.whole_tail
     ws = _WHITESPACE
     tails: dict[str, int] = {}
     get = tails.get
@@ -52,12 +55,12 @@ def count_access(lines: list[str]) -> Tally:
     for i, line in enumerate(lines):
         # (partition, not find: str.find parses its arguments the slow way)
         head, found, tail = line.partition(sep)
-        if found and head and head[-1] not in ws:
+        if found and head and head[-1] not in ws and header_end not in head:
             n = get(tail)
             if n is not None:
                 tails[tail] = n + 1
                 continue
-            if " [" not in tail and match_tail(tail) is not None:
+            if whole_tail(tail) is not None:
                 tails[tail] = 1
                 continue
         other(i)

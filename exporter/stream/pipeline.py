@@ -19,9 +19,11 @@ from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_li
 from exporter.framing.json_records import looks_like_record, record_frames
 from exporter.framing.lines import joined
 from exporter.parsers import access_log, parse_frame
+from exporter.parsers.base import PROBLEM_LEVELS
 from exporter.parsers.events import Event
 from exporter.stream import fastpath
 from exporter.stream.batch import batch_unsafe, count_access
+from exporter.stream.boundary import Echoes, glue_host, inner_returns
 from exporter.stream.lifecycle import Lifecycle
 from exporter.stream.traceback import TRACEBACK_IDLE_SECONDS, OpenTraceback
 
@@ -49,6 +51,7 @@ class Pipeline:
         self._tracebacks: dict[tuple, OpenTraceback] = {}
         self._engine_of: dict[tuple, int] = {}
         self._cri = CriJoiner()
+        self._echoes = Echoes()  # records that echo a client's text, and their continuation lines
         self.lifecycle = Lifecycle()  # what the error lines mean: a death, a stop, a failed start
 
     def join_parts(self, lines: list[str], text: str | None = None) -> list[str]:
@@ -111,9 +114,9 @@ class Pipeline:
         self.lineno = start + len(lines)
         counts[PARSED] += len(lines) - len(others)
         access: dict[tuple, int] = {}
-        match_tail = access_log.match_tail
+        whole_tail = access_log.whole_tail
         for tail, n in tails.items():
-            r = match_tail(tail)
+            r = whole_tail(tail)
             access[r] = access.get(r, 0) + n
         if events:
             events = self.lifecycle.feed(events)
@@ -145,6 +148,8 @@ class Pipeline:
     def _feed_usual(self, line: str, clean: bool) -> tuple[str, list[Event]]:
         """Framing, the glue check and the parsers: every line the fast path does not answer."""
         self.lineno += 1
+        if not clean and "\r" in line:
+            line = inner_returns(line, self.clock)
         f = frame_line(line, self.clock, clean)
         msg = f.message
         if msg[:2] == '{"' and looks_like_record(msg):
@@ -167,9 +172,21 @@ class Pipeline:
         return best, events
 
     def _feed_glued(self, f: Frame) -> tuple[str, list[Event]]:
-        parts = [part for part in _GLUED.split(f.message) if part]
-        f.message = parts[0]
-        return self._feed_frames([f] + [self._glued_part(f, part) for part in parts[1:]])
+        """Records glued onto ``f``'s line (a lost newline), each split off where the text before it
+        is vLLM's own (exporter.stream.boundary.glue_host): a header inside a client's text stays text."""
+        frames, g = [f], f
+        while True:
+            msg = g.message
+            m = _GLUED.search(msg)
+            if m is None:
+                break
+            g.message = msg[:m.start()]
+            if not glue_host(g):
+                g.message = msg
+                break
+            g = self._glued_part(f, msg[m.start():])
+            frames.append(g)
+        return self._feed_frames(frames)
 
     def _glued_part(self, f: Frame, part: str) -> Frame:
         """A record glued onto ``f``'s line: its own framing, the line's wrapper facts where it has none."""
@@ -231,8 +248,14 @@ class Pipeline:
             fields.setdefault("engine", self._engine_of.get(key, 0))
 
     def _classify(self, f: Frame, key: tuple) -> tuple[str, list[Event]]:
+        echo = self._echoes.record(f, key)
+        if echo is not None:
+            return self._echo(f, echo)
         msg = f.message
-        if msg.startswith(TRACEBACK_START) or (msg[:1] == " " and msg.lstrip().startswith(TRACEBACK_START)):
+        # (a traceback is logged at ERROR, or WARNING with exc_info, or bare on stderr: never at INFO or
+        # DEBUG, the levels of the records that echo a client's text)
+        if (msg.startswith(TRACEBACK_START) or (msg[:1] == " " and msg.lstrip().startswith(TRACEBACK_START))) \
+                and (f.level or "") in PROBLEM_LEVELS:
             self._tracebacks[key] = OpenTraceback(
                 f.ts, f.process, f.pid, f.header and f.header.rstrip(), self.lineno, touched=time.monotonic(), last_ts=f.ts
             )
@@ -259,6 +282,15 @@ class Pipeline:
         if level is not None or f.process is not None or f.unit == "systemd" or _NOISE.match(msg):
             return IGNORED, []
         return UNPARSED, []
+
+    def _echo(self, f: Frame, record: str) -> tuple[str, list[Event]]:
+        """A record that echoes a client's text: nothing in it is read. At WARNING or above, its first
+        line counts as a message of its level (without its text)."""
+        level = f.level
+        if record == "continued" or level not in ("WARNING", "ERROR", "CRITICAL"):
+            return IGNORED, []
+        return PARSED, [Event("log", {"level": level.lower(), "logger": f.logger, "echo": record},
+                              f.ts, f.process, f.pid, self.lineno)]
 
     def flush(self, idle_seconds: float | None = None) -> list[Event]:
         """Finish pending tracebacks: all of them, or those untouched for ``idle_seconds``."""

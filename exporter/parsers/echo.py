@@ -1,0 +1,105 @@
+"""Records that echo text a client chose or a model generated: recognised before any other family,
+never split, never read as anything else.
+
+vLLM prints a client's text in these records (read from the released sources, 0.5-0.34; the research
+is in docs/research/issue32-echoes.md):
+
+- the request logger (``--enable-log-requests``, ``--enable-log-outputs``), ``request_logger.py``
+  (``entrypoints/serve/utils/`` in 0.29-0.34), ``entrypoints/logger.py`` before (0.5-0.10), V0's
+  ``async_llm_engine.py`` before that:
+  - INFO ``Received request %s: params: %s, lora_request: %s.`` (0.32; 0.5-0.10 also ``prompt: %r``
+    after the id): the id is the client's ``X-Request-Id`` header or the body's ``request_id``,
+    printed as it came (a body's id may hold a newline); ``params`` is SamplingParams' repr, whose
+    stop strings and bad words are quoted (escaped); the LoRARequest's repr is quoted too.
+  - DEBUG ``Request %s details: prompt: %r, prompt_token_ids: %s, prompt_embeds shape: %s.``,
+    ``Request %s JSON body: %s`` (the request as JSON, cut at ``--max-log-len``).
+  - INFO ``Generated response %s%s: output: %r, finish_reason: %s``, DEBUG ``Generated response
+    %s%s details: output_token_ids: %s``.
+- the engine client logging requests (``v1/engine/async_llm.py``; V0 ``engine/async_llm_engine.py``):
+  INFO ``Added request %s.``, ``Request %s aborted.``, ``Request %s failed (engine dead).``,
+  ``Request %s failed (bad request): %s.`` (the error may quote the request), ``Aborted request(s)
+  %s.``; V0 ``Aborted request %s.``, ``Finished request %s.``. Any vLLM record that begins with a
+  request's id (``Request %s ...``) is taken for one of these: the id is the client's.
+- LoRA adapters loaded at run time (``entrypoints/openai/models/serving.py``, names and paths from a
+  client's ``/v1/load_lora_adapter`` body, printed raw): ``Loaded new LoRA adapter: name '%s', path
+  '%s'``, ``Removed LoRA adapter: name '%s'``, ``Reloaded LoRA adapter '%s' ...``, ``Resolved and
+  loaded LoRA adapter '%s' using %s``, ``Failed to load LoRA '%s' resolved by %s: %s. ...``.
+- ``VLLM_DEBUG_LOG_API_SERVER_RESPONSE``'s middleware (``serve/middleware/log_response.py``):
+  ``response_body={%s}`` (a response's JSON), ``response_body={streaming_complete: content=%r, ...}``.
+
+Recognised by where the record starts (the words before the client's text), or by its logger alone
+for the request logger's files, whose every record is an echo. A record's continuation lines (vLLM
+repeats the record's header on each line of a multi-line message) are its own: the pipeline keeps
+the header of the last echo per process and takes every line with that exact header for one.
+
+What a recognised record yields: nothing, for now; ``fields`` reads the bounded facts a record
+holds (a response's finish reason, a request's LoRA adapter) for a ``request_log`` family to count
+later, never the prompt, the output, the id or a path.
+"""
+
+from __future__ import annotations
+
+import re
+
+from exporter.framing.frame import Frame
+from exporter.parsers.base import logger_stem
+
+# message start -> the record it begins
+STARTS = (
+    ("Received request ", "received"),
+    ("Generated response ", "generated"),
+    ("Request ", "request"),
+    ("Added request ", "added"),
+    ("Aborted request", "aborted"),
+    ("Finished request ", "finished"),
+    ("Loaded new LoRA adapter: ", "lora"),
+    ("Removed LoRA adapter: ", "lora"),
+    ("Reloaded LoRA adapter ", "lora"),
+    ("Resolved and loaded LoRA adapter ", "lora"),
+    ("Failed to load LoRA ", "lora"),
+    ("response_body={", "response_body"),
+)
+_FIRST_LETTERS = frozenset(s[0] for s, _ in STARTS)
+# loggers whose every record echoes a request: vLLM's RequestLogger (request_logger.py; logger.py
+# in 0.5-0.10, where vllm/logger.py's own few lines carry no fact either)
+LOGGERS = frozenset({"request_logger", "logger"})
+
+
+def recognise(frame: Frame) -> str | None:
+    """The echo record ``frame`` begins (``received``, ``generated``, ``request``, ``lora``...), or
+    "continued" for any record of an echo-only logger, else None."""
+    msg = frame.message
+    if msg[:1] in _FIRST_LETTERS:
+        for start, record in STARTS:
+            if msg.startswith(start):
+                return record
+    if frame.logger is not None and logger_stem(frame.logger) in LOGGERS:
+        return "continued"
+    return None
+
+
+# What a record's end says, read from the end (the client's text comes before it, and a match from
+# the left could start inside that text).
+_FINISH = ", finish_reason: "
+_FINISH_REASON = re.compile(r"[a-z_]{1,32}|None")
+_LORA = ", lora_request: "
+_LORA_NAME = re.compile(r"LoRARequest\(lora_name='([^'\\]{1,128})'")
+
+
+def fields(record: str, message: str) -> dict:
+    """The bounded facts of an echo record: ``finish_reason`` of a generated response (``stop``,
+    ``length``, ``abort``..., absent for a streaming delta that did not finish), ``lora`` of a
+    received request (the adapter's name, None without one). Never the prompt, the output or the id.
+
+    The hook for counting requests by adapter and responses by finish reason."""
+    out: dict = {"record": record}
+    if record == "generated":
+        head, found, reason = message.rpartition(_FINISH)
+        if found and _FINISH_REASON.fullmatch(reason) and reason != "None":
+            out["finish_reason"] = reason
+    elif record == "received":
+        head, found, tail = message.rpartition(_LORA)
+        if found:
+            m = _LORA_NAME.match(tail)
+            out["lora"] = m.group(1) if m else None
+    return out

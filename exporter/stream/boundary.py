@@ -1,0 +1,83 @@
+"""The trust boundary's part that needs memory of the stream (issue 32): which lines continue a
+record that echoes a client's text, where a record glued onto another may be split off, and what a
+carriage return inside a record is.
+
+A client's text reaches the log inside vLLM's own records (exporter.parsers.echo lists them). Inside a
+line it is harmless once every family anchors its words where vLLM prints them (exporter.parsers.base's
+``Where``); these are the ways it could still pass for a line of its own:
+
+- A newline in text vLLM prints raw (a request id from the body's ``request_id``, a LoRA name): vLLM's
+  formatter repeats the record's header on the next line, so the continuation carries the echoing
+  record's exact header. ``Echoes`` remembers that header per process and takes every line with it
+  for part of the echo (and families gate on level and logger, so a continuation of an INFO record
+  is never an error, whoever wrote it).
+- A vLLM header in the text (``...xERROR 12-04 10:00:00 [core.py:1] EngineCore encountered...``),
+  which the glued-record split would cut off as a record: a record is split off only after text that
+  is vLLM's own through and through (``glue_host``).
+- A carriage return in text printed raw: framing keeps what follows the last one (progress bars redraw
+  so), which would drop the record's header; inside a vLLM record it is the record's text instead
+  (``inner_returns``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from exporter.framing.clock import Clock
+from exporter.framing.frame import Frame, frame_line
+from exporter.parsers import echo, parse_frame
+
+# The families whose lines are vLLM's words and numbers from end to end (a client's text is in none
+# of them): a record glued after one of these lines is a record (vllm-project/vllm#18115). An access
+# line is one when it is whole (its path is the client's, but a record glued on starts after the status).
+GLUE_HOSTS = frozenset({"engine_stats", "mfu", "prefix_cache", "spec_decode", "spec_calibration", "kv_transfer",
+                        "access_log"})
+# Progress bars (tqdm) that records get glued onto when a newline is lost.
+_PROGRESS = re.compile(r"(?:Loading (?:safetensors|pt) checkpoint shards|Capturing CUDA graph|Processed prompts|"
+                       r"Adding requests|Compiling|\d+%\|)")
+
+
+def glue_host(frame: Frame) -> bool:
+    """Whether a record glued on after ``frame``'s message may be split off as a record: the message
+    is a progress bar or a line of GLUE_HOSTS, so what follows it is no client's text."""
+    if _PROGRESS.match(frame.message):
+        return True
+    events = parse_frame(frame)
+    return bool(events) and all(ev.kind in GLUE_HOSTS for ev in events)
+
+
+def inner_returns(line: str, clock: Clock) -> str:
+    """``line`` as framing should read it: a carriage return after the start of a vLLM record (a
+    header before it) is part of the record's text, printed raw, and becomes a space; anywhere else
+    (a progress bar redrawing itself) it stays, and framing keeps the last drawing."""
+    body = line.rstrip("\r\n")
+    i = body.find("\r")
+    if i < 0 or frame_line(body[:i], clock).header is None:
+        return line
+    return body.replace("\r", " ")
+
+
+class Echoes:
+    """The echo records of one stream: what each process's last one was, and its header, so that its
+    continuation lines (the same header, vLLM's formatter repeats it) are taken for it."""
+
+    MAX_PROCESSES = 1024
+
+    def __init__(self) -> None:
+        self._headers: dict[tuple, str] = {}
+
+    def record(self, f: Frame, key: tuple) -> str | None:
+        """The echo record ``f`` begins or continues (exporter.parsers.echo's name for it; "continued"
+        for a continuation line), else None."""
+        rec = echo.recognise(f)
+        headers = self._headers
+        header = f.header
+        if rec is None:
+            if not headers or header is None or headers.get(key) != header.rstrip():
+                return None
+            return "continued"
+        if header is not None:
+            if len(headers) >= self.MAX_PROCESSES:
+                headers.clear()
+            headers[key] = header.rstrip()
+        return rec
