@@ -15,10 +15,17 @@ from exporter.framing.frame import Frame
 # "ray.exceptions.RayTaskError(OutOfMemoryError): "), each one word ending in a colon and a space.
 EXCEPTION_P = r"(?:[A-Za-z_][\w.]*(?:\([\w.]*\))?: )*"
 
+# A header framing could not read (a paste mangled it: "ERROR 10-20 03:20:50 [async_llm.py:485[] "): a
+# problem family's words may follow it. Client text never starts a message but on a continuation
+# line, whose header framing reads.
+UNREAD_HEADER_P = r"(?:(?:WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[[^\s\]]*\]+ )?"
+
 # Levels, as framing reads them; NO_LEVEL stands for a line without one: output that did not go
 # through a logger of vLLM's (stderr, an exception line, a supervisor's or a library's line).
 NO_LEVEL = ""
 ALL_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", NO_LEVEL})
+# The levels of vLLM's periodic and start-up facts (a stats line goes to DEBUG when the engine idles).
+INFO_LEVELS = frozenset({"DEBUG", "INFO", NO_LEVEL})
 # The levels an error, a death or a warning sign is logged at: never INFO or DEBUG, the levels of the
 # lines that echo a client's text (a request logger's, a LoRA adapter's name).
 PROBLEM_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", NO_LEVEL})

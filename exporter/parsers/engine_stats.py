@@ -14,7 +14,7 @@ import re
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import integer, number, percent, ratio, segments, snake
-from exporter.parsers.base import Parser
+from exporter.parsers.base import INFO_LEVELS, Parser, where
 
 _ENGINE = re.compile(r"Engine (\d+): ")
 _AGGREGATED = re.compile(r"(\d+) Engines Aggregated: ")
@@ -176,6 +176,12 @@ def _parse_mfu(frame: Frame) -> list[Event] | None:
     return [Event("mfu", fields)]
 
 
-PARSER = Parser("engine_stats", ("Avg prompt throughput: ",), _parse)
-PREFIX_V0 = Parser("prefix_cache", ("Prefix cache hit rate: GPU: ",), _parse_v0_prefix)
-MFU = Parser("mfu", ("MFU: ",), _parse_mfu)
+# Where vLLM prints them (the trust boundary): its stats logger, v1/metrics/loggers.py (V1), engine/metrics.py
+# (V0; llm_engine.py in 0.3), at INFO (DEBUG while idle), the line's words first; the MFU line from
+# v1/metrics/perf.py (0.34) or inside the stats line.
+_ENGINE_P = r"(?:Engine \d+: |\d+ Engines Aggregated: )?"
+PARSER = Parser("engine_stats", ("Avg prompt throughput: ",), _parse, where(
+    INFO_LEVELS, ("loggers", "metrics", "llm_engine"), start=_ENGINE_P + "Avg prompt throughput: "))
+PREFIX_V0 = Parser("prefix_cache", ("Prefix cache hit rate: GPU: ",), _parse_v0_prefix, where(
+    INFO_LEVELS, ("metrics",), start="Prefix cache hit rate: GPU: "))
+MFU = Parser("mfu", ("MFU: ",), _parse_mfu, where(INFO_LEVELS, ("perf", "loggers"), start=_ENGINE_P + "MFU: "))

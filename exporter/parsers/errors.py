@@ -13,7 +13,7 @@ import re
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import to_bytes
-from exporter.parsers.base import Parser
+from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, UNREAD_HEADER_P, Parser, where
 
 _SZ = r"([\d.]+) ?(B|KiB|MiB|GiB|TiB|KB|MB|GB)"
 _OOM = re.compile(r"(?:\b(CUDA|XPU|NPU|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError)")
@@ -144,14 +144,32 @@ def _engine_dead(frame: Frame) -> list[Event] | None:
     return None
 
 
-OOM = Parser("oom", ("out of memory", "OutOfMemoryError"), _oom)
-CUDA_ERROR = Parser("cuda_error", ("CUDA error", "cuMemcpyBatchAsync", "CUBLAS_STATUS"), _cuda)
-NCCL_ERROR = Parser("nccl_error", ("NCCL error", "nccl", "Watchdog caught"), _nccl)
+# Where each is printed (the trust boundary): at the start of an exception's line (after its type and
+# the types wrapping it), or as the whole message of a WARNING/ERROR/CRITICAL record or of stderr
+# output; never at INFO or DEBUG, never after other words.
+_EXC = UNREAD_HEADER_P + EXCEPTION_P
+# V0's model runner wraps the error: "Error in model execution (input dumped to /tmp/x.pkl): CUDA error: ..."
+_MODEL_EXECUTION = r"(?:Error in model execution(?: \(input dumped to [^)]*\))?: )?"
+# torch's c10 log line (glog), "[rank1]:[E1202 14:07:47.123456 ProcessGroupNCCL.cpp:1895] [PG ID 0 ...] ..."
+GLOG_P = r"(?:\[rank\d+\]:)?\[[WEF]\d{4} [\d:.]+ (?:\d+ )?[\w.-]+:\d+\] (?:\[[^\]]*\] )*"
+OOM = Parser("oom", ("out of memory", "OutOfMemoryError"), _oom, where(
+    PROBLEM_LEVELS, start=_EXC + _MODEL_EXECUTION + r"(?:(?:CUDA|XPU|NPU|HIP) out of memory|CUDA error: out of memory"
+                          r"|[\w.]*OutOfMemoryError\b)"))
+CUDA_ERROR = Parser("cuda_error", ("CUDA error", "cuMemcpyBatchAsync", "CUBLAS_STATUS"), _cuda, where(
+    PROBLEM_LEVELS, start=_EXC + _MODEL_EXECUTION + r"(?:CUDA error: |cuMemcpyBatchAsync failed|CUBLAS_STATUS_)"))
+NCCL_ERROR = Parser("nccl_error", ("NCCL error", "nccl", "Watchdog caught"), _nccl, where(
+    PROBLEM_LEVELS, start=_EXC + r"(?:NCCL error|nccl[A-Z]\w*Error\b|nccl(?:InvalidArgument|InvalidUsage)\b|"
+                          + GLOG_P + r"Watchdog caught collective operation timeout)"))
 ENGINE_DEAD = Parser(
     "engine_dead",
     ("EngineCore", "EngineDead", "AsyncLLM", "died unexpectedly", "WorkerProc", "already dead",
      "Engine background", "Engine loop", "fatal signal", "Segfault", "exited unexpectedly"),
     _engine_dead,
+    where(PROBLEM_LEVELS, start=_EXC + r"(?:EngineCore encountered a fatal error|[\w.]*EngineDeadError\b|"
+                                r"AsyncLLM output_handler failed|Engine core proc \S+ died unexpectedly|"
+                                r"WorkerProc hit an exception|\w+ is already dead, terminating server process|"
+                                r"Engine background task failed|Engine loop has died|\w+ got fatal signal from worker|"
+                                r"!+ Segfault encountered|(?:\[shutdown\] \w+: )?engine core exited unexpectedly)"),
 )
 
 from exporter.parsers import startup_failure  # noqa: E402 - one family of its own, checked among the errors

@@ -25,7 +25,7 @@ import re
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import to_bytes
-from exporter.parsers.base import Parser
+from exporter.parsers.base import INFO_LEVELS, Parser, where
 
 _SIZE = re.compile(r"(?:^|\] |: |\s)([A-Za-z]+(?: \+ host)?) KV cache size: ([\d,]+) tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
@@ -91,7 +91,10 @@ def _mmap(frame: Frame) -> list[Event] | None:
     return [Event("offload_pool", {"path": m.group(1), "bytes": to_bytes(float(m.group(2)), m.group(3))})]
 
 
-KV_SIZE = Parser("kv_cache_size", (" KV cache size: ", "Maximum concurrency for "), _kv_size)
-KV_MEMORY = Parser("kv_cache_memory", ("Available KV cache memory: ", " GiB for KV cache on node "), _kv_memory)
-GPU_BLOCKS = Parser("gpu_blocks", (" blocks: ",), _blocks)
-OFFLOAD_POOL = Parser("offload_pool", ("Created mmap file ",), _mmap)
+# Where vLLM prints them (the trust boundary): start-up INFO records, each fact's words first.
+KV_SIZE = Parser("kv_cache_size", (" KV cache size: ", "Maximum concurrency for "), _kv_size, where(
+    INFO_LEVELS, start=r"(?:[A-Za-z]+(?: \+ host)? KV cache size: |Maximum concurrency for )"))
+KV_MEMORY = Parser("kv_cache_memory", ("Available KV cache memory: ", " GiB for KV cache on node "), _kv_memory, where(
+    INFO_LEVELS, start=r"(?:Available KV cache memory: |(?:Explicitly|Auto) set \()"))
+GPU_BLOCKS = Parser("gpu_blocks", (" blocks: ",), _blocks, where(INFO_LEVELS, start=r"# \w+ blocks: "))
+OFFLOAD_POOL = Parser("offload_pool", ("Created mmap file ",), _mmap, where(INFO_LEVELS, start="Created mmap file "))

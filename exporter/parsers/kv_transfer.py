@@ -20,7 +20,7 @@ from operator import itemgetter
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import number
-from exporter.parsers.base import Parser
+from exporter.parsers.base import INFO_LEVELS, Parser, where
 
 MARKER = "KV Transfer metrics: "
 _OPEN = {"(": ")", "[": "]", "{": "}"}
@@ -224,4 +224,7 @@ def fields_of(metrics: dict, text: str) -> dict:
     return fields
 
 
-PARSER = Parser("kv_transfer", (MARKER,), _parse)
+# Where vLLM prints it (the trust boundary): after the stats line, at its level, the marker first (the file
+# varies: kv_connector/v1/metrics.py, the stats logger, a plugin's connector such as tpu-inference's).
+PARSER = Parser("kv_transfer", (MARKER,), _parse, where(
+    INFO_LEVELS, start=r"(?:Engine \d+: )?" + MARKER))

@@ -23,7 +23,7 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import Parser
+from exporter.parsers.base import INFO_LEVELS, Parser, where
 
 _SIGNAL = re.compile(r"trigger received signal=(\w+)")
 # needle -> the signature an event carries
@@ -51,4 +51,8 @@ def _parse(frame: Frame) -> list[Event] | None:
     return None
 
 
-PARSER = Parser("lifecycle", tuple(_STOPS) + _READY, _parse)
+# Where vLLM prints them (the trust boundary): a stop makes the next errors part of it, so a stop or a
+# start only from an INFO record (or uvicorn's line), their words first.
+PARSER = Parser("lifecycle", tuple(_STOPS) + _READY, _parse, where(
+    INFO_LEVELS | {"WARNING"}, start=r"(?:\[shutdown\] (?:API server: shutdown triggered|EngineCore: trigger received signal=)|[Ss]hutting down "
+          r"FastAPI HTTP server|Gracefully stopping http server|Application startup complete|Starting vLLM API server)"))

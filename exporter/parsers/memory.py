@@ -23,7 +23,7 @@ import re
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import to_bytes
-from exporter.parsers.base import Parser
+from exporter.parsers.base import INFO_LEVELS, Parser, where
 
 _SZ = r"(-?[\d.]+) ?(GiB|GB|MiB|MB)"
 
@@ -127,6 +127,11 @@ MEMORY_PROFILE = Parser(
     ("Free memory on device", "total_gpu_memory (", "model weights take ", "Memory profiling takes ",
      "Memory profiling results: ", "as specified by kv_cache_memory_bytes"),
     _profile,
+    # (the trust boundary: start-up INFO records, the words first; V0 prints its profile as lines of one record)
+    where(INFO_LEVELS, start=r"(?:Free memory on device|the current vLLM instance can use total_gpu_memory|model weights "
+                             r"take |Memory profiling takes |Memory profiling results: |Initial free memory )"),
 )
-MODEL_LOAD = Parser("model_load", (" took ",), _model_load)
-CUDA_GRAPH = Parser("cuda_graph", ("Graph capturing finished",), _graph)
+MODEL_LOAD = Parser("model_load", (" took ",), _model_load, where(
+    INFO_LEVELS, start=r"(?:Model loading took |Loading model weights took |Loading weights took |Initializing model took )"))
+CUDA_GRAPH = Parser("cuda_graph", ("Graph capturing finished",), _graph, where(
+    INFO_LEVELS, start="Graph capturing finished in "))

@@ -59,7 +59,8 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import Parser
+from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, Parser, where
+from exporter.parsers.lmcache import LMCACHE_P
 
 # --- vLLM's KV load failure handling ------------------------------------------------------------------
 
@@ -163,18 +164,26 @@ def _jit(frame: Frame) -> list[Event] | None:
     return [Event("jit_during_inference", fields)]
 
 
-KV_LOAD = Parser("kv_load", ("Recovered from KV load failure", "due to KV load failure"), _kv_load)
+# Where each is printed (the trust boundary): the scheduler's WARNING and ERROR records, LMCache's own
+# lines (its header first), the JIT monitor's WARNING or the RuntimeError it raises.
+KV_LOAD = Parser("kv_load", ("Recovered from KV load failure", "due to KV load failure"), _kv_load, where(
+    PROBLEM_LEVELS, ("scheduler", "async_scheduler"),
+    start=r"(?:Recovered from KV load failure: |Failing \d+ request\(s\) due to KV load failure)"))
 LMCACHE_RETRIEVE_FAILED = Parser(
     "lmcache_retrieve_failed",
     ("number of retrieved tokens is less", "Num retrieved tokens", "tokens across", "skipping retrieve"),
     _lmcache_retrieve,
+    where(start=LMCACHE_P),
 )
 LMCACHE_MEMORY_UNAVAILABLE = Parser(
     "lmcache_memory_unavailable",
     ("Failed to allocate memory", "Memory allocation failed during", "memory under pressure"),
     _lmcache_memory,
+    where(start=LMCACHE_P),
 )
-JIT_DURING_INFERENCE = Parser("jit_during_inference", ("JIT compilation during inference: ",), _jit)
+JIT_DURING_INFERENCE = Parser("jit_during_inference", ("JIT compilation during inference: ",), _jit, where(
+    PROBLEM_LEVELS, ("jit_monitor",), start=EXCEPTION_P + r"(?:Triton|CuTeDSL|FlyDSL|TileLang) (?:kernel |autotune/"
+                                            r"warmup candidate )?JIT compilation during inference: "))
 
 # In trying order; none of their needles overlaps another family's message. JIT_DURING_INFERENCE also
 # ends tracebacks (--jit-monitor-mode=error), so it belongs among the error parsers too.

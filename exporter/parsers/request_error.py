@@ -24,7 +24,7 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import Parser
+from exporter.parsers.base import NO_LEVEL, Parser, where
 
 # A Python repr of a str: single quotes unless the text holds one and no double quote; \-escapes.
 _STR = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
@@ -60,4 +60,4 @@ def _parse(frame: Frame) -> list[Event] | None:
     return [Event("request_error", fields)]
 
 
-PARSER = Parser("request_error", ("Error with model ",), _parse)
+PARSER = Parser("request_error", ("Error with model ",), _parse, where(("ERROR", NO_LEVEL), start="Error with model "))

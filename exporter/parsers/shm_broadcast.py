@@ -21,7 +21,7 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import Parser
+from exporter.parsers.base import ALL_LEVELS, Parser, where
 
 _WAIT = re.compile(r"No available (?:shared memory broadcast )?block found in (\d+(?:\.\d+)?) seconds?\b")
 
@@ -33,4 +33,6 @@ def _parse(frame: Frame) -> list[Event] | None:
     return [Event("shm_broadcast_wait", {"seconds": float(m.group(1))})]
 
 
-PARSER = Parser("shm_broadcast_wait", ("No available shared memory broadcast block", "No available block found"), _parse)
+# (the trust boundary: shm_broadcast.py's INFO, DEBUG or WARNING record, its words first)
+PARSER = Parser("shm_broadcast_wait", ("No available shared memory broadcast block", "No available block found"), _parse,
+                where(ALL_LEVELS, ("shm_broadcast",), start=r"No available (?:shared memory broadcast )?block found in "))

@@ -20,7 +20,7 @@ import re
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import integer, number, number_list, percent, ratio, segments, snake
-from exporter.parsers.base import Parser
+from exporter.parsers.base import INFO_LEVELS, Parser, where
 
 _KNOWN = {
     "mean acceptance length": ("mean_acceptance_length", number),
@@ -132,7 +132,11 @@ def parse_generic(body: str) -> dict:
     return fields
 
 
-PARSER = Parser("spec_decode", _MARKERS, _parse)
+# Where vLLM prints it (the trust boundary): v1/spec_decode/metrics.py (V1; 0.8's stats logger), engine/metrics.py
+# (V0), after the stats line, at its level; the marker first.
+LOGGERS = ("metrics", "loggers")
+PARSER = Parser("spec_decode", _MARKERS, _parse, where(
+    INFO_LEVELS, LOGGERS, start=r"(?:Engine \d+: )?(?:SpecDecoding|Speculative) metrics: "))
 
 # DSpark's calibration of its drafter's confidence, logged after each window's SpecDecoding line by
 # the same SpecDecodingLogging.log (``_log_dspark_sts_calibration``): compact JSON with ``bins`` (10)
@@ -163,7 +167,8 @@ def _parse_calibration(frame: Frame) -> list[Event] | None:
     return [Event("spec_calibration", fields)]
 
 
-CALIBRATION = Parser("spec_calibration", (CALIBRATION_MARKER,), _parse_calibration)
+CALIBRATION = Parser("spec_calibration", (CALIBRATION_MARKER,), _parse_calibration, where(
+    INFO_LEVELS, LOGGERS, start=CALIBRATION_MARKER))
 
 
 def drafts_of(fields: dict) -> int | None:

@@ -21,7 +21,7 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import Parser
+from exporter.parsers.base import INFO_LEVELS, Parser, where
 
 _INIT = re.compile(
     r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) (?:s|secs|seconds)"
@@ -150,7 +150,14 @@ def _engine_config(frame: Frame) -> list[Event] | None:
     return None
 
 
-INIT_ENGINE = Parser("init_engine", ("init engine (", "torch.compile "), _init)
-VERSION = Parser("version", ("version ", "█"), _version)
-ENGINE_CONFIG = Parser("engine_config", ("LLM engine (", "non-default args: ", "Using max model len "), _engine_config)
-WARMUP = Parser("warmup", ("profiling/warmup run took ",), _warmup)
+# Where vLLM prints them (the trust boundary): start-up INFO records, each fact's words first (the banner's
+# lines start with its block letters).
+INIT_ENGINE = Parser("init_engine", ("init engine (", "torch.compile "), _init, where(
+    INFO_LEVELS, start=r"(?:init engine \(profile|torch\.compile (?:takes|took) )"))
+VERSION = Parser("version", ("version ", "█"), _version, where(
+    INFO_LEVELS, start=r"(?:vLLM (?:API )?server version |[\s█▄▀]*█\s+(?:version|model)\s)"))
+ENGINE_CONFIG = Parser("engine_config", ("LLM engine (", "non-default args: ", "Using max model len "), _engine_config,
+                       where(INFO_LEVELS, start=r"(?:Initializing an? (?:V\d )?LLM engine \(|non-default args: |"
+                                                r"Using max model len )"))
+WARMUP = Parser("warmup", ("profiling/warmup run took ",), _warmup, where(
+    INFO_LEVELS, start=r"(?:\[[^\]\s]+\] )?Initial profiling/warmup run took "))

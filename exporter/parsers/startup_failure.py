@@ -25,7 +25,7 @@ import re
 from exporter.parsers.events import STARTUP_FAILURE_REASONS as REASONS, Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import to_bytes
-from exporter.parsers.base import Parser
+from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, UNREAD_HEADER_P, Parser, where
 
 __all__ = ["PARSER", "REASONS"]
 
@@ -71,4 +71,9 @@ PARSER = Parser(
     ("max seq len", "No available memory for the cache blocks", "not supported", "error: unrecognized arguments",
      "error: argument", "Engine core initialization failed", "EngineCore failed to start", "WorkerProc failed to start"),
     _parse,
+    # an exception's line (its type first), an ERROR record of the engine core, argparse's usage error
+    where(PROBLEM_LEVELS, start=UNREAD_HEADER_P + EXCEPTION_P + r"(?:To serve at least one request with the models?'s max "
+                                r"seq len|The model's max seq len \(|No available memory for the cache blocks|"
+                                r"Model architectures? |Engine core initialization failed|EngineCore failed to start|"
+                                r"WorkerProc failed to start|\S+(?: \S+)?: error: (?:unrecognized arguments|argument ))"),
 )

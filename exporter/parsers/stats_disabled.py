@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import Parser
+from exporter.parsers.base import Parser, where
 
 _API_SERVERS = "AsyncLLM created with api_server_count more than 1; disabling stats logging"
 
@@ -22,4 +22,6 @@ def _parse(frame: Frame) -> list[Event] | None:
     return [Event("stats_disabled", {"reason": "api_server_count"})]
 
 
-PARSER = Parser("stats_disabled", ("disabling stats logging",), _parse)
+# (the trust boundary: the stats logger's WARNING, its words first)
+PARSER = Parser("stats_disabled", ("disabling stats logging",), _parse, where(
+    ("WARNING", "INFO", ""), ("loggers",), start=_API_SERVERS))

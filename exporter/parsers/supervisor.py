@@ -51,7 +51,7 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import Parser
+from exporter.parsers.base import NO_LEVEL, Parser, where
 
 # "<unit>: " in front (a unit name has no spaces); absent when a log shipper dropped it
 _UNIT = r"(?:(?P<unit>[\w@:.\\-]+\.(?:service|scope|container)): )?"
@@ -160,6 +160,13 @@ def exit_words(fields: dict) -> str:
             f"status {fields.get('status_text') or fields.get('status')}")
 
 
+# Where they are printed (the trust boundary): by the supervisor itself, never inside a record of vLLM's
+# (no process tag, no vLLM header, no level), the words first (after systemd's "<unit>: ").
 PARSER = Parser("supervisor", ("Stopping ", "State 'stop-sigterm' timed out", "ain process exited", "exited with code", "exit code: ", "Failed with result",
                                "Scheduled restart job", "tart request repeated too quickly", "killed by the OOM killer",
-                               "systemd-oomd killed"), _parse)
+                               "systemd-oomd killed"), _parse,
+                where((NO_LEVEL,), untagged=True,
+                      start=r"(?:[\w@:.\\-]+\.(?:service|scope|container): )?(?:[Mm]ain process exited|Failed with result|"
+                            r"Scheduled restart job|[Ss]tart request repeated too quickly|A process of this unit has been "
+                            r"killed|systemd-oomd killed|State 'stop-sigterm' timed out)|Stopping |(?:\[K)?"
+                            r"[A-Za-z0-9][\w.-]* +exited with code|(?:INFO:podman_compose:)?exit code: "))

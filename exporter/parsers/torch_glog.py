@@ -11,7 +11,7 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import Parser
+from exporter.parsers.base import NO_LEVEL, Parser, where
 
 _GLOG = re.compile(r"(?:\[rank\d+\]:)?\[([WEF])\d{4} [\d:.]+ (?:\d+ )?([\w.-]+:\d+)\] (.*)$")
 _LEVELS = {"W": "warning", "E": "error", "F": "critical"}
@@ -24,4 +24,5 @@ def _parse(frame: Frame) -> list[Event] | None:
     return [Event("log", {"level": _LEVELS[m.group(1)], "logger": m.group(2), "message": m.group(3)[:1000]})]
 
 
-PARSER = Parser("torch_glog", ("[W", "[E", "[F"), _parse)
+# (the trust boundary: PyTorch's own stderr line, not a record of vLLM's logger; its glog header first)
+PARSER = Parser("torch_glog", ("[W", "[E", "[F"), _parse, where((NO_LEVEL,), start=r"(?:\[rank\d+\]:)?\[[WEF]\d{4} "))

@@ -56,7 +56,7 @@ import signal as _signal
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import PROCESS_NAME_P, Frame
-from exporter.parsers.base import Parser
+from exporter.parsers.base import EXCEPTION_P, NO_LEVEL, PROBLEM_LEVELS, UNREAD_HEADER_P, Parser, where
 
 _EXC_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):")
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
@@ -239,11 +239,22 @@ def _gpu_fault(frame: Frame) -> list[Event] | None:
     return None
 
 
-RPC_TIMEOUT = Parser("rpc_timeout", ("RPC call to", "didn't reply within"), _rpc_timeout)
-FATAL_SIGNAL = Parser("fatal_signal", ("fatal signal from worker processes",), _fatal_signal)
-WORKER_DIED = Parser("worker_died", ("died unexpectedly", "died with exit code", "died, exit code"), _worker_died)
-RAY_ACTOR_DIED = Parser("ray_actor_died", ("The actor is dead because",), _ray_actor_died)
-GPU_MEMORY_FAULT = Parser("gpu_memory_fault", ("Memory access fault by GPU", "HW Exception by GPU"), _gpu_fault)
+# Where each is printed (the trust boundary): an exception's line (its type first), a WARNING or worse
+# record's message, or the HSA runtime's own stderr line; each at the start of the message.
+_EXC = UNREAD_HEADER_P + EXCEPTION_P
+RPC_TIMEOUT = Parser("rpc_timeout", ("RPC call to", "didn't reply within"), _rpc_timeout, where(
+    PROBLEM_LEVELS, start=_EXC + r"(?:RPC call to |(?:RPCServer|MQLLMEngine) didn't reply within )"))
+FATAL_SIGNAL = Parser("fatal_signal", ("fatal signal from worker processes",), _fatal_signal, where(
+    PROBLEM_LEVELS, start=_EXC + r"(?:Mul\w*Executor got|Got) fatal signal from worker processes"))
+WORKER_DIED = Parser("worker_died", ("died unexpectedly", "died with exit code", "died, exit code"), _worker_died, where(
+    PROBLEM_LEVELS, start=_EXC + rf"(?:Exception occurred while running API servers: )?(?:Worker proc |RayWorkerProc "
+                          rf"rank=|Process {_PROC_NAME} \(PID: \d+\) died|Engine core process |Worker {_PROC_NAME} "
+                          rf"pid \d+ died)"))
+# (Ray's error also reaches a log as ``ray list actors --detail``'s YAML, "error_message: '...'")
+RAY_ACTOR_DIED = Parser("ray_actor_died", ("The actor is dead because",), _ray_actor_died, where(
+    PROBLEM_LEVELS, start=_EXC + r"(?:error_message: ')?The actor is dead because its worker process has died"))
+GPU_MEMORY_FAULT = Parser("gpu_memory_fault", ("Memory access fault by GPU", "HW Exception by GPU"), _gpu_fault, where(
+    PROBLEM_LEVELS, start=r"(?:Memory access fault|HW Exception) by GPU node-"))
 
 # In trying order. RPC_TIMEOUT, FATAL_SIGNAL, WORKER_DIED (its "Process ... died with exit code" and
 # "Engine core process ... died unexpectedly." forms) and RAY_ACTOR_DIED also end tracebacks, so they

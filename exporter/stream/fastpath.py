@@ -20,6 +20,7 @@ from exporter.framing.clock import Clock
 from exporter.framing.frame import (BARE_RESET, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, PROCESS_NAME_P, TRACEBACK_START,
                                     record_time)
 from exporter.parsers import NO_NEEDLE_FILTERS, engine_stats, kv_transfer, spec_decode
+from exporter.parsers.base import logger_stem
 
 _WRAPPER = re.compile(JOURNALD_RECORD_P)
 # The commonest instance of that wrapper with nothing optional left out (an English month, the
@@ -30,13 +31,18 @@ _WRAPPER_COMMON = re.compile(
     rf"(\(({PROCESS_NAME_P}) pid=(\d+)\) (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) "
     r"\[([^\s\]]+):(\d+)\] )")
 
-# (what the message starts with, kind, its exact pattern, fields from that pattern's groups)
-_SHAPES = (
-    ("Engine ", "engine_stats", re.compile(engine_stats.CURRENT_PATTERN), engine_stats.current_fields),
-    (spec_decode.MARKER, "spec_decode", re.compile(re.escape(spec_decode.MARKER) + spec_decode.CURRENT_PATTERN),
-     spec_decode.current_fields),
-    (kv_transfer.MARKER, "kv_transfer", re.compile(re.escape(kv_transfer.MARKER) + "(.*)"), kv_transfer.plain_fields),
-)
+# (what the message starts with, kind, its exact pattern, fields from that pattern's groups, the levels and
+# loggers the family's lines come from: its parser's ``where``, so both ways keep the same boundary)
+_SHAPES = tuple(
+    (start, kind, regex, fields, parser.where.levels, parser.where.loggers)
+    for start, kind, regex, fields, parser in (
+        ("Engine ", "engine_stats", re.compile(engine_stats.CURRENT_PATTERN), engine_stats.current_fields,
+         engine_stats.PARSER),
+        (spec_decode.MARKER, "spec_decode", re.compile(re.escape(spec_decode.MARKER) + spec_decode.CURRENT_PATTERN),
+         spec_decode.current_fields, spec_decode.PARSER),
+        (kv_transfer.MARKER, "kv_transfer", re.compile(re.escape(kv_transfer.MARKER) + "(.*)"), kv_transfer.plain_fields,
+         kv_transfer.PARSER),
+    ))
 
 
 IGNORE = "ignore"  # what classify says of a line that ignorable() would pass
@@ -50,9 +56,9 @@ def classify(line: str, clock: Clock, quiet: bool = True):
         return None
     # Which family, if any, by its wording (a substring test is a fraction of the wrapper's match,
     # which every other line would otherwise pay twice: here and in framing).
-    for start, kind, regex, fields in _SHAPES:
+    for start, kind, regex, fields, levels, loggers in _SHAPES:
         if start in line:
-            return _shape(line, clock, start, kind, regex, fields)
+            return _shape(line, clock, start, kind, regex, fields, levels, loggers)
     return IGNORE if quiet and _quiet(line, clock) else None
 
 
@@ -64,11 +70,13 @@ def match(line: str, clock: Clock) -> tuple[str, dict, float | None, str | None,
     return classify(line, clock, quiet=False)
 
 
-def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields):
+def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, levels, loggers):
     text = line.rstrip()
     m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
     if m is None:
         return None
+    if (levels is not None and m.group(12) not in levels) or (loggers is not None and logger_stem(m.group(18)) not in loggers):
+        return None  # not where the family's lines come from: the usual way decides (and declines it too)
     end = m.end()
     if not text.startswith(start, end):
         return None
