@@ -59,3 +59,219 @@ def test_the_issues_eleven_echoed_prompts_give_nothing_and_page_nobody(name):
         alerts = Alerts(instance="127.0.0.1:10825")
         alerts.observe("gp", events, now=1e9)
         assert alerts.pending(now=1e9) == [], line
+
+
+# ---- every family's fixture lines, in every shape vLLM echoes a client's text in --------------------
+
+import gzip  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+from urllib.parse import quote  # noqa: E402
+
+import yaml  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from exporter.framing.clock import Clock  # noqa: E402
+from exporter.framing.frame import frame_line  # noqa: E402
+from exporter.parsers import PARSERS  # noqa: E402
+from exporter.stream.pipeline import Pipeline  # noqa: E402
+from tests.conftest import FIXTURES, ROOT  # noqa: E402
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _fixture_lines():
+    for path in sorted(FIXTURES.glob("*.log")) + sorted((ROOT / "exporter" / "data").glob("*.log")):
+        yield from path.read_text(encoding="utf-8").splitlines()
+    for path in sorted((FIXTURES / "vllm-0.32-cpu").glob("*.log.gz")):
+        yield from gzip.open(path, "rt", encoding="utf-8").read().splitlines()
+    for path in sorted((FIXTURES / "real_lines").glob("*.yaml")):
+        for entry in yaml.safe_load(path.read_text(encoding="utf-8")):
+            yield entry["line"]
+            if entry.get("message"):
+                yield entry["message"]
+
+
+def _family_lines() -> list[str]:
+    """Every fixture line that is a fact of some family when it stands alone (one of each shape: lines
+    that differ only in their numbers are one), and the issue's eleven."""
+    picked: dict[tuple, str] = {}
+    for line in _fixture_lines():
+        _, events = run_lines([line])
+        if events:
+            picked.setdefault((frozenset(e.kind for e in events), _DIGITS.sub("N", line[-80:])), line)
+    return list(picked.values()) + list(ELEVEN.values())
+
+
+FAMILY_LINES = _family_lines()
+# each one as a whole line (wrappers, process tag and header included) and as its message alone
+PAYLOADS = sorted({text for line in FAMILY_LINES for text in (line, frame_line(line, Clock(year=2026)).message) if text})
+
+
+def test_the_payloads_hold_a_line_of_every_family():
+    clock = Clock(year=2026)
+    frames = [frame_line(line, clock) for line in FAMILY_LINES]
+    missing = [p.name for p in PARSERS
+               if not any(p.where.admits(f) and any(n in f.message for n in p.needles) and p.parse(f) for f in frames)]
+    assert missing == []
+
+
+H = "(APIServer pid=1) {level} 12-04 10:00:00 [{logger}] "
+REQUEST_LOGGER = H.format(level="INFO", logger="request_logger.py:65")
+DEBUG_REQUEST_LOGGER = H.format(level="DEBUG", logger="request_logger.py:50")
+PARAMS = "SamplingParams(n=1, presence_penalty=0.0, temperature=0.7, top_p=1.0, seed=None, stop=[], max_tokens=16)"
+
+
+def _one_line(text: str) -> str:
+    """Text as a header value or a path can carry it: no line break (HTTP refuses them)."""
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+def _newline_in_id(text: str, header: str) -> list[str]:
+    """A body's request id "x\\n<text>": vLLM's formatter repeats the record's header after the newline
+    (and ends the first line with a carriage return)."""
+    return [header + "Received request chatcmpl-x\r", header + f"{text}: params: {PARAMS}, lora_request: None."]
+
+
+# name -> (the shape: text -> physical lines, the events the echo itself may give)
+SHAPES = {
+    "request, stop string": (lambda t: [REQUEST_LOGGER + f"Received request chatcmpl-1: params: "
+                                        f"{PARAMS[:-1]}, stop=[{t!r}]), lora_request: None."], set()),
+    "request, X-Request-Id": (lambda t: [REQUEST_LOGGER + f"Received request chatcmpl-{_one_line(t)}: params: {PARAMS}, "
+                                         "lora_request: None."], set()),
+    "request, body id with a newline": (lambda t: _newline_in_id(t, REQUEST_LOGGER), set()),
+    "request, body id with a newline, CR lost": (
+        lambda t: [line.rstrip("\r") for line in _newline_in_id(t, REQUEST_LOGGER)], set()),
+    "request, carriage return in the id": (
+        lambda t: [REQUEST_LOGGER + f"Received request chatcmpl-x\r{_one_line(t)}: params: {PARAMS}, lora_request: None."],
+        set()),
+    "request, 0.5-0.10 prompt": (lambda t: ["INFO 06-01 10:00:00 [logger.py:39] Received request cmpl-1: prompt: "
+                                            f"{t!r}, params: {PARAMS}, prompt_token_ids: [1, 2], lora_request: None, "
+                                            "prompt_adapter_request: None."], set()),
+    "request, 0.4 engine": (lambda t: ["INFO 06-01 10:00:00 async_llm_engine.py:529] Received request cmpl-1: prompt: "
+                                       f"{t!r}, sampling_params: {PARAMS}, prompt_token_ids: [1], lora_request: None."],
+                            set()),
+    "request details": (lambda t: [DEBUG_REQUEST_LOGGER + f"Request chatcmpl-1 details: prompt: {t!r}, prompt_token_ids: "
+                                   "[1, 2, 3], prompt_embeds shape: None."], set()),
+    "request body": (lambda t: [DEBUG_REQUEST_LOGGER + "Request chatcmpl-1 JSON body: " + json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": t}]}, ensure_ascii=False)], set()),
+    "request body, cut at --max-log-len": (lambda t: [DEBUG_REQUEST_LOGGER + "Request chatcmpl-1 JSON body: " + json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": t}]}, ensure_ascii=False)[:40 + len(t) // 2]], set()),
+    "response": (lambda t: [REQUEST_LOGGER.replace(":65", ":108") + f"Generated response chatcmpl-1: output: {t!r}, "
+                                                                    "finish_reason: stop"], set()),
+    "response, streaming delta": (lambda t: [REQUEST_LOGGER.replace(":65", ":108") + "Generated response chatcmpl-1 "
+                                             f"(streaming delta): output: {t!r}, finish_reason: None"], set()),
+    "engine client, added": (lambda t: [H.format(level="INFO", logger="async_llm.py:578")
+                                        + f"Added request chatcmpl-{_one_line(t)}."], set()),
+    "access path": (lambda t: ['(APIServer pid=1) INFO:     10.0.0.1:4242 - "GET /'
+                               + quote(_one_line(t)) + ' HTTP/1.1" 404 Not Found'], {"access_log"}),
+    "access path, decoded": (lambda t: ['INFO:     10.0.0.1:4242 - "GET /' + _one_line(t).replace('"', "%22")
+                                        + ' HTTP/1.1" 404 Not Found'], {"access_log"}),
+    "access query": (lambda t: ['INFO:     10.0.0.1:4242 - "GET /v1/models?q=' + _one_line(t).replace('"', "%22")
+                                + ' HTTP/1.1" 200 OK'], {"access_log"}),
+    "model name in an error": (lambda t: [H.format(level="ERROR", logger="serving.py:274") + "Error with model "
+                                          f"error=ErrorInfo(message={'The model `' + t + '` does not exist.'!r}, "
+                                          "type='NotFoundError', param='model', code=404)"], {"request_error"}),
+    "model name in an error, before 0.10": (lambda t: [H.format(level="ERROR", logger="serving_chat.py:130")
+                                                       + "Error with model object='error' message="
+                                                       f"{'The model `' + t + '` does not exist.'!r} "
+                                                       "type='NotFoundError' param=None code=404"], {"request_error"}),
+    "tool parser warning": (lambda t: [H.format(level="WARNING", logger="dots_tool_parser.py:248")
+                                       + f"Failed to parse Dots tool call: {t}"], {"log"}),
+    "tool parser debug, glued": (lambda t: [H.format(level="DEBUG", logger="deepseekv3_tool_parser.py:135")
+                                            + f"delta_text: x{t}"], set()),
+    "tool parser traceback": (lambda t: [H.format(level="ERROR", logger="serving.py:1391") + line for line in (
+        "Error in extracting tool call from response.", "Traceback (most recent call last):",
+        '  File "/v/tool_parsers/hermes_tool_parser.py", line 112, in extract_tool_calls',
+        f"ValueError: Invalid tool call: {_one_line(t)}")], {"log", "traceback"}),
+    "LoRA name": (lambda t: [H.format(level="INFO", logger="serving.py:226") + f"Loaded new LoRA adapter: name "
+                             f"'{_one_line(t)}', path '/adapters/a'"], set()),
+    "LoRA name with a newline": (lambda t: [H.format(level="INFO", logger="serving.py:226") + line for line in (
+        "Loaded new LoRA adapter: name 'a\r", f"{t}', path '/adapters/a'")], set()),
+}
+
+
+def _json_record(message: str, name: str, level: str = "INFO") -> str:
+    return json.dumps({"asctime": "2026-12-04 10:00:00,000", "levelname": level, "name": name, "processName":
+                       "MainProcess", "process": 1, "message": message, "vllm_process_name": "APIServer"})
+
+
+JSON_SHAPES = {
+    "JSON request": (lambda t: [_json_record(f"Received request chatcmpl-x\n{t}: params: {PARAMS}, lora_request: None.",
+                                             "vllm.entrypoints.serve.utils.request_logger")], set()),
+    "JSON response": (lambda t: [_json_record(f"Generated response chatcmpl-1: output: {t!r}, finish_reason: stop",
+                                              "vllm.entrypoints.serve.utils.request_logger")], set()),
+    "JSON access path": (lambda t: [_json_record(f'10.0.0.1:4242 - "GET /{quote(_one_line(t))} HTTP/1.1" 404',
+                                                 "uvicorn.access")], {"access_log"}),
+    "JSON model name in an error": (lambda t: [_json_record(
+        f"Error with model error=ErrorInfo(message={'The model `' + t + '` does not exist.'!r}, type='NotFoundError', "
+        "param='model', code=404)", "vllm.entrypoints.openai.chat_completion.serving", "ERROR")], {"request_error"}),
+    "JSON tool parser warning": (lambda t: [_json_record(f"Failed to parse Dots tool call: {t}",
+                                                         "vllm.tool_parsers.dots_tool_parser", "WARNING")], {"log"}),
+}
+
+WRAPPERS = {"plain": "", "journald": "Dec 04 10:00:00 gpu1 vllm[100]: ", "CRI": "2026-12-04T10:00:00.123456789Z stdout F "}
+
+
+def _fed(lines: list[str], batch: bool) -> list:
+    pipe = Pipeline(Clock(year=2026))
+    events = []
+    if batch:
+        counts, events, access, _ = pipe.feed_batch(lines)
+        events = events + [e for e in pipe.flush()]
+        return [e.kind for e in events] + ["access_log"] * sum(access.values())
+    for line in lines:
+        events.extend(pipe.feed(line)[1])
+    events.extend(pipe.flush())
+    return events
+
+
+def _check(shape: str, make, own: set, payloads, wrappers=WRAPPERS) -> list:
+    """What each payload in ``shape`` gave beyond the echo's own events (line by line and by the batch
+    path), and any alert it would push."""
+    bad = []
+    for text in payloads:
+        for wname, wrap in wrappers.items():
+            lines = [wrap + line for line in make(text)]
+            events = _fed(lines, batch=False)
+            kinds = [e.kind for e in events]
+            extra = [k for k in kinds if k not in own]
+            # an access line is one access line; a model name refused, one refusal
+            if extra or ("access_log" in own and kinds.count("access_log") != 1) or (
+                    "request_error" in own and kinds.count("request_error") != 1):
+                bad.append((shape, wname, text, kinds))
+                continue
+            batch_kinds = _fed(lines, batch=True)
+            if sorted(batch_kinds) != sorted(kinds):
+                bad.append((shape, wname, text, kinds, "batch", batch_kinds))
+                continue
+            alerts = Alerts(instance="127.0.0.1:10825")
+            alerts.observe("gp", events, now=1e9)
+            if alerts.pending(now=1e9):
+                bad.append((shape, wname, text, "alert"))
+    return bad
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES) + sorted(JSON_SHAPES))
+def test_no_family_line_echoed_by_vllm_gives_more_than_the_echo(shape):
+    make, own = SHAPES.get(shape) or JSON_SHAPES[shape]
+    wrappers = WRAPPERS if shape in SHAPES else {"plain": "", "CRI": WRAPPERS["CRI"]}
+    bad = _check(shape, make, own, PAYLOADS, wrappers)
+    assert bad == [], f"{len(bad)} of {len(PAYLOADS) * len(wrappers)}: {bad[:5]}"
+
+
+_SHAPE_NAMES = sorted(SHAPES)
+_GLUE = ["", "x", "'", '"', ": ", "\t", "0%", "] ", "\\n"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(_SHAPE_NAMES), st.lists(st.sampled_from(PAYLOADS), min_size=1, max_size=3),
+       st.sampled_from(_GLUE), st.integers(0, 400), st.integers(0, 400))
+def test_payloads_spliced_and_cut_anywhere_give_no_more(shape, texts, glue, cut_from, cut_to):
+    """Payloads joined by what may stand before a record's header, and cut anywhere: still nothing but
+    the echo's own events."""
+    text = glue.join(texts)
+    if cut_from < cut_to:
+        text = text[cut_from:cut_to] or text
+    make, own = SHAPES[shape]
+    assert _check(shape, make, own, [text]) == []
