@@ -275,3 +275,41 @@ def test_payloads_spliced_and_cut_anywhere_give_no_more(shape, texts, glue, cut_
         text = text[cut_from:cut_to] or text
     make, own = SHAPES[shape]
     assert _check(shape, make, own, [text]) == []
+
+
+# ---- what a line break in a client's text can do, in text logs and in JSON ---------------------------
+
+FORGED_TRACEBACK = ("Traceback (most recent call last):\n  File \"/v/x.py\", line 1, in f\n"
+                    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+REAL_TRACEBACK = ("Traceback (most recent call last):\n  File \"/v/serving.py\", line 9, in handle\n"
+                  "fastapi.exceptions.HTTPException: 400")
+
+
+def test_a_json_records_message_never_opens_a_traceback_its_exc_info_does():
+    """vLLM 0.32 logs ``HTTPException caught. Request id: %s`` with logger.exception: the id is a body's
+    ``request_id``, printed raw, so it may hold a whole traceback. In the text format its lines are
+    the record's continuation lines, whose header the real traceback's share (the README's limit);
+    a JSON record keeps them apart: the message's lines are text, only ``exc_info`` is a traceback."""
+    line = _json_record(f"HTTPException caught. Request id: chatcmpl-x\n{FORGED_TRACEBACK}",
+                        "vllm.entrypoints.serve.exception_handling.handlers.http", "ERROR")
+    record = json.loads(line)
+    record["exc_info"] = REAL_TRACEBACK
+    _, events = run_lines([json.dumps(record)], derived=True)
+    assert [e.kind for e in events] == ["log", "traceback"]
+    assert events[1].fields["exception"] == "fastapi.exceptions.HTTPException"
+
+
+def test_a_json_records_later_message_lines_are_its_text_but_the_banners():
+    """vLLM's start-up banner is one record of several lines (0.32 ``serve/utils/api_utils.py``): its
+    version and model lines still count; the other families' words on a later line do not."""
+    logo = ("\n       █     █     █▄   ▄█\n ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.34.0\n"
+            "  █▄█▀ █     █     █     █  model   /models/tiny\n   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀\n")
+    _, events = run_lines([_json_record(logo, "vllm.entrypoints.common.startup")])
+    assert [(e.kind, e.fields) for e in events] == [("version", {"version": "0.34.0"}),
+                                                     ("model", {"model": "/models/tiny"})]
+    _, events = run_lines([_json_record("Aborted request(s) a,b.\n" + ELEVEN["engine_stats"],
+                                        "vllm.v1.engine.async_llm")])
+    assert events == []
+    _, events = run_lines([_json_record("Unexpected: grammar rejected tokens [1] for request x\n"
+                                        + ELEVEN["engine_dead"], "vllm.v1.core.sched.scheduler", "ERROR")])
+    assert [(e.kind, e.fields.get("level")) for e in events] == [("log", "error")]

@@ -86,6 +86,11 @@ EXCEPTION_PARSERS: tuple[Parser, ...] = (
     warning_signs.RPC_TIMEOUT, warning_signs.FATAL_SIGNAL, warning_signs.WORKER_DIED, warning_signs.RAY_ACTOR_DIED,
     recovery.JIT_DURING_INFERENCE, *errors.ERROR_PARSERS)
 _ERROR_TABLE = _needle_table(EXCEPTION_PARSERS)
+# The families vLLM prints on the later lines of a multi-line record: the banner's version and model
+# lines, V0's memory profile. A JSON record's message lines after its first are tried by these only
+# (any other family's words there are text the record quotes: a request id holding a line break).
+CONTINUATION_PARSERS: tuple[Parser, ...] = (startup.VERSION, memory.MEMORY_PROFILE)
+_CONTINUATION_TABLE = _needle_table(CONTINUATION_PARSERS)
 
 
 def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Event] | None:
@@ -98,6 +103,8 @@ def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Eve
         table = _TABLE
     elif parsers is EXCEPTION_PARSERS:
         table = _ERROR_TABLE
+    elif parsers is CONTINUATION_PARSERS:
+        table = _CONTINUATION_TABLE
     else:
         table = _needle_table(parsers)
     msg = frame.message
@@ -120,4 +127,4 @@ def parse_errors(frame: Frame) -> list[Event]:
     return parse_frame(frame, EXCEPTION_PARSERS) or []
 
 
-__all__ = ["NEEDLES", "NO_NEEDLE_FILTERS", "PARSERS", "Parser", "Where", "parse_frame", "parse_errors"]
+__all__ = ["CONTINUATION_PARSERS", "NEEDLES", "NO_NEEDLE_FILTERS", "PARSERS", "Parser", "Where", "parse_frame", "parse_errors"]

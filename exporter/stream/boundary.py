@@ -17,10 +17,15 @@ line it is harmless once every family anchors its words where vLLM prints them (
 - A carriage return in text printed raw: framing keeps what follows the last one (progress bars redraw
   so), which would drop the record's header; inside a vLLM record it is the record's text instead
   (``inner_returns``).
+- A traceback in text printed raw (a request id holding one, in a record logged with its exception):
+  in the text format its lines are the record's continuation lines like the real traceback's, and
+  nothing tells them apart; a JSON record keeps them apart, the message's lines are text and only
+  ``exc_info`` is a traceback (``message_lines``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 from exporter.framing.clock import Clock
@@ -55,6 +60,22 @@ def inner_returns(line: str, clock: Clock) -> str:
     if i < 0 or frame_line(body[:i], clock).header is None:
         return line
     return body.replace("\r", " ")
+
+
+def message_lines(record: str, frames: int) -> int:
+    """How many of a JSON record's ``frames`` hold its message (the rest are its ``exc_info``): framing
+    makes one frame per line of the message, then one per line of the exception. Counted only for a
+    record of several frames (a message of one line and no exception is one frame)."""
+    if frames < 2:
+        return frames
+    try:
+        rec = json.loads(record)
+        message = rec.get("message", rec.get("body"))
+    except (ValueError, RecursionError, AttributeError):
+        return frames  # (framing read it, so this does not happen; all of it is text then)
+    if not isinstance(message, str):
+        return 1  # framing dumps it as JSON: one line
+    return min(frames, message.count("\n") + 1)
 
 
 class Echoes:

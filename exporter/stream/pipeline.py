@@ -18,16 +18,18 @@ from exporter.framing.cri import CriJoiner, may_hold_parts
 from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_line
 from exporter.framing.json_records import looks_like_record, record_frames
 from exporter.framing.lines import joined
-from exporter.parsers import access_log, parse_frame
+from exporter.parsers import CONTINUATION_PARSERS, access_log, parse_frame
 from exporter.parsers.base import PROBLEM_LEVELS
 from exporter.parsers.events import Event
 from exporter.stream import fastpath
 from exporter.stream.batch import batch_unsafe, count_access
-from exporter.stream.boundary import Echoes, glue_host, inner_returns
+from exporter.stream.boundary import Echoes, glue_host, inner_returns, message_lines
 from exporter.stream.lifecycle import Lifecycle
 from exporter.stream.traceback import TRACEBACK_IDLE_SECONDS, OpenTraceback
 
 PARSED, IGNORED, UNPARSED = "parsed", "ignored", "unparsed"
+# what a frame of a JSON record's message is (Pipeline._classify): its first line, a later line
+MESSAGE, MESSAGE_MORE = 1, 2
 RESULTS = (PARSED, IGNORED, UNPARSED)
 _RANK = {UNPARSED: 0, IGNORED: 1, PARSED: 2}
 
@@ -155,17 +157,19 @@ class Pipeline:
         if msg[:2] == '{"' and looks_like_record(msg):
             frames = record_frames(f, self.clock, self.lineno)
             if frames:
-                return self._feed_record(frames)
+                return self._feed_record(frames, message_lines(msg, len(frames)))
         # A glued record's header holds " [" (one cheap scan rules out most lines).
         if " [" in msg and any(w in msg for w in LEVEL_WORDS) and _GLUED.search(msg):
             return self._feed_glued(f)
         return self._feed_frame(f)
 
-    def _feed_frames(self, frames) -> tuple[str, list[Event]]:
-        """Several frames of one physical line: their events, and the line's best result."""
+    def _feed_frames(self, frames, text: int = 0) -> tuple[str, list[Event]]:
+        """Several frames of one physical line: their events, and the line's best result. The first
+        ``text`` frames are a JSON record's message: the first is read as a record's message is, but
+        opens no traceback; the others are its text (exporter.stream.boundary.message_lines)."""
         best, events = UNPARSED, []
-        for g in frames:
-            r, ev = self._feed_frame(g)
+        for i, g in enumerate(frames):
+            r, ev = self._feed_frame(g, (MESSAGE if i == 0 else MESSAGE_MORE) if i < text else 0)
             events.extend(ev)
             if _RANK[r] > _RANK[best]:
                 best = r
@@ -197,20 +201,20 @@ class Pipeline:
             g.ts, g.ts_source = f.ts, f.ts_source
         return g
 
-    def _feed_record(self, frames: list[Frame]) -> tuple[str, list[Event]]:
-        """A JSON record's frames (exporter.framing.json_records): its message, then its traceback's lines,
-        which end with the record."""
-        best, events = self._feed_frames(frames)
+    def _feed_record(self, frames: list[Frame], text: int) -> tuple[str, list[Event]]:
+        """A JSON record's frames (exporter.framing.json_records): its message (``text`` frames), then its
+        traceback's lines, which end with the record."""
+        best, events = self._feed_frames(frames, text)
         key = (frames[0].process, frames[0].pid)
         tb = self._tracebacks.get(key)
         if tb is not None and tb.header == frames[0].header.rstrip():
             events.extend(self._tracebacks.pop(key).events())
         return best, events
 
-    def _feed_frame(self, f: Frame) -> tuple[str, list[Event]]:
+    def _feed_frame(self, f: Frame, text: int = 0) -> tuple[str, list[Event]]:
         key = (f.process, f.pid)
         if not self._tracebacks:
-            return self._classify(f, key)
+            return self._classify(f, key, text)
         tb = self._tracebacks.get(key)
         if tb is not None:
             if tb.offer(f):
@@ -219,16 +223,16 @@ class Pipeline:
                     tb.last_ts = f.ts
                 return PARSED, []
             done = self._tracebacks.pop(key).events()
-            r, ev = self._classify(f, key)
+            r, ev = self._classify(f, key, text)
             return r, done + ev
         if f.ts is not None:
             # Another process's line, later in log time: a traceback silent since then is over. This
             # keeps offline passes (no wall clock) in step with the daemon's idle flush.
             done = self._finish_quiet(f.ts)
             if done:
-                r, ev = self._classify(f, key)
+                r, ev = self._classify(f, key, text)
                 return r, done + ev
-        return self._classify(f, key)
+        return self._classify(f, key, text)
 
     def _finish_quiet(self, now_ts: float) -> list[Event]:
         out: list[Event] = []
@@ -247,15 +251,25 @@ class Pipeline:
         elif kind in ("spec_decode", "spec_calibration", "kv_transfer"):
             fields.setdefault("engine", self._engine_of.get(key, 0))
 
-    def _classify(self, f: Frame, key: tuple) -> tuple[str, list[Event]]:
+    def _classify(self, f: Frame, key: tuple, text: int = 0) -> tuple[str, list[Event]]:
+        """``text``: 0 for a line of its own, MESSAGE for the first line of a JSON record's message,
+        MESSAGE_MORE for its later lines (no traceback opens in either; only CONTINUATION_PARSERS read
+        the later ones, and they are no message of their own)."""
         echo = self._echoes.record(f, key)
         if echo is not None:
             return self._echo(f, echo)
         msg = f.message
+        if text == MESSAGE_MORE:
+            events = parse_frame(f, CONTINUATION_PARSERS)
+            if not events:
+                return IGNORED, []
+            for ev in events:
+                ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
+            return PARSED, events
         # (a traceback is logged at ERROR, or WARNING with exc_info, or bare on stderr: never at INFO or
         # DEBUG, the levels of the records that echo a client's text)
         if (msg.startswith(TRACEBACK_START) or (msg[:1] == " " and msg.lstrip().startswith(TRACEBACK_START))) \
-                and (f.level or "") in PROBLEM_LEVELS:
+                and (f.level or "") in PROBLEM_LEVELS and not text:
             self._tracebacks[key] = OpenTraceback(
                 f.ts, f.process, f.pid, f.header and f.header.rstrip(), self.lineno, touched=time.monotonic(), last_ts=f.ts
             )
