@@ -313,3 +313,73 @@ def test_a_json_records_later_message_lines_are_its_text_but_the_banners():
     _, events = run_lines([_json_record("Unexpected: grammar rejected tokens [1] for request x\n"
                                         + ELEVEN["engine_dead"], "vllm.v1.core.sched.scheduler", "ERROR")])
     assert [(e.kind, e.fields.get("level")) for e in events] == [("log", "error")]
+
+
+# ---- the boundary, family by family --------------------------------------------------------------------
+
+def test_every_family_declares_where_its_lines_come_from():
+    """Parser.where is the boundary every family keeps (and a rule registered as a parser gets): the
+    access log's is its own rule, shared with the batch path (no vLLM header before its client,
+    nothing after its status)."""
+    assert [p.name for p in PARSERS if p.where.start is None] == ["access_log"]
+    assert all(p.where.start is not None and p.where.levels is not None for p in PARSERS if p.name != "access_log")
+
+
+def test_every_family_reads_its_words_only_at_the_start_of_the_message():
+    """Anchored: each family line with words in front of its message ("a b ", which no exception type
+    and no header is) is no longer that family's."""
+    clock = Clock(year=2026)
+    moved = []
+    for line in FAMILY_LINES:
+        f = frame_line(line, clock)
+        for p in PARSERS:
+            if p.name == "access_log" or not any(n in f.message for n in p.needles):
+                continue
+            if p.where.admits(f) and p.parse(f):
+                f.message = "a b " + f.message
+                if p.where.admits(f) and p.parse(f):
+                    moved.append((p.name, line))
+                f.message = f.message[4:]
+    assert moved == []
+
+
+def test_an_info_or_debug_record_is_never_an_error_a_death_or_a_supervisors_line():
+    """A line break in a client's text, printed raw in an INFO record, gives a line with that record's
+    header: whatever follows it, no error, death, warning sign, stats window or exit."""
+    for level in ("INFO", "DEBUG"):
+        for logger in ("core.py:1", "async_llm.py:578", "serving.py:226"):
+            for text in ELEVEN.values():
+                _, events = run_lines([f"(APIServer pid=1) {level} 12-04 10:00:00 [{logger}] {text}"], derived=True)
+                assert events == [], (level, logger, text)
+
+
+def test_a_record_glued_on_is_split_off_only_after_vllms_own_text():
+    stats = ELEVEN["engine_stats"].replace("99.0%", "3.0%")
+    glued = "INFO 07-28 06:41:19 [loggers.py:1] " + stats
+    for host in ("INFO 07-28 06:41:09 [loggers.py:1] " + stats,  # vllm-project/vllm#18115
+                 "Processed prompts: 100%|██████████| 2/2 [00:05<00:00,  2.61s/it]",
+                 'INFO:     1.2.3.4:5 - "GET /health HTTP/1.1" 200 OK'):
+        _, events = run_lines([host + glued])
+        assert [e.kind for e in events][-1:] == ["engine_stats"] and events[-1].ts is not None, host
+    for host in ("WARNING 07-28 06:41:09 [serving.py:1] Failed to notify KV connector about rejected request x",
+                 'INFO:     1.2.3.4:5 - "GET /x',
+                 "(EngineCore_DP0 pid=2) [2026-01-07 22:21:10,470] LMCache INFO: Storing KV cache for 2048 out of "
+                 "43008 tokens (skip_leading_tokens=40960) for request x"):
+        _, events = run_lines([host + "ERROR 07-28 06:41:19 [core.py:1] " + ELEVEN["engine_dead"]], derived=True)
+        assert not {"engine_dead", "engine_death"} & {e.kind for e in events}, host
+
+
+def test_an_echo_records_bounded_fields_for_counting_later():
+    from exporter.parsers import echo
+
+    gen = ("Generated response chatcmpl-a, finish_reason: length: output: 'x, finish_reason: length', "
+           "finish_reason: stop")
+    assert echo.fields("generated", gen) == {"record": "generated", "finish_reason": "stop"}
+    assert echo.fields("generated", "Generated response c (streaming delta): output: 'x', finish_reason: None") == {
+        "record": "generated"}
+    rec = (f"Received request c: params: {PARAMS[:-1]}, stop=[\", lora_request: LoRARequest(lora_name='evil'\"]), "
+           "lora_request: LoRARequest(lora_name='sql-lora', lora_int_id=1, lora_path='/adapters/sql', "
+           "base_model_name=None, tensorizer_config_dict=None, load_inplace=False).")
+    assert echo.fields("received", rec) == {"record": "received", "lora": "sql-lora"}
+    assert echo.fields("received", f"Received request c: params: {PARAMS}, lora_request: None.") == {
+        "record": "received", "lora": None}

@@ -11,7 +11,7 @@ LMCache INFO: ...``.
 LMCache's "gb" is bytes / 1024**3 (GiB), and "GB" in some releases' docs the same. The logged
 throughput is not kept: a rate is computed from bytes and seconds, as for vLLM's own offload.
 
-Where LMCache prints them (the trust boundary): right after its own header, ``[<time>] LMCache
+Where LMCache prints them (the trust boundary): outside vLLM's logger (no vLLM level), right after its own header, ``[<time>] LMCache
 <LEVEL>: `` (0.2's experimental tree: ``<LEVEL> LMCache: ``), which a progress bar may precede when
 a newline was lost. A request's id (a client's text) stands inside some: the numbers are read from
 the words around it, from its end when the id comes first.
@@ -23,7 +23,7 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import Parser, where
+from exporter.parsers.base import NO_LEVEL, Parser, where
 
 _GIB = 2**30
 _SIZE_COST = r"size: ([\d.]+) ?(?:gb|GB|GiB), cost ([\d.]+) ?ms"
@@ -75,4 +75,4 @@ def _parse(frame: Frame) -> list[Event] | None:
 
 
 PARSER = Parser("lmcache", ("Stored ", "Retrieved ", "LMCache hit tokens", "Storing KV cache for "), _parse,
-                where(start=LMCACHE_P))
+                where((NO_LEVEL,), start=LMCACHE_P))

@@ -59,7 +59,7 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, Parser, where
+from exporter.parsers.base import EXCEPTION_P, NO_LEVEL, PROBLEM_LEVELS, Parser, where
 from exporter.parsers.lmcache import LMCACHE_P
 
 # --- vLLM's KV load failure handling ------------------------------------------------------------------
@@ -173,13 +173,13 @@ LMCACHE_RETRIEVE_FAILED = Parser(
     "lmcache_retrieve_failed",
     ("number of retrieved tokens is less", "Num retrieved tokens", "tokens across", "skipping retrieve"),
     _lmcache_retrieve,
-    where(start=LMCACHE_P),
+    where((NO_LEVEL,), start=LMCACHE_P),
 )
 LMCACHE_MEMORY_UNAVAILABLE = Parser(
     "lmcache_memory_unavailable",
     ("Failed to allocate memory", "Memory allocation failed during", "memory under pressure"),
     _lmcache_memory,
-    where(start=LMCACHE_P),
+    where((NO_LEVEL,), start=LMCACHE_P),
 )
 JIT_DURING_INFERENCE = Parser("jit_during_inference", ("JIT compilation during inference: ",), _jit, where(
     PROBLEM_LEVELS, ("jit_monitor",), start=EXCEPTION_P + r"(?:Triton|CuTeDSL|FlyDSL|TileLang) (?:kernel |autotune/"
