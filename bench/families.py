@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Microseconds per line, per line family, end to end: ours (`report`) and mtail (`--one_shot`).
 
-    python bench/families.py [ROUNDS=3] [--python PY ...]
+    python bench/families.py [ROUNDS=3] [--python PY ...] [--no-mtail]
 
 For each family (engine stats, spec decode, KV transfer, other INFO lines that no parser wants,
 access-log lines) a file of LINES lines of only that family is cut from the periodic-20 % benchmark
 log (bench/gen_log.py --mix periodic20); each tool runs over it and over an empty file, alternating,
 and (time - empty-file time) / lines is the cost of one line: reading, framing, parsing and counting
-it, without start-up. Medians of ROUNDS.
+it, without start-up. Medians of ROUNDS. With several ``--python`` (e.g. wrappers that run two
+checkouts: before and after a change), every one runs in each round, alternating; ``--no-mtail``
+leaves mtail out and compares each with the first instead.
 """
 
 from __future__ import annotations
@@ -70,12 +72,12 @@ def ours_cmd(python: str, path: Path) -> list[str]:
     return [python, "-m", "exporter", "report", str(path), "--format", "json", "--year", "2026"]
 
 
-def measure(pythons: list[str], rounds: int) -> dict[str, dict[str, float]]:
+def measure(pythons: list[str], rounds: int, mtail: bool = True) -> dict[str, dict[str, float]]:
     """family -> tool -> microseconds per line (median of rounds)."""
     files = family_files()
     empty = ROOT / "bench" / "out" / "empty.log"
     empty.write_text("")
-    tools = [("mtail", mtail_cmd)] + [(f"py{i + 1}" if len(pythons) > 1 else "ours",
+    tools = ([("mtail", mtail_cmd)] if mtail else []) + [(f"py{i + 1}" if len(pythons) > 1 else "ours",
                                        lambda p, py=py: ours_cmd(py, p)) for i, py in enumerate(pythons)]
     samples: dict[tuple[str, str], list[float]] = {}
     for _ in range(rounds):
@@ -92,11 +94,14 @@ def measure(pythons: list[str], rounds: int) -> dict[str, dict[str, float]]:
 def table(res: dict[str, dict[str, float]]) -> str:
     tools = list(next(iter(res.values())))
     ours = [t for t in tools if t != "mtail"]
-    head = "| family | " + " | ".join(f"{t} (µs)" for t in tools) + " | " + " | ".join(f"{t} / mtail" for t in ours) + " |"
+    # against mtail, or (without it) against the first python
+    ref = "mtail" if "mtail" in tools else ours[0]
+    ours = [t for t in ours if t != ref]
+    head = "| family | " + " | ".join(f"{t} (µs)" for t in tools) + " | " + " | ".join(f"{t} / {ref}" for t in ours) + " |"
     rows = [head, "|" + "---|" * (1 + len(tools) + len(ours))]
     for name, by in res.items():
         rows.append(f"| {name} | " + " | ".join(f"{by[t]:.2f}" for t in tools) + " | "
-                    + " | ".join(f"{by[t] / by['mtail']:.2f}x" for t in ours) + " |")
+                    + " | ".join(f"{by[t] / by[ref]:.2f}x" for t in ours) + " |")
     return "\n".join(rows)
 
 
@@ -104,11 +109,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rounds", type=int, nargs="?", default=3)
     ap.add_argument("--python", action="append")
+    ap.add_argument("--no-mtail", action="store_true", help="leave mtail out; compare with the first --python")
     args = ap.parse_args()
     pythons = args.python or [sys.executable]
     for py in pythons:
         subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "exporter")], check=True)
-    print(table(measure(pythons, args.rounds)))
+    print(table(measure(pythons, args.rounds, mtail=not args.no_mtail)))
     return 0
 
 

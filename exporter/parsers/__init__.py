@@ -1,6 +1,9 @@
 """The parser registry: every line family, in the order they are tried.
 
 Adding a log line means one new module here with a ``Parser`` and its tests, and one entry below.
+Every parser says where vLLM prints its lines (``Parser.where``, exporter.parsers.base): a family is tried
+only on such a line, so a client's text echoed inside another record (exporter.parsers.echo) is not
+one of its lines.
 """
 
 from __future__ import annotations
