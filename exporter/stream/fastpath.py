@@ -31,10 +31,11 @@ _WRAPPER_COMMON = re.compile(
     rf"(\(({PROCESS_NAME_P}) pid=(\d+)\) (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) "
     r"\[([^\s\]]+):(\d+)\] )")
 
-# (what the message starts with, kind, its exact pattern, fields from that pattern's groups, the levels and
-# loggers the family's lines come from: its parser's ``where``, so both ways keep the same boundary)
+# (what the message starts with, kind, its exact pattern, fields from that pattern's groups, the family's
+# parser: its ``where`` says which levels and loggers its lines come from, so both ways keep the same
+# boundary; the answer per (level, file) is remembered, they are few)
 _SHAPES = tuple(
-    (start, kind, regex, fields, parser.where.levels, parser.where.loggers)
+    (start, kind, regex, fields, (parser.where, {}))
     for start, kind, regex, fields, parser in (
         ("Engine ", "engine_stats", re.compile(engine_stats.CURRENT_PATTERN), engine_stats.current_fields,
          engine_stats.PARSER),
@@ -56,9 +57,9 @@ def classify(line: str, clock: Clock, quiet: bool = True):
         return None
     # Which family, if any, by its wording (a substring test is a fraction of the wrapper's match,
     # which every other line would otherwise pay twice: here and in framing).
-    for start, kind, regex, fields, levels, loggers in _SHAPES:
+    for start, kind, regex, fields, where in _SHAPES:
         if start in line:
-            return _shape(line, clock, start, kind, regex, fields, levels, loggers)
+            return _shape(line, clock, start, kind, regex, fields, where)
     return IGNORE if quiet and _quiet(line, clock) else None
 
 
@@ -70,12 +71,24 @@ def match(line: str, clock: Clock) -> tuple[str, dict, float | None, str | None,
     return classify(line, clock, quiet=False)
 
 
-def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, levels, loggers):
+def _admitted(where, level: str, file: str) -> bool:
+    return (where.levels is None or level in where.levels) and (
+        where.loggers is None or logger_stem(file) in where.loggers)
+
+
+def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where):
     text = line.rstrip()
     m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
     if m is None:
         return None
-    if (levels is not None and m.group(12) not in levels) or (loggers is not None and logger_stem(m.group(18)) not in loggers):
+    parser_where, admitted = where
+    level_file = m.group(12, 18)
+    ok = admitted.get(level_file)
+    if ok is None:
+        if len(admitted) > 256:
+            admitted.clear()
+        ok = admitted[level_file] = _admitted(parser_where, *level_file)
+    if not ok:
         return None  # not where the family's lines come from: the usual way decides (and declines it too)
     end = m.end()
     if not text.startswith(start, end):
