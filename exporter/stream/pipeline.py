@@ -18,7 +18,7 @@ from exporter.framing.cri import CriJoiner, may_hold_parts
 from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_line
 from exporter.framing.json_records import looks_like_record, record_frames
 from exporter.framing.lines import joined
-from exporter.parsers import CONTINUATION_PARSERS, access_log, parse_frame
+from exporter.parsers import CONTINUATION_PARSERS, access_log, echo, parse_frame
 from exporter.parsers.base import PROBLEM_LEVELS
 from exporter.parsers.events import Event
 from exporter.stream import fastpath
@@ -158,8 +158,9 @@ class Pipeline:
             frames = record_frames(f, self.clock, self.lineno)
             if frames:
                 return self._feed_record(frames, message_lines(msg, len(frames)))
-        # A glued record's header holds " [" (one cheap scan rules out most lines).
-        if " [" in msg and any(w in msg for w in LEVEL_WORDS) and _GLUED.search(msg):
+        # A glued record's header holds " [" (one cheap scan rules out most lines); a record that echoes
+        # a client's text is never split (a header in it is the client's).
+        if " [" in msg and any(w in msg for w in LEVEL_WORDS) and _GLUED.search(msg) and echo.recognise(f) is None:
             return self._feed_glued(f)
         return self._feed_frame(f)
 
@@ -255,9 +256,9 @@ class Pipeline:
         """``text``: 0 for a line of its own, MESSAGE for the first line of a JSON record's message,
         MESSAGE_MORE for its later lines (no traceback opens in either; only CONTINUATION_PARSERS read
         the later ones, and they are no message of their own)."""
-        echo = self._echoes.record(f, key)
-        if echo is not None:
-            return self._echo(f, echo)
+        record = self._echoes.record(f, key)
+        if record is not None:
+            return self._echo(f, record)
         msg = f.message
         if text == MESSAGE_MORE:
             events = parse_frame(f, CONTINUATION_PARSERS)
