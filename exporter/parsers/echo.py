@@ -34,7 +34,10 @@ the header of the last echo per process and takes every line with that exact hea
 
 What a recognised record yields: nothing, for now; ``fields`` reads the bounded facts a record
 holds (a response's finish reason, a request's LoRA adapter) for a ``request_log`` family to count
-later, never the prompt, the output, the id or a path.
+later, never the prompt, the output, the id or a path. (The hook: ``Pipeline._echo`` in
+exporter.stream.pipeline makes the events of a recognised record; a family counting them must also
+keep exporter.stream.fastpath from answering a needle-free INFO echo line as ignored before the
+pipeline sees it.)
 """
 
 from __future__ import annotations
