@@ -4,6 +4,8 @@
 #               Chromium), a venv with the test extras, vLLM's CPU build in a venv of its own, then
 #               the test suite
 # As root they run apt-get directly, otherwise through sudo.
+# For developers: make golden   rewrites tests/golden/ (the /metrics of every real capture and sample;
+#                               review the diff before committing it)
 
 SHELL := /bin/sh
 PYTHON ?= python3
@@ -18,7 +20,7 @@ TEST_PACKAGES := prometheus prometheus-alertmanager chromium \
   podman netavark aardvark-dns iptables runc catatonit fuse-overlayfs slirp4netns uidmap busybox-static debootstrap \
   systemd-journal-remote victoria-metrics
 
-.PHONY: demo test venv
+.PHONY: demo test venv golden
 
 # Debian's python3 makes venvs only with python3-venv; a Python that has ensurepip needs nothing.
 $(VENV)/bin/python:
@@ -43,3 +45,8 @@ test: venv
 	command -v npm >/dev/null || $(APT) install -y -qq --no-install-recommends npm >/dev/null
 	$(VENV)/bin/python tools/k8s_tools.py ensure
 	$(VENV)/bin/python -m pytest
+
+# The committed /metrics of every real capture and packaged sample (tests/golden_metrics.py): after a
+# change that is meant to move a series, rewrite them and review `git diff tests/golden`.
+golden: venv
+	$(VENV)/bin/python -m tests.golden_metrics
