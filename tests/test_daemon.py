@@ -65,6 +65,25 @@ def test_from_start_reads_the_whole_sample_and_accounts_every_line(tmp_path):
         assert ex.value("vllm_log_kv_cache_tokens", server="gp") == 285336
 
 
+def test_a_first_try_on_an_existing_file_says_it_starts_at_the_end_and_how_to_read_it(tmp_path):
+    """Pointed at a file that already holds a run, the exporter starts at its end: its log says so,
+    with what it skipped and the flag that reads it, instead of only "listening" over zeros."""
+    import json
+
+    log = tmp_path / "grandpa.log"
+    log.write_text(SAMPLE.read_text(encoding="utf-8"))
+    ex = Exporter("--source", str(log), "--year", "2026").start()
+    try:
+        wait_until(lambda: ex.value("vllm_log_exporter_source_up", server="grandpa") == 1, what="source up")
+    finally:
+        err = ex.stop()
+    said = [e for e in (json.loads(line) for line in err.splitlines() if line.startswith("{"))
+            if e["event"].startswith("reading")]
+    assert len(said) == 1, err
+    assert said[0]["event"] == "reading starts at the end of the file: the lines already in it are not read"
+    assert said[0]["skipped_bytes"] == log.stat().st_size and "--from-start" in said[0]["hint"]
+
+
 def test_stdin_source(tmp_path):
     import subprocess
     import sys

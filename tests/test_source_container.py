@@ -213,3 +213,35 @@ async def test_an_api_that_accepts_and_never_answers_is_reported_and_retried(tmp
             w.close()
         server.close()
         await server.wait_closed()
+
+
+async def test_says_where_reading_starts(tmp_path):
+    """Once, at the first connection: the exporter's start (and how to read more), the first line, or
+    the saved stamp."""
+    from structlog.testing import capture_logs
+
+    sock = tmp_path / "podman.sock"
+    engine = FakeEngine()
+    engine.add(0, "before start")
+    runner = await serve(engine, sock)
+
+    async def said(**kw):
+        with capture_logs() as logs:
+            async with Follow(ContainerSource("gp", "grandpa", socket=str(sock), started_at=1785811441.0, **kw)) as fw:
+                await fw.wait_for(1)
+                engine.restart.set()  # a reconnect says nothing more
+                await asyncio.sleep(0.3)
+        return [e for e in logs if e["event"].startswith("reading")]
+
+    try:
+        engine.add(1, "after start")
+        [at_start] = await said()
+        assert at_start["event"].startswith("reading starts at the exporter's start")
+        assert at_start["since"] == "2026-08-04T02:44:01Z" and "--from-start" in at_start["hint"]
+        [first] = await said(from_start=True)
+        assert first["event"] == "reading starts at the container's first line (from_start)"
+        [resumed] = await said(resume={"id": "abc", "since": [1785811441, 0], "seen": []})
+        assert resumed["event"] == "reading resumes at the saved stamp (state file)"
+    finally:
+        engine.close()
+        await runner.cleanup()

@@ -559,3 +559,38 @@ async def test_a_copy_rewritten_after_it_was_read_loses_nothing(tmp_path):
         tmp_path, 50, numbered("g2", 0, 10), _copy_onto_the_copy, _g2_arrived)
     assert rewritten and status.notes == ["truncated"]
     assert got[:150] == numbered("g1", 0, 150)
+
+
+async def test_says_where_reading_starts(tmp_path):
+    """A first try on a file that already holds a run must not show silent zeros: the log says where
+    reading begins and, when it is the end, how to read what is there."""
+    from structlog.testing import capture_logs
+
+    p = tmp_path / "v.log"
+    append(p, "old1", "old2")
+    size = os.path.getsize(p)
+
+    async def said(**kw):
+        with capture_logs() as logs:
+            s = src(kw.pop("path", p), **kw)
+            async with Follow(s):
+                pass
+        return [e for e in logs if e["event"].startswith(("reading", "waiting for file"))], s
+
+    [end], s = await said()
+    assert end["event"].startswith("reading starts at the end of the file") and end["skipped_bytes"] == size
+    assert "--from-start" in end["hint"] and end["path"] == str(p)
+    [start], _ = await said(from_start=True)
+    assert start["event"].startswith("reading starts at the file's first line") and start["size"] == size
+    append(p, "new")
+    [resumed], _ = await said(resume=s.position)
+    assert resumed["event"].startswith("reading resumes at the saved offset") and resumed["offset"] == size
+    assert resumed["unread_bytes"] == 4
+    from exporter.sources.file import Position
+
+    [shorter], _ = await said(resume=Position(s.position.dev, s.position.ino, size * 10))
+    assert "shorter than the saved offset" in shorter["event"]
+    [replaced], _ = await said(resume=Position(s.position.dev, s.position.ino + 1, 3))
+    assert "not the file the saved offset was in" in replaced["event"]
+    [waiting], _ = await said(path=tmp_path / "later.log")
+    assert waiting["event"] == "waiting for file" and waiting["then"] == "read from its first line"

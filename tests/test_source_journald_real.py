@@ -8,6 +8,7 @@ import stat
 import sys
 
 import pytest
+from structlog.testing import capture_logs
 
 from exporter.sources.base import Backoff
 from exporter.sources.journald import JournaldSource
@@ -43,12 +44,15 @@ async def test_from_start_reads_every_entry_not_the_last_ten(tmp_path):
     j = Journal(tmp_path / "j")
     j.write([access(i) for i in range(405)])
     j.write(["other unit"] * 5, unit="sshd.service")
-    async with Follow(source(j, tmp_path, from_start=True)) as fw:
-        await settle(fw, 405)
-        j.write([access(i) for i in range(405, 505)])
-        lines = await settle(fw, 505)
+    with capture_logs() as logs:
+        async with Follow(source(j, tmp_path, from_start=True)) as fw:
+            await settle(fw, 405)
+            j.write([access(i) for i in range(405, 505)])
+            lines = await settle(fw, 505)
     assert numbers(lines) == list(range(505))
     assert len(lines) == 505
+    assert [e["event"] for e in logs if e["event"].startswith("reading")] == [
+        "reading starts at the unit's first journal entry (from_start)"]
 
 
 async def test_start_at_end_keeps_the_burst_written_right_after_start(tmp_path):
@@ -94,28 +98,39 @@ async def test_cursor_survives_an_exporter_restart(tmp_path):
     j = Journal(tmp_path / "j")
     j.write([access(i) for i in range(20)])
     first = source(j, tmp_path)
-    async with Follow(first) as fw:
-        j.write([access(i) for i in range(20, 40)])
-        assert numbers(await settle(fw, 20)) == list(range(20, 40))
+    with capture_logs() as logs:
+        async with Follow(first) as fw:
+            j.write([access(i) for i in range(20, 40)])
+            assert numbers(await settle(fw, 20)) == list(range(20, 40))
     cp = first.checkpoint()
     j.write([access(i) for i in range(40, 90)])  # while the exporter is down
-    async with Follow(source(j, tmp_path, resume=cp)) as fw:
-        lines = await settle(fw, 50)
+    with capture_logs() as logs_after:
+        async with Follow(source(j, tmp_path, resume=cp)) as fw:
+            lines = await settle(fw, 50)
     assert numbers(lines) == list(range(40, 90))
+    # where reading began is said, once each (the first time with how to read what was there)
+    [tail] = [e for e in logs if e["event"].startswith("reading")]
+    assert tail["event"].startswith("reading starts after the unit's newest journal entry")
+    assert "--from-start" in tail["hint"] and tail["unit"] == "grandpa"
+    [resumed] = [e for e in logs_after if e["event"].startswith("reading")]
+    assert resumed["event"] == "reading resumes after the saved journal cursor (state file)"
 
 
 async def test_no_journal_yet_is_down_then_read_from_its_first_entry(tmp_path):
     d = tmp_path / "later"
     d.mkdir()
     j = None
-    async with Follow(JournaldSource("gp", "grandpa", directory=str(d), backoff=Backoff(0.05, 0.2))) as fw:
-        await asyncio.sleep(0.5)
-        assert fw.status.ups and not any(fw.status.ups)
-        j = Journal(d)
-        j.write([access(i) for i in range(25)])
-        lines = await settle(fw, 25)
-        assert fw.status.ups[-1] is True
+    with capture_logs() as logs:
+        async with Follow(JournaldSource("gp", "grandpa", directory=str(d), backoff=Backoff(0.05, 0.2))) as fw:
+            await asyncio.sleep(0.5)
+            assert fw.status.ups and not any(fw.status.ups)
+            j = Journal(d)
+            j.write([access(i) for i in range(25)])
+            lines = await settle(fw, 25)
+            assert fw.status.ups[-1] is True
     assert numbers(lines) == list(range(25))
+    assert [e["event"] for e in logs if e["event"].startswith("reading")] == [
+        "reading starts at the unit's first journal entry: the journal holds none yet"]
 
 
 async def test_messages_journald_stores_as_bytes_or_long(tmp_path):

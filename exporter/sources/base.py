@@ -7,6 +7,11 @@ from typing import AsyncIterator, Protocol
 
 
 
+# Said with every "reading starts at the end" at start-up: a first try on a file that already holds a
+# run otherwise shows only zeros, with no word of why.
+FROM_START_HINT = "--from-start (from_start: true in a config file) reads what is already there"
+
+
 class Status(Protocol):
     def up(self, up: bool) -> None: ...
     def restarted(self) -> None: ...

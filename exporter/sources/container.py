@@ -40,7 +40,7 @@ import aiohttp
 import structlog
 
 from exporter.framing.lines import LineSplitter
-from exporter.sources.base import Backoff, Status
+from exporter.sources.base import FROM_START_HINT, Backoff, Status
 
 log = structlog.get_logger("vllm_log_exporter.source.container")
 
@@ -163,6 +163,23 @@ class ContainerSource:
             q += f"&since={int(self.started_at)}"
         return f"http://localhost/containers/{quote(self.container, safe='')}/logs?{q}"
 
+    def _say_start(self) -> None:
+        """Where the first connection's reading begins, said once (as _logs_url asked for it)."""
+        if getattr(self, "_start_said", False):
+            return
+        self._start_said = True
+        said = {"source": self.name, "container": self.container}
+        if self._read_all:
+            log.info("reading starts at the container's first line (a new container)", **said)
+        elif self._last_key is not None:
+            log.info("reading resumes at the saved stamp (state file)", **said, since=self.last_ts or self._last_key[0])
+        elif self.from_start:
+            log.info("reading starts at the container's first line (from_start)", **said)
+        else:
+            when = datetime.fromtimestamp(int(self.started_at), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            log.info("reading starts at the exporter's start: the container's earlier lines are not read", **said,
+                     since=when, hint=FROM_START_HINT)
+
     def _found(self, cid: str) -> None:
         """Inspect answered with this container id: a new container starts a new log."""
         known = self.id or self._resumed_id
@@ -232,6 +249,7 @@ class ContainerSource:
                     async with resp as r:
                         if r.status != 200:
                             raise ConnectionError(f"logs {self.container}: HTTP {r.status}")
+                        self._say_start()
                         self._read_all = False
                         if running:
                             if connected_before:

@@ -34,7 +34,7 @@ import structlog
 
 from exporter.framing.lines import MAX_LINE_BYTES, LineSplitter
 from exporter.sources.logfile import LogOpenError, open_binary
-from exporter.sources.base import Status
+from exporter.sources.base import FROM_START_HINT, Status
 from exporter.sources.notify import Watch
 
 log = structlog.get_logger("vllm_log_exporter.source.file")
@@ -156,7 +156,7 @@ class FileSource:
             return
         self._open_errno = e.errno
         if e.errno == errno.ENOENT:
-            log.info("waiting for file", source=self.name, path=self.path)
+            log.info("waiting for file", source=self.name, path=self.path, then="read from its first line")
         elif e.errno in (errno.EACCES, errno.EPERM):
             log.warning("cannot read file: permission denied; retrying", source=self.name, path=self.path,
                         uid=os.geteuid(), gid=os.getegid())
@@ -293,12 +293,23 @@ class FileSource:
             return None, None
         r = self.resume
         size = os.fstat(f.fileno()).st_size
-        if r is not None and ident == (r.dev, r.ino):
-            f.seek(r.offset if r.offset <= size else 0)  # smaller than our offset: truncated while we were down
-        elif r is not None:
-            f.seek(0)  # a new file replaced the one we knew: all of it is new
+        said = {"source": self.name, "path": self.path}
+        if r is not None and ident == (r.dev, r.ino) and r.offset <= size:
+            f.seek(r.offset)
+            log.info("reading resumes at the saved offset (state file)", **said, offset=r.offset,
+                     unread_bytes=size - r.offset)
+        elif r is not None and ident == (r.dev, r.ino):
+            log.info("reading starts at the file's first line: it is shorter than the saved offset "
+                     "(truncated while the exporter was down)", **said, offset=r.offset, size=size)
+        elif r is not None:  # a new file replaced the one we knew: all of it is new
+            log.info("reading starts at the file's first line: it is not the file the saved offset was in "
+                     "(rotated or replaced meanwhile)", **said, size=size)
         elif not self.from_start:
             f.seek(0, os.SEEK_END)
+            log.info("reading starts at the end of the file: the lines already in it are not read", **said,
+                     skipped_bytes=size, hint=FROM_START_HINT)
+        else:
+            log.info("reading starts at the file's first line (from_start)", **said, size=size)
         return f, ident
 
     def _drain_old(self, draining: list) -> list[str]:

@@ -36,7 +36,7 @@ from typing import AsyncIterator
 
 import structlog
 
-from exporter.sources.base import Backoff, Status
+from exporter.sources.base import FROM_START_HINT, Backoff, Status
 
 log = structlog.get_logger("vllm_log_exporter.source.journald")
 
@@ -88,6 +88,24 @@ class JournaldSource:
             self.cursor = resume["cursor"]
         # With no cursor: read from the beginning (True) or first take the tail's cursor (False).
         self._from_beginning = from_start
+        self._from_start = from_start
+        self._start_said = False  # where reading begins is said once, at the first start
+
+    def _say_start(self, at: str) -> None:
+        """``at``: "tail" (after the newest matching entry), "cursor" (saved), "start" or "empty"."""
+        if self._start_said:
+            return
+        self._start_said = True
+        said = {"source": self.name, "unit": self.match}
+        if at == "tail":
+            log.info("reading starts after the unit's newest journal entry: the entries already there are "
+                     "not read", **said, hint=FROM_START_HINT)
+        elif at == "cursor":
+            log.info("reading resumes after the saved journal cursor (state file)", **said)
+        elif at == "start":
+            log.info("reading starts at the unit's first journal entry (from_start)", **said)
+        else:
+            log.info("reading starts at the unit's first journal entry: the journal holds none yet", **said)
 
     def checkpoint(self) -> dict | None:
         return {"cursor": self.cursor} if self.cursor else None
@@ -132,6 +150,7 @@ class JournaldSource:
             where = self.directory or "/var/log/journal and /run/log/journal"
             return f"no journal files in {where} (is the journal mounted into the exporter?)"
         if self.cursor or self._from_beginning:
+            self._say_start("cursor" if self.cursor else "start" if self._from_start else "empty")
             return None
         rc, out, err = await self._run(self.tail_command(), want_stdout=True)
         if rc != 0:
@@ -143,8 +162,10 @@ class JournaldSource:
                 continue
             if isinstance(entry, dict) and isinstance(entry.get("__CURSOR"), str):
                 self.cursor = entry["__CURSOR"]
+                self._say_start("tail")
                 return None
         self._from_beginning = True  # no matching entry yet: all that comes is new
+        self._say_start("empty")
         return None
 
     async def batches(self, status: Status) -> AsyncIterator[list[str]]:

@@ -11,8 +11,12 @@ import os
 import sys
 from typing import AsyncIterator
 
+import structlog
+
 from exporter.framing.lines import LineSplitter
 from exporter.sources.base import Status
+
+log = structlog.get_logger("vllm_log_exporter.source.stdin")
 
 
 class StdinSource:
@@ -24,6 +28,7 @@ class StdinSource:
         fd = self.fd if self.fd is not None else sys.stdin.fileno()
         loop = asyncio.get_running_loop()
         split = LineSplitter(self.name)
+        log.info("reading standard input from its first line to its end", source=self.name)
         status.up(True)
         try:
             while True:
