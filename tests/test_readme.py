@@ -289,3 +289,117 @@ def test_every_metric_name_the_readme_gives_is_exported(name):
     if name in _renamed() or name in NOT_IN_GOLDEN:
         return
     assert name in _exported(), f"{name}: not in the demo's /metrics (tests/golden/exporter-data/)"
+
+
+# -- claims ---------------------------------------------------------------------------------------
+
+
+def _between(start: str, end: str) -> str:
+    i = README.index(start)
+    return README[i:README.index(end, i)]
+
+
+def _listed(pattern: str) -> list[str]:
+    """The values of a `name{label="a\\|b\\|c"}` the README gives."""
+    found = [m.split("\\|") for m in re.findall(pattern + r'="([^"]+)"', README)]
+    assert found, pattern
+    return max(found, key=len)  # the list, not an example of one value
+
+
+def test_the_kinds_parse_prints_are_the_parsers_kinds():
+    from exporter.parsers.events import DERIVED_KINDS, KINDS
+
+    text = _between("The kinds (`KINDS`", "**`engine_dead` and `engine_death`.**")
+    from_lines, verdicts = text.split("and the verdicts", 1)
+    lines = [k for k in re.findall(r"`(\w+)`", from_lines) if k != "KINDS"]
+    derived = re.findall(r"`(\w+)`", verdicts.split(":", 1)[1])
+    assert len(lines) == len(set(lines)) and set(lines) == set(KINDS) - DERIVED_KINDS
+    assert set(derived) == DERIVED_KINDS
+
+
+def test_engine_dead_lines_and_one_engine_death_in_the_kill_capture_as_the_readme_says():
+    import gzip
+    from collections import Counter
+
+    from tests.conftest import FIXTURES, run_lines
+
+    assert "four lines are `engine_dead` and there is one `engine_death`" in " ".join(README.split())
+    path = FIXTURES / "vllm-0.32-cpu" / "kill_engine.log.gz"
+    _, events = run_lines(gzip.decompress(path.read_bytes()).decode().splitlines(), derived=True)
+    kinds = Counter(e.kind for e in events)
+    assert kinds["engine_dead"] == 4 and kinds["engine_death"] == 1
+    golden = (GOLDEN / "vllm-0.32-cpu" / "kill_engine.prom").read_text()
+    assert 'vllm_log_errors_total{kind="engine_dead",server="kill_engine"} 1.0' in golden
+
+
+def test_the_flags_table_is_the_serve_commands_flags_and_their_variables_exist():
+    table = _between("| flag | env | default |", "\n\n")
+    rows = [line for line in table.splitlines() if line.startswith("| `--")]
+    flags = {f for row in rows for f in re.findall(r"`(--[\w.-]+)", row.split("|")[1])}
+    assert flags == _parser_options()["serve"] - {"-h", "--help", "--version"}
+    code = "".join((ROOT / "exporter" / "config" / f).read_text() for f in ("flags.py", "settings.py"))
+    variables = {v for row in rows for v in re.findall(r"(?:VLLM_LOG_EXPORTER_|\.\.\._)([A-Z_]+)", row)}
+    assert len(variables) > 15
+    for v in variables:
+        assert f'"{v}"' in code, f"VLLM_LOG_EXPORTER_{v}: the exporter reads no such variable"
+
+
+def test_the_label_values_the_readme_lists_are_the_exporters():
+    from exporter.metrics import HTTP_CLOSE_REASONS, SOURCE_EVENTS
+    from exporter.parsers.events import ERROR_KINDS, STARTUP_FAILURE_REASONS
+    from exporter.stream.lifecycle import STATES
+
+    assert _listed(r"vllm_log_errors_total\{kind") == list(ERROR_KINDS)
+    assert _listed(r"vllm_log_startup_failures_total\{reason") == list(STARTUP_FAILURE_REASONS)
+    assert _listed(r"vllm_log_exporter_source_events_total\{event") == list(SOURCE_EVENTS)
+    assert _listed(r"vllm_log_server_state\{state") == list(STATES)
+    said = _between("`vllm_log_exporter_http_connections_closed_total{reason}`", ")")
+    assert re.findall(r"`(\w+)`", said) == list(HTTP_CLOSE_REASONS)
+
+
+def test_every_alert_the_readme_names_is_a_rule_and_every_rule_is_named():
+    import yaml
+
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "rules" / "vllm-log-exporter.rules.yml").read_text())
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    named = set(re.findall(r"\b(Vllm[A-Z]\w+)\b", README))
+    assert named == alerts
+
+
+def test_every_family_the_exporter_exports_is_named_in_the_readme():
+    """Docs show the names a user types into PromQL: every family of every golden /metrics."""
+    families = {line.split()[2] for f in GOLDEN.rglob("*.prom") for line in f.read_text().splitlines()
+                if line.startswith("# TYPE ")}
+    assert len(families) > 90
+    missing = sorted(f for f in families if not re.search(r"\b" + re.escape(f) + r"\b", README))
+    assert missing == [], "name them in the README's Metrics table"
+
+
+def test_compare_shows_every_configuration_row_the_readme_lists_the_speculative_method_among_them(tmp_path):
+    import json
+
+    from exporter.offline.report.compare import CONFIG_ROWS
+
+    bullet = " ".join(_between("- **Configuration** side by side:", "\n- **Results**").lower().split())
+    for _, label, _, _ in CONFIG_ROWS:
+        assert re.sub(r"\s*\(.*\)", "", label).lower() in bullet, label
+    runs = [f"ngram={ROOT}/tests/fixtures/vllm-0.32-cpu/traffic.log.gz", f"off={ROOT}/tests/fixtures/vllm-0.32-cpu/dp2.log.gz"]
+    r = subprocess.run([sys.executable, "-m", "exporter", "compare", *runs, "--format", "json"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = {row["key"]: row["values"] for row in json.loads(r.stdout)["config"]}
+    assert rows["speculative_method"] == ["ngram", "off"]
+
+
+def test_the_demo_servers_and_the_default_address_are_the_readmes():
+    import argparse
+
+    from exporter.config.flags import build
+    from exporter.config.settings import DEFAULT_LISTEN
+
+    args = build_parser().parse_args(["serve", "--demo"])
+    assert isinstance(args, argparse.Namespace)
+    cfg = build(args, environ={})
+    row = next(line for line in README.splitlines() if line.startswith("| `--demo`"))
+    assert [s.name for s in cfg.sources] == re.findall(r"`(demo[\w-]*)`, (?:the|a|one)", row)
+    assert cfg.listen_address == DEFAULT_LISTEN and f"`{DEFAULT_LISTEN}`" in README
