@@ -294,3 +294,39 @@ def test_data_parallel_engines_are_one_server_in_the_charts_and_one_engine_s_sil
     # one point per moment in the charts: 150 tok/s where both engines logged, 100 where only engine 0 did
     assert list(s.gen.vs) == [150.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 150.0, 150.0]
     assert list(s.kv_usage.vs)[0] == 0.02  # the fuller engine's cache
+
+
+def test_several_starts_each_show_their_own_configuration_and_none_is_mixed_into_the_last():
+    """The sample's first start (with its CPU offload pool), then a start that logs only its banner and
+    KV size: the last start's configuration is its own (no offload pool from the first), said to be the
+    last, and the Markdown shows each start in its column with what differs marked."""
+    from exporter.offline.report.markdown import config_at, render
+
+    lines = (ROOT / "exporter" / "data" / "sample.log").read_text(encoding="utf-8").splitlines()
+    second = [lines[i] for i in range(614, 617)] + [lines[638]]  # banner (version, model) and KV size
+    assert "version" in "".join(second) and "KV cache size" in second[-1]
+    from datetime import timezone
+
+    _, events = run_lines(lines[:40] + second, clock=Clock(year=2026, tz=timezone.utc))
+    stats = RunStats()
+    for ev in events:
+        stats.add(ev)
+    s = stats.summary()
+    c = s["config"]
+    assert len(c["earlier"]) == 1 and c["earlier"][0]["offload_pool_bytes"] == 8.59e9
+    assert "offload_pool_bytes" not in c and c["gpu_kv_cache_tokens"] == 285336 and c["workers"] == {}
+    assert c["earlier"][0]["started"] < c["started"]
+    assert config_at(s, c["started"] - 1) is c["earlier"][0] and config_at(s, c["started"]) is c
+    md = render(s, tz=None)
+    assert "2 starts logged a configuration, each in its column" in md
+    assert "| Item | Start 1, 2026-08-04 02:43:00 UTC | Start 2, 2026-08-04 02:57:27 UTC |" in md
+    assert "| ≠ CPU KV offload pool | 8,590,000,000 bytes | – |" in md
+    assert "| GPU KV capacity | 285,336 tokens | 285,336 tokens |" in md
+
+
+def test_one_start_keeps_one_configuration_column():
+    s = stats_of((ROOT / "exporter" / "data" / "sample-v0.log").read_text(encoding="utf-8").splitlines())
+    from exporter.offline.report.markdown import render
+
+    md = render(s)
+    assert s["config"]["earlier"] == [] and "| Item | Value |" in md and "starts logged" not in md

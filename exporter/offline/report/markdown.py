@@ -65,17 +65,15 @@ def startup_failure_line(sf: dict, config: dict, tz) -> str:
     return f"Start-up failed at {when}: {words.get(reason, words['other'])}."
 
 
-def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
-    c, t, sd, kv, cap, http, err = (s["config"], s["throughput"], s["spec_decode"], s["kv_offload"],
-                                     s["capacity"], s["http"], s["errors"])
-    parts = [f"# {title}", ""]
-    rng = s["range"]
-    parts.append(f"From {_time(rng['first'], tz)} to {_time(rng['last'], tz)}; {rng['starts']} server start(s), "
-                 f"{rng.get('stops', 0)} stop(s) asked for (not counted as errors).")
-    parts.append("")
+MAX_START_COLUMNS = 4  # a restart loop's hundred starts would make a table nobody reads
 
-    parts += ["## Configuration", ""]
-    rows = [
+
+def _start_name(n: int, started, tz) -> str:
+    return f"Start {n}, {_time(started, tz)}" if started is not None else f"Start {n} (before the log)"
+
+
+def _config_rows(c: dict) -> list[tuple[str, str]]:
+    return [
         ("vLLM version", c.get("version", "–")),
         ("Model", c.get("model", "–")),
         ("Tensor parallel", str(c.get("tensor_parallel_size", "–"))),
@@ -86,9 +84,59 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
         ("Engine init", _n(c.get("init_seconds"), "{:.2f} s") + (
             f" (compilation {c['compile_seconds']:.2f} s)" if c.get("compile_seconds") is not None else "")),
         ("CPU KV offload pool", _n(c.get("offload_pool_bytes"), "{:,.0f} bytes") if c.get("offload_pool_bytes") else "–"),
+        ("Speculative decoding", _speculative(c.get("settings") or {})),
     ]
-    parts += [_table(rows), ""]
+
+
+def _speculative(settings: dict) -> str:
+    method, depth = settings.get("speculative_method"), settings.get("num_speculative_tokens")
+    if method is None and depth is None:
+        return "–"
+    return ", ".join(p for p in (method, f"{depth} tokens per draft" if depth is not None else None) if p)
+
+
+def config_at(s: dict[str, Any], ts) -> dict:
+    """The configuration of the start that was running at ``ts`` (the last one when unknown)."""
+    c = s.get("config", {})
+    if ts is None:
+        return c
+    found = c
+    for cfg in c.get("earlier", []) + [c]:
+        if cfg.get("started") is None or cfg["started"] <= ts:
+            found = cfg
+    return found
+
+
+def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
+    c, t, sd, kv, cap, http, err = (s["config"], s["throughput"], s["spec_decode"], s["kv_offload"],
+                                     s["capacity"], s["http"], s["errors"])
+    parts = [f"# {title}", ""]
+    rng = s["range"]
+    parts.append(f"From {_time(rng['first'], tz)} to {_time(rng['last'], tz)}; {rng['starts']} server start(s), "
+                 f"{rng.get('stops', 0)} stop(s) asked for (not counted as errors).")
+    parts.append("")
+
+    parts += ["## Configuration", ""]
+    configs = c.get("earlier", []) + [c]
+    if len(configs) == 1:
+        parts += [_table(_config_rows(c)), ""]
+    else:
+        # several starts: each one's own configuration in its column, never a mix or the last unsaid
+        shown = configs[-MAX_START_COLUMNS:]
+        first = len(configs) - len(shown) + 1
+        said = f"the last {len(shown)} of them shown" if len(shown) < len(configs) else "each in its column"
+        parts += [f"{len(configs)} starts logged a configuration, {said}; the last is the server as the log "
+                  "leaves it. ≠ marks what differs between the starts shown.", ""]
+        head = ("Item", *(_start_name(first + i, cfg.get("started"), tz) for i, cfg in enumerate(shown)))
+        columns = [_config_rows(cfg) for cfg in shown]
+        rows = []
+        for i, (label, _) in enumerate(columns[-1]):
+            values = [col[i][1] for col in columns]
+            rows.append(("≠ " + label if len(set(values)) > 1 else label, *values))
+        parts += [_table(rows, head), ""]
     if c.get("workers"):
+        if len(configs) > 1:
+            parts += [f"Memory per worker at the last start ({_time(c.get('started'), tz)}):", ""]
         parts += ["| Worker | Weights | KV cache | Peak activation | Non-torch | CUDA graph |", "|---|---|---|---|---|---|"]
         for name, w in c["workers"].items():
             parts.append(f"| {name} | {_gib(w.get('weights_bytes'))} | {_gib(w.get('kv_cache_bytes'))} | "
@@ -205,7 +253,7 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
         parts += [f"Engine {st['engine']} stalled at {_time(st['ts'], tz)}: a busy stats window, then none for "
                   f"{st['silent_seconds']:,.0f} s with no start or death in between (hung, or died without a word).", ""]
     for sf in s.get("startup_failures", []):
-        parts += [startup_failure_line(sf, s.get("config", {}), tz), ""]
+        parts += [startup_failure_line(sf, config_at(s, sf.get("ts")), tz), ""]
     ooms = [o for o in s.get("ooms", []) if "tried_to_allocate_bytes" in o or "free_bytes" in o]
     if ooms:
         parts += ["| OOM at | GPU | Asked for | Free | Total | In use by the process | Allocated by PyTorch | Reserved by PyTorch |",

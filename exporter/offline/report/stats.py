@@ -58,6 +58,7 @@ SETTING_KEYS = ("data_parallel_size", "pipeline_parallel_size", "decode_context_
                 "gpu_memory_utilization", "num_speculative_tokens", "enable_prefix_caching", "dtype",
                 "served_model_name", "enforce_eager", "speculative_method")
 
+MAX_EARLIER_CONFIGS = 50  # earlier starts' configurations kept (a restart loop logs thousands)
 FACT_KINDS = frozenset({"version", "model", "engine_config", "kv_cache_size", "gpu_blocks", "max_concurrency",
                         "kv_cache_memory", "model_load", "memory_profile", "init_engine", "offload_pool"})
 
@@ -73,6 +74,10 @@ class RunStats(Summary):
         # utilisation...): in the JSON under config.settings, for `compare`
         self.settings: dict[str, Any] = {}
         self.workers: dict[str, dict[str, float]] = {}
+        # facts, settings and workers are the current start's; each earlier start's are kept here
+        # (the last MAX_EARLIER_CONFIGS), so the report says which start a configuration is and shows each
+        self.config_started: float | None = None  # when the current configuration's start was logged
+        self.earlier_configs: list[dict] = []
         self.starts: list[float | None] = []
         # generation throughput: windows, peak, the non-zero ones' sum and count, and the chart
         self.gen = Trace()
@@ -169,6 +174,7 @@ class RunStats(Summary):
             self.facts = {}
             self.settings = {}
             self.workers = {}
+            self.config_started = ev.ts
             self.facts["version"] = ev.fields["version"]
             if ev.fields.get("model"):
                 self.facts["model"] = ev.fields["model"]
@@ -178,7 +184,12 @@ class RunStats(Summary):
     def _on_version(self, ev, f):
         self._windows.clear()  # a start explains the silence before it
         self.starts.append(ev.ts)
-        self.settings = {}  # each start's own arguments
+        # each start's own configuration: what an earlier start logged is kept apart, not mixed in
+        if self.facts or self.settings or self.workers:
+            self.earlier_configs.append(self._config())
+            del self.earlier_configs[:-MAX_EARLIER_CONFIGS]
+        self.facts, self.settings, self.workers = {}, {}, {}
+        self.config_started = ev.ts
         self.facts["version"] = f["version"]
         if f.get("model"):
             self.facts["model"] = f["model"]

@@ -17,7 +17,7 @@ class Summary:
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "range": {"first": self.first_ts, "last": self.last_ts, "starts": len(self.starts), "stops": len(self.stops)},
-            "config": self._config(),
+            "config": {**self._config(), "earlier": [dict(c) for c in self.earlier_configs]},
             "throughput": self._throughput(),
             "spec_decode": self._spec(),
             "kv_offload": self._offload(),
@@ -32,9 +32,12 @@ class Summary:
         return out
 
     def _config(self) -> dict:
+        """The configuration of the last start in the log (``started``: when; None when the log holds
+        no start of it); ``earlier``, in the summary's, each earlier start's, oldest first."""
         c = dict(self.facts)
         c["workers"] = {name: dict(w) for name, w in sorted(self.workers.items())}
         c["settings"] = dict(self.settings)
+        c["started"] = self.config_started
         return c
 
     def _throughput(self) -> dict:
