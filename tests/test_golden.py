@@ -6,6 +6,7 @@ the diff goes into review with the change."""
 from __future__ import annotations
 
 import difflib
+import re
 
 import pytest
 
@@ -53,3 +54,37 @@ def test_a_changed_series_shows_as_a_difference(monkeypatch):
     after = golden.expected(cap)
     removed = [line for line in difflib.ndiff(before.splitlines(), after.splitlines()) if line.startswith("- ")]
     assert any(line.startswith("- vllm_log_stats_windows_total{") for line in removed), removed[:5]
+
+
+def _families_without_a_sample(prom: list) -> set[str]:
+    families, sampled, current = set(), set(), None
+    for path in prom:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("# TYPE "):
+                current = line.split()[2]
+                families.add(current)
+            elif line and not line.startswith("#"):
+                sampled.add(current)
+    return families - sampled
+
+
+def test_the_demo_gives_every_family_a_sample_but_those_the_readme_says_it_does_not_show():
+    readme = (golden.ROOT / "README.md").read_text(encoding="utf-8")
+    said = readme[readme.index("**What the demo does not show**"):]
+    said = said[:said.index("\n\n", said.index("\n- "))]
+    named = set(re.findall(r"`(vllm_log_\w+)`", said)) - {"vllm_log_errors_total"}
+    empty = _families_without_a_sample(sorted((golden.GOLDEN / "exporter-data").glob("*.prom")))
+    assert empty == named, "a family the demo leaves empty must be said, with why, in the README"
+
+
+def test_the_tool_writes_exactly_the_packaged_samples(tmp_path):
+    """exporter/data/ is what tools/make_sample_log.py writes (no hand edits that a regeneration would lose)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(golden.ROOT / "tools" / "make_sample_log.py"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    for sample in sorted(golden.DATA.glob("*.log")):
+        assert (tmp_path / sample.name).read_bytes() == sample.read_bytes(), \
+            f"{sample.name} differs from what tools/make_sample_log.py writes"

@@ -403,3 +403,15 @@ def test_the_demo_servers_and_the_default_address_are_the_readmes():
     row = next(line for line in README.splitlines() if line.startswith("| `--demo`"))
     assert [s.name for s in cfg.sources] == re.findall(r"`(demo[\w-]*)`, (?:the|a|one)", row)
     assert cfg.listen_address == DEFAULT_LISTEN and f"`{DEFAULT_LISTEN}`" in README
+
+
+def test_the_compare_example_prints_the_rows_the_readme_shows():
+    text = _between("The packaged sample's first two starts", "\n## ")
+    command = re.search(r"`(\.venv/bin/vllm-log-exporter compare [^`]+)`", text, re.S).group(1).split()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) >= 3
+    r = subprocess.run([sys.executable, "-m", "exporter", *command[1:]], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    for row in rows:
+        assert row in r.stdout.splitlines(), row

@@ -1,17 +1,29 @@
 #!/usr/bin/env python3
-"""Write the packaged sample logs (``exporter/data/sample.log``, ``sample-v0.log``, ``sample-lmcache.log``).
+"""Write the packaged sample logs (``exporter/data/sample.log``, ``sample-v0.log``, ``sample-lmcache.log``),
+which the demo replays as its servers ``demo``, ``demo-v0`` and ``demo-lmcache``.
 
 The V1 sample is a journald capture of a custom vLLM build serving a speculative-decoding model on
 two GPUs with CPU KV offload, in the formats the seed article quotes: a healthy run that ends in a
-CUDA OOM and a dead engine, a restart that dies of an illegal memory access and an NCCL timeout, and a
-third start that stays healthy. Every line family the parser knows appears at least once. The V0
-sample is a short 0.6-era server, for the V0-only families. Seeded, so the output is reproducible:
+CUDA OOM and a dead engine, systemd restarting it, a restart that dies of an illegal memory access and
+an NCCL timeout, and a third start that stays healthy and drafts dynamically (with vLLM 0.34's MFU
+line and DSpark's calibration bins). The V0 sample is a short 0.6-era server, for the V0-only
+families, that the host's OOM killer ends and systemd gives up restarting. The LMCache sample offloads
+with LMCache: lookups, stores (one skipping the prefix LMCache holds, one cut short by memory
+pressure), retrieves (one two blocks short, which vLLM recovers by recomputing), then a routine stop.
 
-    python tools/make_sample_log.py            # rewrites both files
+The deaths are the story's and deliberate (the OOM, the CUDA/NCCL crash, the V0 OOM kill). Families
+the demo leaves empty, and why, are in the README ("What the demo does not show"); tests/test_golden.py
+checks that no other family is empty. Seeded, so the output is reproducible (tests/test_golden.py
+checks the committed files are exactly what this writes):
+
+    .venv/bin/python tools/make_sample_log.py          # rewrites exporter/data/
+    .venv/bin/python tools/make_sample_log.py DIR      # writes them into DIR instead
+    make golden                                        # then: their golden /metrics
 """
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 from datetime import datetime, timedelta
@@ -37,6 +49,11 @@ class Log:
     def _journald(self) -> str:
         t = self.t
         return f"{MONTHS[t.month - 1]} {t.day:02d} {t:%H:%M:%S} {HOST} {UNIT}[{UNIT_PID}]: "
+
+    def systemd(self, text: str) -> None:
+        """What systemd (PID 1) logs about the unit: journald's own tag, no vLLM header."""
+        t = self.t
+        self.lines.append(f"{MONTHS[t.month - 1]} {t.day:02d} {t:%H:%M:%S} {HOST} systemd[1]: {text}")
 
     def raw(self, proc, text: str) -> None:
         tag = f"({proc[0]} pid={proc[1]}) " if proc else ""
@@ -143,9 +160,12 @@ def startup(log: Log, *, compile_s: float) -> None:
     log.raw(API, "INFO:     Application startup complete.")
 
 
-def serving(log: Log, windows: int, *, kv_peak_at: int | None = None, rate: float = 0.35) -> None:
+def serving(log: Log, windows: int, *, kv_peak_at: int | None = None, rate: float = 0.35,
+            dynamic: bool = False) -> None:
     """``windows`` stats intervals of 10 s: requests (``rate`` a second while busy), stats, spec
-    decode and offload lines."""
+    decode and offload lines. ``dynamic``: a build that drafts dynamically (fewer tokens when unsure)
+    and logs vLLM 0.34's MFU line, the draft length histogram and DSpark's calibration bins; their
+    figures come from an rng of their own, so every other line is the same either way."""
     rng = log.rng
     kv = 0.01
     for w in range(windows):
@@ -196,12 +216,15 @@ def serving(log: Log, windows: int, *, kv_peak_at: int | None = None, rate: floa
         if rng.random() < 0.04:
             parts.insert(4, "Preemptions: 1")
         log.log(API, "INFO", "loggers.py:314", "Engine 000: " + ", ".join(parts))
-        log.log(API, "INFO", "metrics.py:125",
-                f"SpecDecoding metrics: Mean acceptance length: {mean_len:.2f}, Current speculative depth: {depth}, "
-                f"Accepted throughput: {accepted / 10:.2f} tokens/s, Drafted throughput: {drafted / 10:.2f} tokens/s, "
-                f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
-                f"Per-position acceptance rate: {', '.join(f'{p:.3f}' for p in per_pos)}, "
-                f"Avg Draft acceptance rate: {accept * 100:.1f}%")
+        if dynamic:
+            dynamic_window(log, accepted, [float(f"{p:.3f}") for p in per_pos], mean_len)
+        else:
+            log.log(API, "INFO", "metrics.py:125",
+                    f"SpecDecoding metrics: Mean acceptance length: {mean_len:.2f}, Current speculative depth: {depth}, "
+                    f"Accepted throughput: {accepted / 10:.2f} tokens/s, Drafted throughput: {drafted / 10:.2f} tokens/s, "
+                    f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
+                    f"Per-position acceptance rate: {', '.join(f'{p:.3f}' for p in per_pos)}, "
+                    f"Avg Draft acceptance rate: {accept * 100:.1f}%")
         if rng.random() < 0.4:
             store = rng.randint(20, 1400) * 1048576
             load = rng.randint(1, 200) * 1048576
@@ -218,6 +241,55 @@ def serving(log: Log, windows: int, *, kv_peak_at: int | None = None, rate: floa
         if rng.random() < 0.03:
             log.log(API, "WARNING", "protocol.py:101",
                     "The following fields were present in the request but ignored: {'reasoning_effort'}")
+
+
+CONFIDENCE_BINS = (5, 6, 7, 8, 9)  # DSpark's bins 0.5-0.6 .. 0.9-1.0 (below 0.5 it does not draft)
+BIN_SHARES = (0.05, 0.10, 0.15, 0.25, 0.45)  # of the drafted tokens, most of them confident
+BIN_CONFIDENCE = (0.54, 0.64, 0.74, 0.84, 0.94)  # their mean confidence
+
+
+def dynamic_window(log: Log, accepted: int, per_pos: list[float], mean_len: float) -> None:
+    """One window of a dynamic-drafting DSpark build, consistent with itself: drafts = accepted /
+    sum(per-position rates) (vLLM's rates are per draft), the histogram's tokens are the drafted
+    tokens, each position's bins hold the drafts that reached it, accepted tokens fill the most
+    confident bins first."""
+    rng = random.Random(int(log.t.timestamp()))
+    depth = len(per_pos)
+    drafts = max(1, round(accepted / sum(per_pos)))
+    took = [round(p * drafts) for p in per_pos]  # accepted tokens per position
+    # drafts that reached each position: a drafter unsure of its next token stops (0.87-0.94 of the
+    # drafted tokens are accepted), never fewer than were accepted there, never more than before
+    quality = rng.uniform(0.87, 0.94)
+    reached: list[int] = []
+    for i in range(depth):
+        n = max(took[i], min(drafts if i == 0 else reached[-1], round(took[i] / quality)))
+        reached.append(n)
+    histogram = {0: drafts - reached[0], **{k: reached[k - 1] - reached[k] for k in range(1, depth)},
+                 depth: reached[-1]}
+    drafted = sum(reached)
+    log.log(API, "INFO", "perf.py:1725", f"Engine 000: MFU: {rng.uniform(95, 280):.1f} TF/s/device "
+                                         f"{rng.uniform(460, 810):.1f} GB/s/device")
+    log.log(API, "INFO", "metrics.py:125",
+            f"SpecDecoding metrics: Mean acceptance length: {mean_len:.2f}, Current speculative depth: {depth}, "
+            f"Accepted throughput: {accepted / 10:.2f} tokens/s, Drafted throughput: {drafted / 10:.2f} tokens/s, "
+            f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
+            f"Per-position acceptance rate: {', '.join(f'{p:.3f}' for p in per_pos)}, "
+            f"Draft length histogram: {', '.join(f'{k}:{v}' for k, v in histogram.items() if v)}, "
+            f"Avg Draft acceptance rate: {accepted / drafted * 100:.1f}%")
+    counts, acc, sums = [], [], []
+    for i in range(depth):
+        c = [int(reached[i] * share) for share in BIN_SHARES]
+        c[-1] += reached[i] - sum(c)
+        a, left = [0] * len(c), took[i]
+        for b in reversed(range(len(c))):  # the confident bins are accepted first
+            a[b] = min(c[b], left) if b else left
+            left -= a[b]
+        pad = [0] * CONFIDENCE_BINS[0]
+        counts.append(pad + c)
+        acc.append(pad + a)
+        sums.append([0.0] * CONFIDENCE_BINS[0] + [round(n * conf, 2) for n, conf in zip(c, BIN_CONFIDENCE)])
+    bins = {"bins": 10, "counts": counts, "accepted": acc, "confidence_sums": sums}
+    log.log(API, "INFO", "metrics.py:125", "DSpark STS calibration bins: " + json.dumps(bins, separators=(",", ":")))
 
 
 def oom_crash(log: Log) -> None:
@@ -247,7 +319,20 @@ def oom_crash(log: Log) -> None:
     log.access("POST", "/v1/chat/completions", 500)
     log.raw(API, "INFO:     Shutting down")
     log.raw(API, "INFO:     Finished server process [53]")
-    log.at(30)
+    restarted(log, "Main process exited, code=exited, status=1/FAILURE", "exit-code", 1)
+
+
+def restarted(log: Log, exited: str, result: str, counter: int) -> None:
+    """systemd's lines after the process ended: its exit, the unit's result, the automatic restart
+    (Restart=on-failure, RestartSec=10), then 15 s until the new process logs its banner."""
+    log.at(5)
+    log.systemd(f"vllm.service: {exited}")
+    log.systemd(f"vllm.service: Failed with result '{result}'.")
+    log.at(10)
+    log.systemd(f"vllm.service: Scheduled restart job, restart counter is at {counter}.")
+    log.systemd("Stopped vLLM OpenAI server.")
+    log.systemd("Started vLLM OpenAI server.")
+    log.at(15)
 
 
 def cuda_crash(log: Log) -> None:
@@ -266,7 +351,7 @@ def cuda_crash(log: Log) -> None:
     log.log(CORE, "ERROR", "core_client.py:564", "Engine core proc EngineCore died unexpectedly, shutting down client.")
     log.log(CORE, "CRITICAL", "multiproc_executor.py:48",
             "MulitprocExecutor got fatal signal from worker processes, shutting down.")
-    log.at(30)
+    restarted(log, "Main process exited, code=killed, status=6/ABRT", "signal", 2)
 
 
 def unknown_model(log: Log) -> None:
@@ -289,7 +374,7 @@ def v1_sample() -> list[str]:
     serving(log, 9)
     cuda_crash(log)
     startup(log, compile_s=0.88)
-    serving(log, 18)
+    serving(log, 18, dynamic=True)
     return log.lines
 
 
@@ -345,7 +430,23 @@ def v0_sample() -> list[str]:
     v0("ERROR", "engine.py:366", "ValueError: The model's max seq len (65536) is larger than the maximum number of "
        "tokens that can be stored in KV cache (28123). Try increasing `gpu_memory_utilization` or decreasing "
        "`max_model_len` when initializing the engine.")
+    # systemd's view: the host's OOM killer ends the process, restarts until the start limit
+    log.lines = out
+    log.at(2)
+    log.systemd("vllm.service: A process of this unit has been killed by the OOM killer.")
+    log.systemd("vllm.service: Main process exited, code=killed, status=9/KILL")
+    log.systemd("vllm.service: Failed with result 'oom-kill'.")
+    log.at(10)
+    log.systemd("vllm.service: Scheduled restart job, restart counter is at 5.")
+    log.systemd("vllm.service: Start request repeated too quickly.")
+    log.systemd("vllm.service: Failed with result 'start-limit-hit'.")
+    log.systemd("Failed to start vLLM OpenAI server.")
     return out
+
+
+KV_LOAD_FAILS_AT = 22  # the request whose retrieve comes back two blocks short (it had a hit)
+MEMORY_PRESSURE_AT = 30  # the request whose store finds LMCache's CPU memory full (a new one: it stores)
+PARTIAL_HIT_AT = 20  # the request LMCache holds all but two chunks of: its store skips the rest
 
 
 def lmcache_sample() -> list[str]:
@@ -369,10 +470,18 @@ def lmcache_sample() -> list[str]:
         stamp = f"{log.t:%Y-%m-%d %H:%M:%S},{rng.randint(0, 999):03d}"
         log.raw(proc, f"[{stamp}] LMCache INFO: {msg} ({where})")
 
+    def lm_said(proc, level: str, msg: str, where: str, ms: int) -> None:
+        # (no draw from rng: the lines of the original sample stay as they were)
+        log.raw(proc, f"[{log.t:%Y-%m-%d %H:%M:%S},{ms:03d}] LMCache {level}: {msg} ({where})")
+
+    adapter = "vllm_v1_adapter.py:{}:lmcache.integration.vllm.vllm_v1_adapter"
+
     for i in range(40):
         log.at(rng.uniform(0.5, 2.0))
         total = rng.randint(800, 6000)
         hit = (total // 256) * 256 if i % 3 else 0  # every third request is new: nothing cached
+        if i == PARTIAL_HIT_AT:
+            hit -= 512  # a follow-up whose last two chunks are new: LMCache holds the rest
         lm(CORE, f"Reqid: cmpl-{i:04x}-0, Total tokens {total}, LMCache hit tokens: {hit}, need to load: {hit}",
            "vllm_v1_adapter.py:1602:lmcache.integration.vllm.vllm_v1_adapter")
         log.access("POST", "/v1/completions", 200)
@@ -381,19 +490,39 @@ def lmcache_sample() -> list[str]:
                     f"tokens/s, Avg generation throughput: {rng.uniform(50, 300):.1f} tokens/s, Running: 1 reqs, "
                     f"Waiting: 0 reqs, GPU KV cache usage: {rng.uniform(1, 20):.1f}%, Prefix cache hit rate: "
                     f"{rng.uniform(20, 80):.1f}%, MM cache hit rate: {rng.uniform(10, 60):.1f}%")
+        got = hit
+        if hit and i == KV_LOAD_FAILS_AT:
+            # two blocks LMCache could not load: it says so, and vLLM recomputes them (no request lost)
+            got = hit - 512
+            lm_said(TP0, "WARNING", f"Request cmpl-{i:04x}-0 failed to load 512 tokens across 2 blocks",
+                    adapter.format(1143), 417)
+            log.log(CORE, "WARNING", "scheduler.py:1903",
+                    "Recovered from KV load failure: 1 request(s) rescheduled (512 tokens affected).")
         if hit:
-            gib = hit * 0.0000512
+            gib = got * 0.0000512
             ms = gib / rng.uniform(14, 22) * 1000
-            lm(TP0, f"[req_id=cmpl-{i:04x}-0] Retrieved {hit} out of {hit} required tokens (from {total} total tokens). "
+            lm(TP0, f"[req_id=cmpl-{i:04x}-0] Retrieved {got} out of {hit} required tokens (from {total} total tokens). "
                     f"size: {gib:.4f} gb, cost {ms:.4f} ms, throughput: {gib / ms * 1000:.4f} GB/s;",
                "cache_engine.py:610:lmcache.v1.cache_engine")
         stored = (total // 256) * 256 - hit
         if stored > 0:
+            # the adapter announces each store; the prefix LMCache already holds is skipped
+            lm_said(CORE, "INFO", f"Storing KV cache for {stored} out of {stored + hit} tokens "
+                                  f"(skip_leading_tokens={hit}) for request cmpl-{i:04x}-0", adapter.format(1322), 88)
+            if i == MEMORY_PRESSURE_AT:
+                # its local CPU memory full: LMCache keeps three chunks of this store and drops the rest
+                lm_said(TP0, "WARNING", "Local cpu memory under pressure so choosing to store only 3 total chunks of "
+                                        "KV cache.", "cache_engine.py:318:lmcache.v1.cache_engine", 902)
+                stored = min(stored, 3 * 256)
             gib = stored * 0.0000512
-            ms = gib / rng.uniform(10, 25) * 1000
-            lm(TP0, f"Stored {stored} out of total {stored} tokens. size: {gib:.4f} gb, cost {ms:.4f} ms, "
-                    f"throughput: {gib / ms * 1000:.4f} GB/s; offload_time: {ms * 0.97:.4f} ms, put_time: {ms * 0.03:.4f} ms",
-               "cache_engine.py:446:lmcache.v1.cache_engine")
+            # (the partial store's rate and stamp are fixed, not drawn: the lines after it stay as they were)
+            ms = gib / (16.0 if i == PARTIAL_HIT_AT else rng.uniform(10, 25)) * 1000
+            text = (f"Stored {stored} out of total {stored} tokens. size: {gib:.4f} gb, cost {ms:.4f} ms, "
+                    f"throughput: {gib / ms * 1000:.4f} GB/s; offload_time: {ms * 0.97:.4f} ms, put_time: {ms * 0.03:.4f} ms")
+            if i == PARTIAL_HIT_AT:
+                lm_said(TP0, "INFO", text, "cache_engine.py:446:lmcache.v1.cache_engine", 187)
+            else:
+                lm(TP0, text, "cache_engine.py:446:lmcache.v1.cache_engine")
     routine_stop(log)
     return log.lines
 
@@ -419,8 +548,9 @@ def routine_stop(log: Log) -> None:
     log.raw(None, "INFO:     Application shutdown complete.")
 
 
-def main() -> int:
-    data = ROOT / "exporter" / "data"
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    data = Path(argv[0]) if argv else ROOT / "exporter" / "data"
     data.mkdir(parents=True, exist_ok=True)
     for name, lines in (("sample.log", v1_sample()), ("sample-v0.log", v0_sample()),
                         ("sample-lmcache.log", lmcache_sample())):
