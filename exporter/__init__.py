@@ -1,3 +1,3 @@
 """vllm-log-exporter: Prometheus metrics from a vLLM server's log."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

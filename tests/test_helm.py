@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from exporter import __version__
 from tests.helpers import ROOT, Prometheus, free_port, have, wait_until
 from tools import helm_chart_files, k8s_tools
 
@@ -171,7 +172,7 @@ def test_default_render_is_the_daemonset_alone_and_locked_down(rendered):
     assert c["args"] == ["--config=/etc/vllm-log-exporter/config/config.yaml"]
     assert {"name": "VLLM_LOG_EXPORTER_WEB_LISTEN_ADDRESS", "value": ":10825"} in c["env"]
     assert c["readinessProbe"]["httpGet"]["path"] == "/healthz"
-    assert c["image"] == "localhost/vllm-log-exporter:0.1.0"
+    assert c["image"] == f"localhost/vllm-log-exporter:{__version__}"
     config = yaml.safe_load(one(docs, "ConfigMap", "vle-vllm-log-exporter")["data"]["config.yaml"])
     assert config["state_file"] == "/var/lib/vllm-log-exporter/state.json"
     assert config["forget_gone_after_seconds"] == 900

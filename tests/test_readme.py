@@ -266,7 +266,7 @@ def _exported() -> set[str]:
 
 def _renamed() -> dict[str, str]:
     """The README's "Renamed" paragraph: old name -> new name."""
-    para = README[README.index("Renamed, for what they count:"):]
+    para = README[README.index("Renamed, for what they count"):]
     para = para[:para.index("\n\n")]
     return dict(re.findall(r"`(vllm_log_\w+)`\s+is\s+(?:now\s+)?`(vllm_log_\w+)", para))
 
