@@ -127,6 +127,7 @@ def test_bad_config_refused_at_start_with_the_key_named(tmp_path):
 def test_demo_replays_the_sample_with_live_timestamps():
     import time
 
+    started = time.time()
     with Exporter("--demo", "--demo-speed", "200") as ex:
         wait_until(lambda: (ex.value("vllm_log_spec_decode_accepted_tokens_total", server="demo") or 0) > 0,
                    30, 0.2, what="spec-decode tokens from the demo")
@@ -134,7 +135,7 @@ def test_demo_replays_the_sample_with_live_timestamps():
         assert ex.value("vllm_log_exporter_lines_total", server="demo", result="unparsed") == 0
         # timestamps are moved to now: the errors' times are recent, not the sample's August date
         wait_until(lambda: ex.value("vllm_log_errors_total", server="demo", kind="oom") == 1, 60, 0.2, what="demo OOM")
-        assert abs(ex.value("vllm_log_last_error_timestamp_seconds", server="demo", kind="oom") - time.time()) < 120
+        assert started - 1 <= ex.value("vllm_log_last_error_timestamp_seconds", server="demo", kind="oom") <= time.time()
 
 
 def test_metrics_are_served_in_the_text_format_gzipped_when_asked(tmp_path):
@@ -182,12 +183,13 @@ def test_the_telemetry_path_is_taken_literally():
 def test_window_gauges_read_idle_after_two_stats_intervals_without_a_line(tmp_path):
     log = tmp_path / "grandpa.log"
     log.write_text("")
-    with Exporter("--source", str(log), "--year", "2026", "--stats-interval", "0.5") as ex:
+    # 3 s intervals: the busy gauge stands 6 s, long enough to be seen on a loaded machine
+    with Exporter("--source", str(log), "--year", "2026", "--stats-interval", "3") as ex:
         append(log, STATS.format(s=9, g=359.0))
         wait_until(lambda: ex.value("vllm_log_generation_throughput_tokens_per_second", server="grandpa") == 359.0,
                    what="throughput gauge")
         assert ex.value("vllm_log_requests_running", server="grandpa") == 1
-        # vLLM logs nothing while idle: after 2 x 0.5 s the engine reads idle, not its last busy window
+        # vLLM logs nothing while idle: after 2 x 3 s the engine reads idle, not its last busy window
         wait_until(lambda: ex.value("vllm_log_generation_throughput_tokens_per_second", server="grandpa") == 0, 10,
                    what="idle throughput")
         assert ex.value("vllm_log_requests_running", server="grandpa") == 0
@@ -197,8 +199,9 @@ def test_window_gauges_read_idle_after_two_stats_intervals_without_a_line(tmp_pa
                    what="busy again")
 
 
-def test_the_default_demo_shows_every_family_within_its_first_pass_of_30_seconds():
-    """What someone trying the product sees first: at the default speed, within the first pass."""
+def test_the_default_demo_shows_every_family():
+    """What someone trying the product sees first, at the default speed. How soon (its first pass plays
+    in 30 s) is measured by bench/demo_first_pass.py: a loaded machine is slower, and a test waits."""
     with Exporter("--demo") as ex:
         def every_family():
             m = ex.metrics()
@@ -215,8 +218,7 @@ def test_the_default_demo_shows_every_family_within_its_first_pass_of_30_seconds
                 ("vllm_log_errors_total", {"kind": "engine_dead"}),
                 ("vllm_log_kv_cache_tokens", {}),
             )) and v(m, "vllm_log_server_starts_total", server="demo") >= 2
-        # the first pass lasts 30 s; the bound leaves room for a slow machine, not for a slower demo
-        wait_until(every_family, 40, 0.5, what="every family from the demo's first pass")
+        wait_until(every_family, 40, 0.5, what="every family from the demo")
         # and its second server offloads with LMCache
         wait_until(lambda: (ex.value("vllm_log_lmcache_bytes_total", server="demo-lmcache", direction="retrieve") or 0) > 0
                    and (ex.value("vllm_log_lmcache_hit_tokens_total", server="demo-lmcache") or 0) > 0, 10, 0.5,
@@ -230,12 +232,14 @@ def test_a_busy_engine_that_stops_logging_reads_stalled_and_an_idle_one_does_not
                                 "Avg generation throughput: 0.0 tokens/s, Running: 0 reqs").replace("Engine 000", "Engine 001")
     with Exporter("--source", str(log), "--year", "2026", "--stats-interval", "0.5") as ex:
         append(log, STATS.format(s=9, g=359.0), idle_window.format(s=9))
-        wait_until(lambda: ex.value("vllm_log_engine_stalled", server="grandpa", engine="0") == 0, what="a window")
+        # (the windows counter, not the stalled gauge, says they were read: 1.5 s later the gauge moves)
+        wait_until(lambda: ex.value("vllm_log_stats_windows_total", server="grandpa") == 2, what="two windows")
         # engine 0's last window was busy: after 3 x 0.5 s of silence it is stalled; engine 1 was idle
         wait_until(lambda: ex.value("vllm_log_engine_stalled", server="grandpa", engine="0") == 1, 10,
                    what="engine 0 stalled")
         assert ex.value("vllm_log_engine_stalled", server="grandpa", engine="1") == 0
-        append(log, STATS.format(s=19, g=100.0))  # it speaks again
+        # it speaks again (an idle window: a busy one would stall again 1.5 s later, maybe before we look)
+        append(log, idle_window.replace("Engine 001", "Engine 000").format(s=19))
         wait_until(lambda: ex.value("vllm_log_engine_stalled", server="grandpa", engine="0") == 0, 10,
                    what="engine 0 working again")
 

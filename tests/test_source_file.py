@@ -44,7 +44,11 @@ class Follow:
         await asyncio.gather(self.task, return_exceptions=True)
 
     async def wait_for(self, n: int, timeout: float = 5.0):
-        for _ in range(int(timeout / 0.02)):
+        """Until ``n`` lines came; ``timeout`` is an idle machine's, stretched (tests.helpers.ceiling)."""
+        from tests.helpers import ceiling
+
+        deadline = time.monotonic() + ceiling(timeout)
+        while time.monotonic() < deadline:
             if len(self.lines) >= n:
                 return self.lines
             await asyncio.sleep(0.02)
