@@ -49,4 +49,5 @@ test: venv
 # The committed /metrics of every real capture and packaged sample (tests/golden_metrics.py): after a
 # change that is meant to move a series, rewrite them and review `git diff tests/golden`.
 golden: venv
+	@$(VENV)/bin/python -c 'import exporter.metrics' 2>/dev/null || { echo "make golden: the venv lacks the exporter; run make test (or make demo) first" >&2; exit 1; }
 	$(VENV)/bin/python -m tests.golden_metrics

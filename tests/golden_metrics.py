@@ -3,7 +3,8 @@ under tests/fixtures/ and every packaged sample log, the exporter's whole exposi
 it, committed under tests/golden/. tests/test_golden.py diffs it, so every change to any series
 (a name, a label, a value, a HELP text) shows in review as a diff someone has to accept.
 
-Rewrite them after a change you mean (then read the diff before committing it)::
+Rewrite them after a change you mean, then read the diff and commit it with the change (the steps
+are ``HOW_TO_ACCEPT`` below, which `make golden` and a failing test print)::
 
     make golden          # = .venv/bin/python -m tests.golden_metrics
 
@@ -55,6 +56,17 @@ DEFAULT_STATS_INTERVAL = 10.0  # the daemon's default (vLLM's VLLM_LOG_STATS_INT
 LEFT_OUT_PREFIXES = ("process_", "python_")
 LEFT_OUT = {"vllm_log_exporter_build_info"}
 FROZEN_PACKAGES = ("exporter.metrics", "exporter.stream")
+
+# How a developer accepts a change to the golden files: printed by `make golden` and by a failing
+# tests/test_golden.py, so that both say the same steps.
+HOW_TO_ACCEPT = """\
+To accept the change (only if your change means to move these series):
+  1. make golden                 rewrites tests/golden/ (= .venv/bin/python -m tests.golden_metrics)
+  2. git diff tests/golden       read every line: each must be one your change means to move
+  3. git add tests/golden        and commit it with the change, saying why the series moved; a renamed
+                                 series or a changed label also gets a line in CHANGELOG.md (Unreleased)
+A rebase or merge conflict in tests/golden/: do not merge those files by hand; run `make golden` on
+the merged code, then steps 2 and 3 (`git add tests/golden`, then `git rebase --continue`)."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         path.unlink()
         changed += 1
         print(f"removed {path.relative_to(ROOT)} (its capture is gone)")
-    print(f"{len(caps)} golden files, {changed} changed: review `git diff tests/golden` before committing")
+    if changed:
+        print(f"{len(caps)} golden files, {changed} changed: step 1 below is done.\n{HOW_TO_ACCEPT}")
+    else:
+        print(f"{len(caps)} golden files, none changed: no series moved")
     return 0
 
 

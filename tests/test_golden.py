@@ -23,18 +23,29 @@ def _rel(path) -> str:
 
 @pytest.mark.parametrize("cap", CAPTURES, ids=[c.key for c in CAPTURES])
 def test_exposition_is_the_committed_golden_file(cap):
-    assert cap.golden.exists(), f"{_rel(cap.log)} has no golden file: run `make golden`, read it, commit it"
+    assert cap.golden.exists(), \
+        f"{_rel(cap.log)} has no golden file {_rel(cap.golden)}.\n{golden.HOW_TO_ACCEPT}"
     want = cap.golden.read_text(encoding="utf-8")
+    assert "\n<<<<<<< " not in "\n" + want, \
+        f"{_rel(cap.golden)} holds conflict markers.\n{golden.HOW_TO_ACCEPT}"
     got = golden.expected(cap)
     if got != want:
-        diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True),
-                                            _rel(cap.golden), "now", n=0))
-        pytest.fail(f"/metrics after {_rel(cap.log)} changed:\n{diff[:MAX_DIFF_CHARS]}\n"
-                    "If the change is meant: `make golden`, then review and commit tests/golden/ with it.")
+        pytest.fail(failure_message(cap, want, got), pytrace=False)
+
+
+def failure_message(cap, want: str, got: str) -> str:
+    """The diff (committed file, then what the code gives now), cut if long, and how to accept it."""
+    diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True),
+                                        f"{_rel(cap.golden)} (committed)", "what the code gives now", n=0))
+    if len(diff) > MAX_DIFF_CHARS:
+        diff = diff[:MAX_DIFF_CHARS] + (f"\n... ({len(diff) - MAX_DIFF_CHARS:,} more characters of diff: "
+                                        "`make golden`, then `git diff tests/golden` shows all of it)\n")
+    return f"/metrics after reading {_rel(cap.log)} is not its golden file:\n{diff}\n{golden.HOW_TO_ACCEPT}"
 
 
 def test_every_golden_file_has_its_capture():
-    assert [_rel(p) for p in golden.stale_files(CAPTURES)] == [], "run `make golden` to remove them"
+    stale = [_rel(p) for p in golden.stale_files(CAPTURES)]
+    assert stale == [], f"golden files whose capture is gone: {stale}; `make golden` removes them.\n{golden.HOW_TO_ACCEPT}"
 
 
 def test_captures_are_found_by_walking_the_fixtures():
@@ -54,6 +65,17 @@ def test_a_changed_series_shows_as_a_difference(monkeypatch):
     after = golden.expected(cap)
     removed = [line for line in difflib.ndiff(before.splitlines(), after.splitlines()) if line.startswith("- ")]
     assert any(line.startswith("- vllm_log_stats_windows_total{") for line in removed), removed[:5]
+    message = failure_message(cap, before, after)  # what a developer reads: the diff and how to accept it
+    assert "-vllm_log_stats_windows_total{" in message and "make golden" in message
+    assert "git add tests/golden" in message and "rebase" in message
+
+
+def test_a_long_diff_is_cut_and_says_where_the_rest_is():
+    cap = CAPTURES[0]
+    want = "".join(f"vllm_log_x{{i=\"{i}\"}} 1.0\n" for i in range(2000))
+    message = failure_message(cap, want, "")
+    assert len(message) < MAX_DIFF_CHARS + 2000
+    assert "more characters of diff: `make golden`, then `git diff tests/golden` shows all of it" in message
 
 
 def _families_without_a_sample(prom: list) -> set[str]:
