@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -90,6 +91,26 @@ def value(text_or_samples, name: str, **labels) -> float | None:
     if not hits:
         return None
     return sum(hits)
+
+
+def families_without_a_sample(exposition: str) -> set[str]:
+    """Families an exposition declares (# TYPE) and gives no sample, the process's own left out."""
+    families, sampled, current = set(), set(), None
+    for line in exposition.splitlines():
+        if line.startswith("# TYPE "):
+            current = line.split()[2]
+            families.add(current)
+        elif line and not line.startswith("#"):
+            sampled.add(current)
+    return {f for f in families - sampled if not f.startswith(("process_", "python_"))}
+
+
+def readme_demo_leaves_empty() -> set[str]:
+    """The families README's 'What the demo does not show' names (each with why)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    said = readme[readme.index("**What the demo does not show**"):]
+    said = said[:said.index("\n\n", said.index("\n- "))]
+    return set(re.findall(r"`(vllm_log_\w+)`", said)) - {"vllm_log_errors_total"}
 
 
 class Exporter:

@@ -3,7 +3,7 @@
 import os
 
 from tests.conftest import SAMPLE
-from tests.helpers import Exporter, http_get, wait_until
+from tests.helpers import ROOT, Exporter, families_without_a_sample, http_get, readme_demo_leaves_empty, wait_until
 
 STATS = ("Aug 04 02:46:{s:02d} h vllm[1]: (APIServer pid=53) INFO 08-04 02:46:{s:02d} [loggers.py:314] Engine 000: "
          "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: {g} tokens/s, Running: 1 reqs, "
@@ -223,6 +223,14 @@ def test_the_default_demo_shows_every_family():
         wait_until(lambda: (ex.value("vllm_log_lmcache_bytes_total", server="demo-lmcache", direction="retrieve") or 0) > 0
                    and (ex.value("vllm_log_lmcache_hit_tokens_total", server="demo-lmcache") or 0) > 0, 10, 0.5,
                    what="LMCache from the demo")
+        # After the first pass (each server has read its whole sample), every declared family has a sample
+        # but those the README says the demo does not show (and why).
+        lines = {server: len((ROOT / "exporter" / "data" / sample).read_text(encoding="utf-8").splitlines())
+                 for server, sample in (("demo", "sample.log"), ("demo-lmcache", "sample-lmcache.log"),
+                                        ("demo-v0", "sample-v0.log"))}
+        wait_until(lambda: all((ex.value("vllm_log_exporter_lines_total", server=s) or 0) >= n for s, n in lines.items()),
+                   40, 0.5, what="the demo's first pass")
+        assert families_without_a_sample(http_get(ex.url + "/metrics")[1]) == readme_demo_leaves_empty()
 
 
 def test_a_busy_engine_that_stops_logging_reads_stalled_and_an_idle_one_does_not(tmp_path):
