@@ -5,13 +5,13 @@
 
 Each log is made by bench/gen_log.py with ``--mix periodic20`` (20 % stats, spec-decode, KV and
 other INFO lines: the report's per-window work), one continuous run of that many lines, not copies.
-Prints peak RSS (the kernel's ru_maxrss of the child) and wall time of ``report --format json`` and
-``report --html`` (matplotlib loaded: what the HTML page costs on top).
+Prints peak RSS (the child's own: bench/own_peak.py, not the high-water mark it would inherit from
+the process that started it) and wall time of ``report --format json`` and ``report --html``
+(matplotlib loaded: what the HTML page costs on top).
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -19,16 +19,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from own_peak import OwnPeak  # noqa: E402
 
 
 def run(python: str, args: list[str]) -> tuple[float, float]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([python, "-m", "exporter", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    _, status, ru = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
+    with OwnPeak([python, "-m", "exporter", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL) as child:
+        pass
+    if child.returncode != 0:
         raise SystemExit(f"report {args} failed")
-    return ru.ru_maxrss * 1024, time.perf_counter() - t0
+    return child.rss, time.perf_counter() - t0
 
 
 def log_of(millions: float) -> Path:
