@@ -3,7 +3,7 @@
 import os
 
 from tests.conftest import SAMPLE
-from tests.helpers import ROOT, Exporter, families_without_a_sample, http_get, readme_demo_leaves_empty, wait_until
+from tests.helpers import ROOT, Exporter, ceiling, families_without_a_sample, http_get, readme_demo_leaves_empty, wait_until
 
 STATS = ("Aug 04 02:46:{s:02d} h vllm[1]: (APIServer pid=53) INFO 08-04 02:46:{s:02d} [loggers.py:314] Engine 000: "
          "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: {g} tokens/s, Running: 1 reqs, "
@@ -145,25 +145,25 @@ def test_metrics_are_served_in_the_text_format_gzipped_when_asked(tmp_path):
     with Exporter("--source", f"gp={SAMPLE}", "--from-start", "--year", "2026") as ex:
         wait_until(lambda: lines_total(ex, "gp") > 0, what="first lines")
         req = urllib.request.Request(ex.url + "/metrics", headers={"Accept-Encoding": "gzip"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=ceiling(10)) as resp:
             assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
             assert resp.headers["Content-Encoding"] == "gzip"
             body = gzip.decompress(resp.read()).decode()
         assert "# TYPE vllm_log_http_requests_total counter" in body and "process_resident_memory_bytes" in body
         for refused in ("gzip;q=0", "identity", ""):
             req = urllib.request.Request(ex.url + "/metrics", headers={"Accept-Encoding": refused})
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with urllib.request.urlopen(req, timeout=ceiling(10)) as resp:
                 assert resp.headers.get("Content-Encoding") is None, refused
                 assert b"# TYPE vllm_log_http_requests_total counter" in resp.read()
         # Prometheus' own Accept header takes the text format too, and gets it
         prom_accept = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
                        "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
         req = urllib.request.Request(ex.url + "/metrics", headers={"Accept": prom_accept})
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=ceiling(10)) as resp:
             assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
         # a scraper that takes OpenMetrics only gets OpenMetrics, the same samples
         req = urllib.request.Request(ex.url + "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=ceiling(10)) as resp:
             assert resp.headers["Content-Type"] == "application/openmetrics-text; version=1.0.0; charset=utf-8"
             om = resp.read().decode()
         assert om.endswith("# EOF\n") and "# TYPE vllm_log_http_requests counter" in om

@@ -171,16 +171,17 @@ def test_the_default_cap_leaves_file_descriptors_for_the_rest():
     assert default_max_connections() == max(8, min(1024, (soft - 64) // 2))
 
 
-def test_the_real_exporter_at_a_256_fd_limit_still_answers_a_scrape_within_a_second_under_idle_and_slow_clients():
+def test_the_real_exporter_at_a_256_fd_limit_still_answers_scrapes_under_idle_and_slow_clients():
     """The issue's reproducer: 377 idle connections at a 256 fd limit made /metrics time out and
-    filled the log with `Too many open files`. Here 400 idle and 20 slow-header clients."""
+    filled the log with `Too many open files`. Here 400 idle and 20 slow-header clients. How fast it
+    answers (issue 19: under a second) is bench/crowded_scrape.py's to measure."""
     import resource
     import subprocess
     import sys
     import time
     import urllib.request
 
-    from tests.helpers import ROOT, free_port, samples, terminate, wait_until
+    from tests.helpers import ROOT, ceiling, free_port, samples, terminate, wait_until
 
     port = free_port()
 
@@ -193,19 +194,19 @@ def test_the_real_exporter_at_a_256_fd_limit_still_answers_a_scrape_within_a_sec
     clients = []
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: urllib.request.urlopen(url + "/healthz", timeout=2).status == 200, 20, what="exporter up")
+        wait_until(lambda: urllib.request.urlopen(url + "/healthz", timeout=ceiling(2)).status == 200, 20, what="exporter up")
         for _ in range(400):
-            s = socket.create_connection(("127.0.0.1", port), timeout=2)
+            s = socket.create_connection(("127.0.0.1", port), timeout=ceiling(2))
             clients.append(s)
         slow = []
         for _ in range(20):
-            s = socket.create_connection(("127.0.0.1", port), timeout=2)
+            s = socket.create_connection(("127.0.0.1", port), timeout=ceiling(2))
             s.sendall(b"GET /metrics HTTP/1.1\r\n")
             slow.append(s)
         clients += slow
         answered = []
-        for _ in range(5):  # five scrapes, each given one second
-            with urllib.request.urlopen(url + "/metrics", timeout=1.0) as r:
+        for _ in range(5):  # five scrapes, each answered (how fast is bench/'s: a loaded machine is slower)
+            with urllib.request.urlopen(url + "/metrics", timeout=ceiling(1.0)) as r:
                 answered.append((r.status, r.read()))
             for s in slow:  # the slow clients keep trickling one byte per round
                 try:

@@ -8,7 +8,7 @@ import time
 import bcrypt
 import pytest
 
-from tests.helpers import Exporter, wait_until
+from tests.helpers import Exporter, ceiling, wait_until
 from tests.test_hardening import total, write
 
 
@@ -44,7 +44,7 @@ def _auth_get(ex, user_password=None):
     if user_password:
         req.add_header("Authorization", "Basic " + base64.b64encode(user_password.encode()).decode())
     try:
-        with urllib.request.urlopen(req, timeout=5) as r:
+        with urllib.request.urlopen(req, timeout=ceiling(5)) as r:
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
@@ -108,7 +108,7 @@ def test_sighup_reloads_users_and_log_level_refuses_a_bad_config_and_names_what_
         def counted():
             from tests.helpers import samples, value
 
-            with urllib.request.urlopen(req, timeout=5) as r:
+            with urllib.request.urlopen(req, timeout=ceiling(5)) as r:
                 s = samples(r.read().decode())
             return sum(value(s, "vllm_log_exporter_lines_total", server="gp", result=k) or 0
                        for k in ("parsed", "ignored", "unparsed"))

@@ -12,7 +12,7 @@ import urllib.request
 import bcrypt
 import pytest
 
-from tests.helpers import ROOT, Exporter, Prometheus, free_port, have, http_get, terminate, wait_until
+from tests.helpers import ROOT, Exporter, Prometheus, ceiling, free_port, have, http_get, terminate, wait_until
 
 pytestmark = pytest.mark.skipif(not shutil.which("openssl"), reason="openssl not installed")
 
@@ -35,7 +35,7 @@ def get(url, ctx, auth=None):
     if auth:
         req.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
     try:
-        with urllib.request.urlopen(req, context=ctx, timeout=5) as r:
+        with urllib.request.urlopen(req, context=ctx, timeout=ceiling(5)) as r:
             return r.status, r.read().decode(), dict(r.headers)
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode(), dict(e.headers)
@@ -199,7 +199,7 @@ def test_any_bad_credential_is_a_401_and_a_flood_of_them_is_logged_once(tls, tmp
         codes += [get(url, ctx, "nobody:x")[0], get(url, ctx)[0]]
         req = urllib.request.Request(url, headers={"Authorization": "Basic !!!notbase64"})
         try:
-            urllib.request.urlopen(req, context=ctx, timeout=5)
+            urllib.request.urlopen(req, context=ctx, timeout=ceiling(5))
         except urllib.error.HTTPError as e:
             codes.append(e.code)
         assert codes == [401] * 13
