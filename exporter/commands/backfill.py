@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from exporter.offline.backfill import backfill
+from exporter.offline.backfill import MIN_STEP_SECONDS, backfill
 from exporter.framing.clock import Clock
 from exporter.metrics import Metrics
 from exporter.offline.passes import Pass
@@ -13,8 +13,8 @@ from exporter.offline.passes import Pass
 
 def run(args, clock: Clock) -> int:
     server = args.server or (Path(args.log).name.split(".")[0] if args.log != "-" else "stdin") or "vllm"
-    if args.step <= 0:
-        print("vllm-log-exporter: --step: must be positive", file=sys.stderr)
+    if not MIN_STEP_SECONDS <= args.step <= 86400:
+        print(f"vllm-log-exporter: --step: must be between {MIN_STEP_SECONDS:g} and 86400 seconds", file=sys.stderr)
         return 2
     metrics = Metrics(process_metrics=False, stats_interval=args.stats_interval)
     pending: list[str] = []

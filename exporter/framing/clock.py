@@ -2,9 +2,33 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from datetime import datetime, timedelta, timezone, tzinfo
+
+# No vLLM log was written before 2000 or will be after 2100: a stamp outside (year 1, year 58560,
+# epoch milliseconds read as seconds, 1e308) is no time at all. Framing drops such a stamp (the line
+# keeps its other facts, its time is unknown), so nothing downstream (a "time since" series, a
+# report's dates, backfill's steps) ever sees one.
+EARLIEST = 946684800.0  # 2000-01-01T00:00:00Z
+LATEST = 4102444800.0  # 2100-01-01T00:00:00Z
+
+
+def plausible(ts: float | None) -> float | None:
+    """``ts`` when it is a finite time between EARLIEST and LATEST, else None."""
+    return ts if ts is not None and EARLIEST <= ts <= LATEST else None  # (NaN fails both tests)
+
+
+def epoch_seconds(value: float) -> float | None:
+    """A number loggers write for a time (epoch seconds, milliseconds, microseconds or nanoseconds,
+    told apart by size) as seconds; None when it is none of them in EARLIEST..LATEST."""
+    if not math.isfinite(value):
+        return None
+    for scale in (1.0, 1e3, 1e6, 1e9):
+        if value < LATEST * scale:
+            return plausible(value / scale)
+    return None
 
 
 class Clock:
@@ -28,9 +52,9 @@ class Clock:
     def _hour_epoch(self, year: int, month: int, day: int, hour: int) -> float | None:
         try:
             if self.tz is None:
-                return time.mktime((year, month, day, hour, 0, 0, 0, 0, -1))
-            return datetime(year, month, day, hour, tzinfo=self.tz).timestamp()
-        except (ValueError, OverflowError):
+                return plausible(time.mktime((year, month, day, hour, 0, 0, 0, 0, -1)))
+            return plausible(datetime(year, month, day, hour, tzinfo=self.tz).timestamp())
+        except (ValueError, OverflowError, OSError):
             return None
 
     def local(self, month: int, day: int, hour: int, minute: int, second: int) -> float | None:
@@ -74,6 +98,7 @@ class Clock:
                 z = zone[1:].replace(":", "")
                 tzi = timezone(sign * timedelta(hours=int(z[:2]), minutes=int(z[2:])))
             dt = datetime(int(y), int(mo), int(d), int(h), int(mi), min(int(s), 59), tzinfo=tzi)
-        except ValueError:
+            ts = dt.timestamp()
+        except (ValueError, OverflowError):
             return None
-        return dt.timestamp() + (float("0." + frac[1:]) if frac else 0.0)  # ".123" or ",123"
+        return plausible(ts + (float("0." + frac[1:]) if frac else 0.0))  # ".123" or ",123"

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from exporter.framing.clock import Clock
+from exporter.framing.clock import Clock, plausible
 
 # ESC-form colours always go; caret-notation (``^[[0;36m``) always goes too. The ESC-less form
 # (``[0;36m`` left after a paste lost the ESC byte) is only stripped when a reset code shows the
@@ -152,6 +152,12 @@ class Frame:
         return self.clean[self.inner_at:]
 
 
+def pid_of(digits: str | None) -> int | None:
+    """A process tag's pid; None past ten digits (no pid is that long, and Python refuses to convert
+    more than 4,300)."""
+    return int(digits) if digits is not None and len(digits) <= 10 else None
+
+
 def strip_ansi(line: str) -> str:
     if "\x1b" in line or "^[" in line or "#033[" in line:
         line = _ANSI_ESC.sub("", line)
@@ -208,7 +214,7 @@ def _frame_journald_record(line: str, clock: Clock) -> Frame | None:
     f = Frame(line, text[end:], None, None, host, unit, None, None, level, text[m.start(18):m.end(19)],
               text[m.start(12):end], False, text, m.start(9))
     if proc is not None:  # (nested tags never match: the header must follow the first tag)
-        f.process, f.pid = proc, int(pid) if pid is not None else None
+        f.process, f.pid = proc, pid_of(pid)
     f.ts, f.ts_source = when
     return f
 
@@ -272,10 +278,11 @@ def _stamp_time(m: re.Match, clock: Clock):
         return None if ts is None else (ts, "rfc3339")
     try:
         dt = datetime(*(int(m.group(i)) for i in range(1, 6)), min(int(m.group(6)), 59), tzinfo=clock.tz)
-    except ValueError:
+        ts = plausible(dt.timestamp())
+    except (ValueError, OverflowError, OSError):  # (year 1 in a zone west of UTC: year 0)
         return None
     frac = m.group(7)
-    return dt.timestamp() + (float("0." + frac[1:]) if frac else 0.0), "local"
+    return (None if ts is None else (ts + (float("0." + frac[1:]) if frac else 0.0), "local"))
 
 
 def frame_general(line: str, clock: Clock) -> Frame:
@@ -370,7 +377,7 @@ def frame_general(line: str, clock: Clock) -> Frame:
         m = _PROCESS.match(text)
         while m:
             proc, pid = m.groups()
-            f.process, f.pid = proc, int(pid) if pid is not None else None
+            f.process, f.pid = proc, pid_of(pid)
             text = text[m.end():]
             m = _PROCESS.match(text) if text[:1] == "(" else None
     if text[:1] == "[":
@@ -412,10 +419,11 @@ def frame_general(line: str, clock: Clock) -> Frame:
             f.header = m.group(0)
             if f.ts_source is None:
                 try:
-                    f.ts = datetime(*(int(m.group(i)) for i in range(1, 7)), tzinfo=clock.tz).timestamp()
-                    f.ts_source = "vllm"
-                except ValueError:
-                    pass
+                    ts = plausible(datetime(*(int(m.group(i)) for i in range(1, 7)), tzinfo=clock.tz).timestamp())
+                except (ValueError, OverflowError, OSError):
+                    ts = None
+                if ts is not None:
+                    f.ts, f.ts_source = ts, "vllm"
             text = text[m.end():]
     f.message = text
     return f

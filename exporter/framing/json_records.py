@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from exporter.framing.clock import Clock
+from exporter.framing.clock import Clock, epoch_seconds, plausible
 
 from exporter.framing.frame import Frame
 
@@ -44,7 +44,7 @@ def record_frames(outer: Frame, clock: Clock, seq: int) -> list[Frame] | None:
         return None
     try:
         rec = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (nesting ~1,000 deep: a 2 KB line)
         return None
     if not isinstance(rec, dict):
         return None
@@ -52,20 +52,22 @@ def record_frames(outer: Frame, clock: Clock, seq: int) -> list[Frame] | None:
     if message is None:
         return None
     if not isinstance(message, str):
-        message = json.dumps(message, ensure_ascii=False)
-    level = rec.get("levelname", rec.get("severity_text", rec.get("level")))
-    level = str(level).upper() if level is not None else None
+        try:
+            message = json.dumps(message, ensure_ascii=False)
+        except (ValueError, RecursionError):
+            return None
+    level = _text(rec.get("levelname", rec.get("severity_text", rec.get("level"))), 10)
+    level = level.upper() if level is not None else None
     level = _LEVEL_ALIASES.get(level, level)
     if level not in _LEVELS:
         level = None
-    logger = rec.get("name")
-    logger = str(logger)[:200] if logger is not None else None
+    logger = _text(rec.get("name"), 200)
     if logger is not None and "filename" in rec and "lineno" in rec:
-        logger = f"{rec['filename']}:{rec['lineno']}"
-    process = rec.get("vllm_process_name") or rec.get("processName")
-    process = str(process)[:64] if process and process != "MainProcess" else None
+        logger = f"{_text(rec['filename'], 200)}:{_text(rec['lineno'], 12)}"
+    process = _text(rec.get("vllm_process_name") or rec.get("processName"), 64)
+    process = process if process and process != "MainProcess" else None
     pid = rec.get("process")
-    pid = pid if type(pid) is int else None
+    pid = pid if type(pid) is int and 0 <= pid < 1 << 32 else None
     ts, ts_source = outer.ts, outer.ts_source
     if ts_source != "rfc3339":  # an outer RFC 3339 stamp (journald, CRI) is the better time
         t = _record_time(rec, clock)
@@ -78,29 +80,41 @@ def record_frames(outer: Frame, clock: Clock, seq: int) -> list[Frame] | None:
     lines = message.split("\n")  # a multi-line message is several lines in the text format too
     exc = rec.get("exc_info")
     if isinstance(exc, list):
-        exc = "\n".join(str(x).rstrip("\n") for x in exc)
+        exc = "\n".join((x if isinstance(x, str) else _text(x, 1000) or "").rstrip("\n") for x in exc)
     if isinstance(exc, str) and exc:
         lines += exc.rstrip("\n").split("\n")
     return [Frame(message=line.rstrip(), **base) for line in lines]
 
 
+def _text(value, limit: int) -> str | None:
+    """A key's value as text, at most ``limit`` characters: a string or a number; None for anything
+    else (a nested object's repr could recurse, a huge integer's could refuse)."""
+    if isinstance(value, str):
+        return value[:limit]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and -1e18 < value < 1e18:
+        return str(value)[:limit]
+    return None
+
+
 def _record_time(rec: dict, clock: Clock) -> float | None:
-    """``asctime`` ("2026-12-04 18:07:07,802", local time) or an OTel ``timestamp`` (RFC 3339, or
-    nanoseconds since the epoch)."""
+    """``asctime`` ("2026-12-04 18:07:07,802", local time) or an OTel ``timestamp`` (RFC 3339, or a
+    number since the epoch: seconds, milliseconds, microseconds or nanoseconds, told apart by size).
+    None for a time no log was written at (exporter.framing.clock.plausible)."""
     t = rec.get("asctime")
     if isinstance(t, str):
         try:
             dt = datetime.strptime(t[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=clock.tz)
-        except ValueError:
+            ts = plausible(dt.timestamp())
+        except (ValueError, OverflowError, OSError):  # (year 1 west of UTC is year 0)
             return None
         frac = t[20:23] if len(t) > 20 and t[19] in ",." else ""
-        return dt.timestamp() + (int(frac) / 10 ** len(frac) if frac.isdigit() else 0.0)
+        return None if ts is None else ts + (int(frac) / 10 ** len(frac) if frac.isdigit() else 0.0)
     t = rec.get("timestamp")
     if isinstance(t, (int, float)) and not isinstance(t, bool):
-        return t / 1e9 if t > 1e14 else float(t)
+        return epoch_seconds(float(t)) if -1e30 < t < 1e30 else None  # (float() of a huge int overflows)
     if isinstance(t, str):
         try:
-            return datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
-        except ValueError:
+            return plausible(datetime.fromisoformat(t[:40].replace("Z", "+00:00")).timestamp())
+        except (ValueError, OverflowError, OSError):
             return None
     return None

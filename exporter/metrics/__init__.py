@@ -231,21 +231,33 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
 
     # -- events ---------------------------------------------------------------------------------
 
+    # An event whose fields a handler cannot use (a number parse_frame left out because it was
+    # absurd, a field of the wrong type from a garbled line) changes no series: it costs itself,
+    # never the source that read it.
+    _UNUSABLE = (KeyError, TypeError, ValueError, ArithmeticError)
+
     def observe(self, server: str, ev: Event) -> None:
         self.events.inc((server, ev.kind))
         handler = self._handlers.get(ev.kind)
         if handler is not None:
-            handler(server, ev, ev.fields)
+            try:
+                handler(server, ev, ev.fields)
+            except self._UNUSABLE:
+                pass
 
     def observe_many(self, server: str, events: list[Event]) -> None:
         """``observe`` for a batch: the same result, with the events counter bumped once per kind."""
         kinds: dict[str, int] = {}
         handlers = self._handlers
+        unusable = self._UNUSABLE
         for ev in events:
             kind = ev.kind
             kinds[kind] = kinds.get(kind, 0) + 1
             handler = handlers.get(kind)
             if handler is not None:
-                handler(server, ev, ev.fields)
+                try:
+                    handler(server, ev, ev.fields)
+                except unusable:
+                    pass
         for kind, n in kinds.items():
             self.events.inc((server, kind), n)

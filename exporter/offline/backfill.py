@@ -15,9 +15,11 @@ import shutil
 import tempfile
 from typing import IO
 
+from exporter.framing.clock import EARLIEST, LATEST
 from exporter.metrics import Metrics
 
 MAX_GAP_SECONDS = 600.0
+MIN_STEP_SECONDS = 0.001  # (a step of 1e-300 would take for ever to cross one second)
 
 
 def _escape_label(v: str) -> str:
@@ -75,7 +77,9 @@ class OpenMetricsSpool:
 
 def backfill(events_with_lines, metrics: Metrics, server: str, out: IO[str], step: float = 10.0,
              max_gap: float = MAX_GAP_SECONDS) -> dict:
-    """``events_with_lines`` yields ("line", result) and ("event", Event) items in log order."""
+    """``events_with_lines`` yields ("line", result) and ("event", Event) items in log order.
+    ``step`` at least MIN_STEP_SECONDS (the command refuses less)."""
+    step = max(step, MIN_STEP_SECONDS)
     spool = OpenMetricsSpool(metrics)
     metrics.add_server(server)
     next_t: float | None = None
@@ -88,11 +92,16 @@ def backfill(events_with_lines, metrics: Metrics, server: str, out: IO[str], ste
                 metrics.count_line(server, item, now=last_ts if last_ts is not None else 0.0)
                 continue
             ts = item.ts if item.ts is not None else last_ts
+            if ts is not None and not EARLIEST <= ts <= LATEST:
+                ts = last_ts  # (framing gives no such stamp; a caller's event might)
             if ts is not None:
                 if first_ts is None:
                     first_ts = ts
                     next_t = math.floor(ts / step) * step + step
-                while ts >= next_t:
+                # at most max_gap / step snapshots before a gap is jumped: bounded whatever the stamps
+                for _ in range(int(max_gap / step) + 2):
+                    if ts < next_t:
+                        break
                     metrics.go_idle(next_t, log_time=True)
                     spool.snapshot(next_t)
                     snapshots += 1

@@ -29,6 +29,7 @@ from exporter.parsers import (
     torch_glog,
     warning_signs,
 )
+from exporter.parsers._values import SQUEEZE_FROM_CHARS, bounded, has_long_run, squeeze_digits
 from exporter.parsers.base import ANYWHERE, Parser, Where
 
 # Most frequent first: access-log lines dominate real logs, then the periodic stats families.
@@ -101,7 +102,8 @@ def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Eve
 
     Families are tried in order. A family is tried once, when one of its needles is in the message
     and the line comes from where the family's lines come from (its ``where``: level, logger, start);
-    one that finds nothing passes the line on to the next family."""
+    one that finds nothing passes the line on to the next family. Every event's numbers are within
+    exporter.parsers._values.LIMIT (those that are not are left out)."""
     if parsers is PARSERS:
         table = _TABLE
     elif parsers is EXCEPTION_PARSERS:
@@ -111,6 +113,8 @@ def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Eve
     else:
         table = _needle_table(parsers)
     msg = frame.message
+    if len(msg) > SQUEEZE_FROM_CHARS and has_long_run(msg):
+        msg = frame.message = squeeze_digits(msg)
     tried = None
     for needle, p in table:
         if p is not tried and needle in msg:
@@ -118,8 +122,15 @@ def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Eve
             w = p.where
             if w is not ANYWHERE and not w.admits(frame):
                 continue
-            events = p.parse(frame)
+            try:
+                events = p.parse(frame)
+            except (ValueError, ArithmeticError):
+                # a number Python will not convert (past 4,300 digits) or that overflows a float:
+                # no line vLLM writes, so this family declines it
+                continue
             if events:
+                for ev in events:
+                    bounded(ev.fields)
                 return events
     return None
 

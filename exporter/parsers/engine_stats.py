@@ -41,11 +41,14 @@ _KNOWN = {
 # The most common V1 line exactly: one anchored match instead of the generic splitter; any other
 # wording goes the generic way (tests check both give the same fields). exporter.stream.fastpath matches it
 # together with the line's wrapper.
+# Numbers of at most 18 digits (exporter.parsers._values.MAX_DIGITS): a longer one goes the generic
+# way, which leaves it out of the event.
 CURRENT_PATTERN = (
-    r"Engine (\d+): Avg prompt throughput: (-?\d+\.\d) tokens/s, Avg generation throughput: (-?\d+\.\d) tokens/s, "
-    r"Running: (\d+) reqs, Waiting: (\d+) reqs, (?:Preemptions: (\d+), )?GPU KV cache usage: (\d+\.\d)%, "
-    r"Prefix cache hit rate: (\d+\.\d)%"
-    r"(?:, External prefix cache hit rate: (\d+\.\d)%)?"
+    r"Engine (\d{1,18}): Avg prompt throughput: (-?\d{1,18}\.\d) tokens/s, "
+    r"Avg generation throughput: (-?\d{1,18}\.\d) tokens/s, "
+    r"Running: (\d{1,18}) reqs, Waiting: (\d{1,18}) reqs, (?:Preemptions: (\d{1,18}), )?"
+    r"GPU KV cache usage: (\d{1,18}\.\d)%, Prefix cache hit rate: (\d{1,18}\.\d)%"
+    r"(?:, External prefix cache hit rate: (\d{1,18}\.\d)%)?"
 )
 _CURRENT = re.compile(CURRENT_PATTERN)
 

@@ -12,14 +12,13 @@ reprs (MultiConnector) or carry a space before ``=`` (tpu-inference): split at d
 
 from __future__ import annotations
 
-import ast
 import re
 from math import isfinite
 from operator import itemgetter
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers._values import number
+from exporter.parsers._values import literal_eval, number
 from exporter.parsers.base import INFO_LEVELS, Parser, where
 
 MARKER = "KV Transfer metrics: "
@@ -59,7 +58,7 @@ def plain_metrics(body: str) -> dict | None:
                 values = list(map(float, m.groups()))
             except ValueError:  # "1.2.3": the splitting way says what it is
                 break
-            return dict(zip(keys, values)) if isfinite(sum(values)) else None
+            return dict(zip(keys, values)) if _plain_bounded(values) else None
     out = split_plain_metrics(body)
     if out is not None:
         keys = tuple(out)
@@ -89,9 +88,20 @@ def split_plain_metrics(body: str) -> dict | None:
         values = list(map(float, raw))
     except ValueError:  # "1.2.3" starts with a digit but is no float: the general way reads it
         return None
-    if not isfinite(sum(values)):
+    if not _plain_bounded(values):
         return None
     return dict(zip(keys, values))
+
+
+# Values the plain way takes: within +-1e12, so that nothing fields_of derives (MiB to bytes) passes
+# exporter.parsers._values.LIMIT; a line with a larger value (or inf, nan) goes the general way,
+# whose event parse_frame bounds.
+_PLAIN_LIMIT = 1e12
+
+
+def _plain_bounded(values: list[float]) -> bool:
+    # (no NaN gets here: every plain value starts with a digit, and float() reads none of those as NaN)
+    return -_PLAIN_LIMIT <= min(values) and max(values) <= _PLAIN_LIMIT
 
 
 def split_pairs(body: str) -> list[tuple[str, str]]:
@@ -147,7 +157,7 @@ def _value(text: str):
                 return v
     if c == "{" and len(text) < 20000:
         try:
-            v = ast.literal_eval(text)
+            v = literal_eval(text)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return text
         return v if isinstance(v, dict) else text

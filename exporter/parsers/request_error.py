@@ -19,11 +19,11 @@ the client's text: fields to read, never labels.
 
 from __future__ import annotations
 
-import ast
 import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
+from exporter.parsers._values import literal_eval
 from exporter.parsers.base import NO_LEVEL, Parser, where
 
 # A Python repr of a str: single quotes unless the text holds one and no double quote; \-escapes.
@@ -40,7 +40,7 @@ def _text(literal: str) -> str:
     if len(literal) > 2000:
         return literal[1:2000]
     try:
-        v = ast.literal_eval(literal)
+        v = literal_eval(literal)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return literal[1:-1]
     return v if isinstance(v, str) else literal[1:-1]

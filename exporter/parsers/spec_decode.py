@@ -19,7 +19,7 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers._values import integer, number, number_list, percent, ratio, segments, snake
+from exporter.parsers._values import LIMIT, MAX_DIGITS, integer, number, number_list, percent, ratio, segments, snake
 from exporter.parsers.base import INFO_LEVELS, Parser, where
 
 _KNOWN = {
@@ -46,12 +46,15 @@ _KNOWN = {
 # together with the line's wrapper (when the message starts with MARKER).
 MARKER = "SpecDecoding metrics: "
 _MARKERS = (MARKER, "Speculative metrics: ")
+# (numbers of at most 18 digits before a point, exporter.parsers._values.MAX_DIGITS: a longer one goes
+# the generic way, which leaves it out of the event)
 CURRENT_PATTERN = (
-    r"Mean acceptance length: (\d+\.\d+), (?:Current speculative depth: (\d+), )?"
-    r"Accepted throughput: (\d+\.\d+) tokens/s, Drafted throughput: (\d+\.\d+) tokens/s, "
-    r"Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
+    r"Mean acceptance length: (\d{1,18}\.\d+), (?:Current speculative depth: (\d{1,18}), )?"
+    r"Accepted throughput: (\d{1,18}\.\d+) tokens/s, Drafted throughput: (\d{1,18}\.\d+) tokens/s, "
+    r"Accepted: (\d{1,18}) tokens, Drafted: (\d{1,18}) tokens, "
     r"Per-position acceptance rate: ((?:\d\.\d+, )*\d\.\d+), "
-    r"(?:Draft length histogram: ((?:\d+:\d+, )*\d+:\d+), )?Avg Draft acceptance rate: (\d+\.\d+)%"
+    r"(?:Draft length histogram: ((?:\d{1,18}:\d{1,18}, )*\d{1,18}:\d{1,18}), )?"
+    r"Avg Draft acceptance rate: (\d{1,18}\.\d+)%"
 )
 _CURRENT = re.compile(CURRENT_PATTERN)
 
@@ -79,7 +82,11 @@ def draft_lengths(text: str) -> dict[int, int] | None:
         length, sep, count = part.strip().partition(":")
         if not sep or not length.isdigit() or not count.isdigit():
             return None
+        if len(length) > MAX_DIGITS or len(count) > MAX_DIGITS:
+            return None
         out[int(length)] = out.get(int(length), 0) + int(count)
+    if any(n > LIMIT for n in out.values()):
+        return None  # counts of one length that add up past any real window's
     return out or None
 
 

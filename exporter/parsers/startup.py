@@ -16,11 +16,11 @@
 
 from __future__ import annotations
 
-import ast
 import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
+from exporter.parsers._values import literal_eval
 from exporter.parsers.base import INFO_LEVELS, Parser, where
 
 _INIT = re.compile(
@@ -131,7 +131,7 @@ def _engine_config(frame: Frame) -> list[Event] | None:
     m = _NON_DEFAULT.search(msg)
     if m and len(m.group(1)) < 20000:
         try:
-            args = ast.literal_eval(m.group(1))
+            args = literal_eval(m.group(1))
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return None
         if not isinstance(args, dict):

@@ -105,7 +105,7 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where)
     if out is None:
         return None
     proc, pid = m.group(10, 11)
-    return kind, out, when[0], proc, int(pid) if pid is not None else None
+    return kind, out, when[0], proc, int(pid) if pid is not None and len(pid) <= 10 else None  # (framing's pid_of)
 
 
 _QUIET_LEVELS = frozenset({"INFO", "DEBUG"})

@@ -160,7 +160,12 @@ class RunStats(Summary):
         self.events += 1
         handler = self._handlers.get(ev.kind)
         if handler is not None:
-            handler(ev, ev.fields)
+            try:
+                handler(ev, ev.fields)
+            except (KeyError, TypeError, ValueError, ArithmeticError):
+                # fields a handler cannot use (a number parse_frame left out as absurd): the event
+                # adds nothing, the run's other events still count
+                return
             self._fold_due -= 1
             if not self._fold_due:
                 self._fold_due = FOLD_EVERY
