@@ -18,9 +18,18 @@ from exporter.stream.pipeline import IGNORED, PARSED, UNPARSED
 _DIGITS = re.compile(r"\d+")
 
 
+def _frame(line: str, clock: Clock):
+    """The line's frame; None when framing it raises (the pipeline already said so, naming the line)."""
+    try:
+        return frame_line(line, clock)
+    except Exception:  # noqa: BLE001 - the pipeline's guard counted and named this line
+        return None
+
+
 def shape(line: str, clock: Clock) -> str:
     """An unparsed line with its wrappers removed and digits folded, so variants group together."""
-    inner = frame_line(line, clock).message
+    f = _frame(line[:4096], clock)
+    inner = f.message if f is not None else "(a line that could not be read)"
     return _DIGITS.sub("N", inner)[:160]
 
 
@@ -30,7 +39,9 @@ def explain(line: str, result: str, events, pending: bool, clock: Clock) -> str:
         return ", ".join(sorted({ev.kind for ev in events}))
     if result == PARSED:
         return "part of a traceback (its event comes when the traceback ends)" if pending else "parsed"
-    f = frame_line(line, clock)
+    f = _frame(line, clock)
+    if f is None:
+        return "unparsed: the line could not be read (see the warning naming it)"
     if result == IGNORED:
         if f.level:
             return f"a vLLM {f.level} line that no parser wants"

@@ -58,9 +58,10 @@ class SourceRunner:
         self.identity = identity
         self.state_key = state_key or source.name
         self.metrics = metrics
-        self.pipeline = Pipeline(clock)
+        self.pipeline = Pipeline(clock, on_bad_line=self._bad_line)
         self.is_up = False
-        self._bad_lines_logged = 0
+        self._bad_lines = 0  # lines that could not be read since the last warning about them
+        self._bad_warn_at = 0.0  # (monotonic) no warning about such lines before this
         metrics.add_server(self.name)
 
     def up(self, up: bool) -> None:
@@ -75,20 +76,31 @@ class SourceRunner:
 
     def feed(self, batch: list[str]) -> None:
         name = self.name
-        counts, events, access, _ = self.pipeline.feed_batch(batch, on_error=self._bad_line)
-        if events:
-            self.metrics.observe_many(name, events)
-            if self.alerts is not None:
-                self.alerts.observe(name, events)
-        if access:
-            self.metrics.observe_access(name, access)
+        counts, events, access, _ = self.pipeline.feed_batch(batch)  # (each line guarded there)
         self.metrics.count_lines(name, counts)
+        try:
+            if events:
+                self.metrics.observe_many(name, events)
+                if self.alerts is not None:
+                    self.alerts.observe(name, events)
+            if access:
+                self.metrics.observe_access(name, access)
+        except Exception as e:  # noqa: BLE001 - what the lines said is lost, the source goes on
+            self._bad_line(self.pipeline.lineno, "(a batch's events)", e)
 
-    def _bad_line(self, line: str) -> None:
-        # a parser bug must cost one line, never the exporter
-        if self._bad_lines_logged < 10:
-            self._bad_lines_logged += 1
-            log.exception("line could not be parsed", source=self.name, line=line[:300])
+    def _bad_line(self, lineno: int, line: str, error: BaseException) -> None:
+        """A line whose reading raised (the pipeline counted it as unparsed): one warning line, the
+        first at once, then at most one a minute with how many there were meanwhile. A bug or an
+        unforeseen line costs that line, never the source or its neighbours."""
+        self._bad_lines += 1
+        now = time.monotonic()
+        if now < self._bad_warn_at:
+            return
+        self._bad_warn_at = now + 60.0
+        log.warning("line could not be read; counted as unparsed", source=self.name,
+                    path=getattr(self.source, "path", None), line=lineno, lines_since_last_warning=self._bad_lines,
+                    error=f"{type(error).__name__}: {str(error)[:200]}", text=line[:200])
+        self._bad_lines = 0
 
     def flush(self, idle: float | None = TRACEBACK_IDLE_SECONDS) -> None:
         events = self.pipeline.flush(idle)

@@ -47,8 +47,14 @@ _NOISE = re.compile(
 )
 
 class Pipeline:
-    def __init__(self, clock: Clock | None = None):
+    """``on_bad_line(lineno, line, error)``: what to do with a line whose reading raised (a parser
+    bug, input nobody foresaw). With it, such a line is counted as unparsed and handed over, and its
+    neighbours are read as if it were not there: on every path (``feed``, ``feed_batch``'s batch edges
+    and fast path, CRI joining, the lifecycle). Without it (tests), the exception propagates."""
+
+    def __init__(self, clock: Clock | None = None, on_bad_line=None):
         self.clock = clock or Clock()
+        self.on_bad_line = on_bad_line
         self.lineno = 0
         self._tracebacks: dict[tuple, OpenTraceback] = {}
         self._engine_of: dict[tuple, int] = {}
@@ -56,12 +62,37 @@ class Pipeline:
         self._echoes = Echoes()  # records that echo a client's text, and their continuation lines
         self.lifecycle = Lifecycle()  # what the error lines mean: a death, a stop, a failed start
 
+    def _bad(self, line: str, error: BaseException) -> None:
+        """A line whose reading raised: handed to on_bad_line (the caller counts it as unparsed)."""
+        if self.on_bad_line is None:
+            raise error
+        self.on_bad_line(self.lineno, line, error)
+
     def join_parts(self, lines: list[str], text: str | None = None) -> list[str]:
         """The lines with Kubernetes' CRI partial records joined (exporter.framing.cri); feed_batch does
         this itself, callers of ``feed`` do it first."""
         if self._cri.pending or may_hold_parts(joined(lines) if text is None else text):
-            return self._cri.feed(lines)
+            try:
+                return self._cri.feed(lines)
+            except Exception as e:  # noqa: BLE001 - the guard: the lines go on unjoined
+                self._cri.pending.clear()
+                self._bad(lines[0] if lines else "", e)
         return lines
+
+    def _lifecycle(self, events: list[Event]) -> list[Event]:
+        """The lifecycle's answer for ``events``; an event it cannot take is passed on as it is."""
+        try:
+            return self.lifecycle.feed(events)
+        except Exception:  # noqa: BLE001 - one event at a time, so only the culprit goes untouched
+            if self.on_bad_line is None:
+                raise
+        out: list[Event] = []
+        for ev in events:
+            try:
+                out.extend(self.lifecycle.feed([ev]))
+            except Exception:  # noqa: BLE001
+                out.append(ev)
+        return out
 
     def feed_batch(self, lines: list[str], on_error=None) -> tuple[
             dict[str, int], list[Event], dict[tuple, int], tuple[float | None, float | None]]:
@@ -75,23 +106,33 @@ class Pipeline:
         result is the same as feeding each line (tests compare both paths); only the per-line access
         events (their timestamps and line numbers) are not made.
 
-        A line whose parsing raises (a parser bug) is counted as unparsed and handed to
-        ``on_error(line)``; without ``on_error`` the exception propagates.
+        A line whose reading raises is counted as unparsed and handed to on_bad_line (``on_error``,
+        if given, instead: ``on_error(line)``).
         """
         counts = {PARSED: 0, IGNORED: 0, UNPARSED: 0}
         events: list[Event] = []
         text = joined(lines)
         if self._cri.pending or may_hold_parts(text):
-            lines = self._cri.feed(lines)
+            lines = self.join_parts(lines, text)
             text = "\n".join(lines)
         clean = not batch_unsafe(text)
         start = self.lineno
-        if not clean or self._tracebacks:
-            # Line order matters (a traceback is open or may start) or framing changes the text:
-            # every line is fed.
-            tails, others, first, last = {}, range(len(lines)), -1, -1
-        else:
-            tails, others, first, last = count_access(lines)
+        tails: dict = {}
+        others, first, last = range(len(lines)), -1, -1
+        access: dict[tuple, int] = {}
+        # Line order matters (a traceback is open or may start) or framing changes the text: every
+        # line is fed. Else the access lines are counted on their raw text.
+        if clean and not self._tracebacks:
+            try:
+                tails, others, first, last = count_access(lines)
+                whole_tail = access_log.whole_tail
+                for tail, n in tails.items():
+                    r = whole_tail(tail)
+                    access[r] = access.get(r, 0) + n
+            except Exception:  # noqa: BLE001 - the guard: every line is fed on its own instead
+                if self.on_bad_line is None and on_error is None:
+                    raise
+                tails, others, first, last, access = {}, range(len(lines)), -1, -1, {}
         classify, clock, ignore = fastpath.classify, self.clock, fastpath.IGNORE
         fast_event, usual = self._fast_event, self._feed_usual
         for i in others:
@@ -104,42 +145,55 @@ class Pipeline:
                     counts[IGNORED] += 1
                     continue
                 res, ev = (PARSED, [fast_event(fast)]) if fast is not None else usual(line, clean)
-            except Exception:
-                if on_error is None:
-                    raise
+            except Exception as e:  # noqa: BLE001 - the guard: one line, never its neighbours
+                self.lineno = start + i + 1
                 counts[UNPARSED] += 1
-                on_error(line)
+                if on_error is not None:
+                    on_error(line)
+                else:
+                    self._bad(line, e)
                 continue
             counts[res] += 1
             if ev:
                 events.extend(ev)
         self.lineno = start + len(lines)
         counts[PARSED] += len(lines) - len(others)
-        access: dict[tuple, int] = {}
-        whole_tail = access_log.whole_tail
-        for tail, n in tails.items():
-            r = whole_tail(tail)
-            access[r] = access.get(r, 0) + n
         if events:
-            events = self.lifecycle.feed(events)
+            events = self._lifecycle(events)
         span = (None, None)
         if first >= 0:
-            span = (frame_line(lines[first], self.clock).ts, frame_line(lines[last], self.clock).ts)
+            span = (self._ts(lines[first], on_error), self._ts(lines[last], on_error))
         return counts, events, access, span
+
+    def _ts(self, line: str, on_error) -> float | None:
+        """A counted access line's time (an edge of the batch's span); None if framing it raises
+        (the line is counted; only where the span begins or ends is unknown)."""
+        try:
+            return frame_line(line, self.clock).ts
+        except Exception:  # noqa: BLE001
+            if self.on_bad_line is None and on_error is None:
+                raise
+            return None
 
     def feed(self, line: str, clean: bool = False) -> tuple[str, list[Event]]:
         """Account one physical line; return its result and the events it completed.
 
         ``clean``: the caller checked that the line holds nothing of BATCH_UNSAFE."""
-        if clean and not self._tracebacks:
-            fast = fastpath.classify(line, self.clock)
-            if fast is fastpath.IGNORE:
-                self.lineno += 1
-                return IGNORED, []
-            if fast is not None:
-                return PARSED, self.lifecycle.feed([self._fast_event(fast)])
-        res, events = self._feed_usual(line, clean)
-        return res, (self.lifecycle.feed(events) if events else events)
+        start = self.lineno
+        try:
+            if clean and not self._tracebacks:
+                fast = fastpath.classify(line, self.clock)
+                if fast is fastpath.IGNORE:
+                    self.lineno += 1
+                    return IGNORED, []
+                if fast is not None:
+                    return PARSED, self._lifecycle([self._fast_event(fast)])
+            res, events = self._feed_usual(line, clean)
+        except Exception as e:  # noqa: BLE001 - the guard: one line, never its neighbours
+            self.lineno = start + 1
+            self._bad(line, e)
+            return UNPARSED, []
+        return res, (self._lifecycle(events) if events else events)
 
     def _fast_event(self, fast: tuple) -> Event:
         self.lineno += 1
@@ -318,10 +372,17 @@ class Pipeline:
         for key in list(self._tracebacks):
             tb = self._tracebacks[key]
             if idle_seconds is None or now - tb.touched >= idle_seconds:
-                done.extend(self._tracebacks.pop(key).events())
+                del self._tracebacks[key]
+                try:
+                    done.extend(tb.events())
+                except Exception as e:  # noqa: BLE001 - the guard: that traceback's event is lost, no more
+                    self._bad(f"(the traceback that began at line {tb.line})", e)
         if done:
-            out.extend(self.lifecycle.feed(done))
-        out.extend(self.lifecycle.tick(idle_seconds))
+            out.extend(self._lifecycle(done))
+        try:
+            out.extend(self.lifecycle.tick(idle_seconds))
+        except Exception as e:  # noqa: BLE001
+            self._bad("(the lifecycle's clock)", e)
         return out
 
     @property
