@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from exporter import __version__
 from exporter.framing.clock import Clock
-from exporter.commands.common import add_time_options, add_version
+from exporter.commands.common import add_line_options, add_time_options, add_version
 from exporter.sources.logfile import LogOpenError
 
 COMMANDS = ("serve", "parse", "report", "compare", "backfill", "healthcheck")
@@ -46,6 +46,7 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
                    help="print every line with what it became: its event kinds, or why it gave none "
                         "(LINE, RESULT, WHAT, TEXT separated by tabs)")
     add_time_options(p)
+    add_line_options(p)
 
     p = sub.add_parser("report", help="the tables of a whole run from a saved log")
     add_version(p)
@@ -56,6 +57,7 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--since", help="first time to include (ISO 8601, e.g. 2026-08-04T02:45; local zone unless given)")
     p.add_argument("--until", help="last time to include")
     add_time_options(p)
+    add_line_options(p)
 
     p = sub.add_parser(
         "compare", help="two or more runs side by side: configuration, results, like with like",
@@ -75,6 +77,7 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--since", help="first time to include in every run without a range of its own (as report's)")
     p.add_argument("--until", help="last time to include in every run without a range of its own")
     add_time_options(p)
+    add_line_options(p)
 
     p = sub.add_parser("backfill", help="the daemon's metrics with the log's own timestamps, as OpenMetrics")
     add_version(p)
@@ -84,6 +87,7 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--step", type=float, default=10.0, help="seconds between samples (default 10)")
     p.add_argument("--stats-interval", type=float, default=10.0, help="seconds between vLLM stats lines (default 10)")
     add_time_options(p)
+    add_line_options(p)
 
     p = sub.add_parser("healthcheck", help="exit 0 if the exporter answers HTTP (for container health checks)")
     add_version(p)
@@ -120,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "parse":
             from exporter.commands import parse
 
-            return parse.run(args.log, clock_from(args), args.stats, explain_lines=args.explain)
+            return parse.run(args.log, clock_from(args), args.stats, explain_lines=args.explain,
+                             max_line=args.max_line_bytes)
         if args.command == "report":
             from exporter.commands import report
 

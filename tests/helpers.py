@@ -235,3 +235,61 @@ def grafana_substitute(expr: str, **variables: str) -> str:
     for name in ("cluster", "namespace", "vllm_job", "job", "host", "instance", "server", "engine"):
         expr = expr.replace(f"${name}", variables.get(name, ".*"))
     return expr
+
+
+class MemoryCgroup:
+    """A real cgroup v1 memory controller folder with a limit (this machine's; see
+    /work/shared/machine-notes.md section 10): ``wrap(cmd)`` runs a command inside it (the shell
+    joins the group before exec'ing, so nothing runs outside it); ``peak`` is the group's
+    memory.max_usage_in_bytes (RSS and page cache), ``oom_kills`` how often its limit killed.
+    Removed on exit. ``available()`` says whether this host has one we may write."""
+
+    ROOT = Path("/sys/fs/cgroup/memory")
+
+    def __init__(self, limit_bytes: int, name: str | None = None):
+        self.limit = limit_bytes
+        self.path = self.ROOT / (name or f"vle-test-{os.getpid()}-{time.monotonic_ns()}")
+
+    @classmethod
+    def available(cls) -> bool:
+        return (cls.ROOT / "memory.limit_in_bytes").exists() and os.access(cls.ROOT, os.W_OK)
+
+    def __enter__(self) -> "MemoryCgroup":
+        self.path.mkdir()
+        (self.path / "memory.limit_in_bytes").write_text(str(self.limit))
+        return self
+
+    @property
+    def prefix(self) -> tuple[str, ...]:
+        """What runs a command inside the group when put before it (Exporter's ``wrapper``)."""
+        return ("sh", "-c", f'echo $$ > {self.path}/cgroup.procs && exec "$@"', "sh")
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        return [*self.prefix, *cmd]
+
+    @property
+    def peak(self) -> int:
+        return int((self.path / "memory.max_usage_in_bytes").read_text())
+
+    @property
+    def oom_kills(self) -> int:
+        for line in (self.path / "memory.oom_control").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+        return 0
+
+    def __exit__(self, *exc) -> None:
+        for _ in range(50):  # its processes have exited; the kernel may take a moment to let go
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """A running process's own peak resident set (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0

@@ -59,3 +59,40 @@ BAD_RECORDS = {
                          "0.0 tokens/s, Avg generation throughput: 1.0 tokens/s, Running: " + "9" * 5000
                          + " reqs, Waiting: 0 reqs, GPU KV cache usage: 1.9%, Prefix cache hit rate: 0.0%",
 }
+
+
+# Single lines that held the daemon's memory (issue 32 item 1), as files written a piece at a time.
+CRI_STAMP = "2026-08-04T02:50:00.000000000Z"
+OOM_LINE = "(EngineCore_DP0 pid=7) ERROR 08-04 02:50:00 [core.py:1] torch.OutOfMemoryError: CUDA out of memory."
+
+
+def write_cri_giant(path, total_bytes: int, part_bytes: int = 16 << 10) -> None:
+    """One logical line of ``total_bytes`` in Kubernetes' CRI ``P`` parts (containerd's 16 KiB), its
+    ``F`` part ending in a CUDA OOM: the line that peaked at 528 MB for 93 MB."""
+    filler = "x" * part_bytes
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(f"{CRI_STAMP} stderr P {OOM_LINE[:60]}\n")
+        for _ in range(total_bytes // part_bytes):
+            f.write(f"{CRI_STAMP} stderr P {filler}\n")
+        f.write(f"{CRI_STAMP} stderr F {OOM_LINE}\n")
+
+
+def json_exc_list(items: int = 200_000) -> str:
+    """A JSON record of ~1 MiB whose ``exc_info`` is a list of ``items`` lines ending in the OOM:
+    one frame per item, all held at once, peaked at 299 MB."""
+    return json.dumps({"levelname": "ERROR", "name": "vllm.v1.engine.core", "message": "EngineCore failed",
+                       "exc_info": ["Traceback (most recent call last):"] + ["x"] * items
+                       + ["torch.OutOfMemoryError: CUDA out of memory."]})
+
+
+def json_newlines(chars: int = 1_000_000) -> str:
+    """A JSON record whose message is ``chars`` newlines."""
+    return json.dumps({"levelname": "WARNING", "name": "vllm.entrypoints", "message": "\n" * chars})
+
+
+def write_plain_giant(path, total_bytes: int, chunk: int = 1 << 20) -> None:
+    """One physical line of ``total_bytes`` without a newline until its end."""
+    with open(path, "a", encoding="utf-8") as f:
+        for _ in range(total_bytes // chunk):
+            f.write("y" * chunk)
+        f.write("\n")

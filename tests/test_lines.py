@@ -2,17 +2,19 @@
 
 from hypothesis import given, settings, strategies as st
 
-from exporter.framing.lines import LineSplitter, Lines, _no_line_over, joined
+from exporter.framing.lines import LineSplitter, Lines, _no_line_over, cut_line, joined
 
-PIECES = st.sampled_from([b"\n", b"a", b"bc", b"x" * 7, b"\xc3\xa9", b"\xe2\x96\x88", b"\xff", b"\xc3", b" - \"", b"\r"])
+PIECES = st.sampled_from([b"\n", b"a", b"bc", b"x" * 7, b"\xc3\xa9", b"\xe2\x96\x88", b"\xff", b"\xc3", b" - \"", b"\r",
+                          b"\\", b"\\u00e9", b"\\\"", b"\xf0\x9f\x98\x80"])
 
 
 def reference(data: bytes, limit: int) -> list[str]:
+    """The whole input's lines, each longer than ``limit`` cut as cut_line cuts it (head and tail)."""
     segments = data.split(b"\n")
     last = segments.pop()
-    out = [s[:limit].decode("utf-8", "replace") for s in segments]
+    out = [s.decode("utf-8", "replace") if len(s) <= limit else cut_line(s, limit) for s in segments]
     if last:
-        out.append(last[:limit].decode("utf-8", "replace"))
+        out.append(last.decode("utf-8", "replace") if len(last) <= limit else cut_line(last, limit))
     return out
 
 

@@ -18,7 +18,7 @@ def run(args, clock: Clock) -> int:
         return 2
     metrics = Metrics(process_metrics=False, stats_interval=args.stats_interval)
     pending: list[str] = []
-    scan = Pass(args.log, clock, on_result=pending.append)
+    scan = Pass(args.log, clock, on_result=pending.append, max_line=args.max_line_bytes)
 
     def items():
         for ev in scan:

@@ -65,11 +65,12 @@ def parse_run(text: str, tz, since_default: str | None, until_default: str | Non
     return {"label": label, "path": path, "source": rest, "since": since, "until": until}
 
 
-def load(path: str, clock: Clock, since: float | None, until: float | None) -> tuple[RunStats, dict]:
+def load(path: str, clock: Clock, since: float | None, until: float | None,
+         max_line: int | None = None) -> tuple[RunStats, dict]:
     """The run's RunStats and its summary: ``report``'s own (exporter.commands.report.read_run)."""
     from exporter.commands.report import read_run
 
-    return read_run(path, clock, since, until)
+    return read_run(path, clock, since, until) if max_line is None else read_run(path, clock, since, until, max_line)
 
 
 def _range_words(spec: dict, tz) -> str:
@@ -97,7 +98,7 @@ def run(args, clock: Clock) -> int:
         specs = [parse_run(t, clock.tz, args.since, args.until) for t in args.runs]
         for spec in specs:
             try:
-                stats, summary = load(spec["path"], clock, spec["since"], spec["until"])
+                stats, summary = load(spec["path"], clock, spec["since"], spec["until"], args.max_line_bytes)
             except LogOpenError as e:
                 raise RunError(str(e)) from None
             except (OSError, EOFError, UnicodeError, zlib.error) as e:  # (Pass turns a corrupt .gz into LogOpenError)

@@ -12,6 +12,7 @@ from typing import TextIO
 from exporter.framing.clock import Clock
 
 from exporter.framing.frame import frame_line
+from exporter.framing.lines import MAX_LINE_BYTES
 from exporter.offline.passes import Pass
 from exporter.stream.pipeline import IGNORED, PARSED, UNPARSED
 
@@ -53,8 +54,9 @@ def explain(line: str, result: str, events, pending: bool, clock: Clock) -> str:
     return "unparsed: no vLLM header (process tag or level): not vLLM output, or a wrapper the framing does not know"
 
 
-def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout, explain_lines: bool = False) -> int:
-    scan = Pass(path, clock)
+def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout, explain_lines: bool = False,
+        max_line: int = MAX_LINE_BYTES) -> int:
+    scan = Pass(path, clock, max_line=max_line)
     pipe = scan.pipeline
     results = collections.Counter()
     kinds = collections.Counter()

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from exporter.commands.common import print_result
 from exporter.framing.clock import Clock
+from exporter.framing.lines import MAX_LINE_BYTES
 from exporter.offline.passes import Pass
 from exporter.offline.report import markdown
 from exporter.offline.report.stats import RunStats
@@ -29,10 +30,11 @@ def parse_when(text: str | None, tz, flag: str) -> float | None:
     return dt.timestamp()
 
 
-def read_run(path: str, clock: Clock, since: float | None, until: float | None) -> tuple[RunStats, dict]:
+def read_run(path: str, clock: Clock, since: float | None, until: float | None,
+             max_line: int = MAX_LINE_BYTES) -> tuple[RunStats, dict]:
     """A log's RunStats and summary: what ``report`` prints and ``compare`` lines up, one code path."""
     stats = RunStats(since, until)
-    scan = Pass(path, clock)
+    scan = Pass(path, clock, max_line=max_line)
     if since is None and until is None:
         for events, access, span in scan.batches():
             for ev in events:
@@ -49,7 +51,7 @@ def read_run(path: str, clock: Clock, since: float | None, until: float | None) 
 def run(args, clock: Clock) -> int:
     since = parse_when(args.since, clock.tz, "--since")
     until = parse_when(args.until, clock.tz, "--until")
-    stats, summary = read_run(args.log, clock, since, until)
+    stats, summary = read_run(args.log, clock, since, until, args.max_line_bytes)
     title = f"vLLM run report: {'stdin' if args.log == '-' else args.log}"
     md = markdown.render(summary, title, clock.tz)
     if args.html:

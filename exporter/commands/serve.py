@@ -46,6 +46,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--forget-gone-after", type=float, default=None, metavar="SECONDS",
                    help="drop every series of a glob source's server (a Kubernetes pod) this long after its files "
                         "are gone, counters too, so replaced pods do not pile up (default 900; 0: never)")
+    p.add_argument("--max-line-bytes", dest="max_line_bytes", default=None, metavar="BYTES",
+                   help="the longest logical line read whole (a JSON record, a line joined from CRI parts); a "
+                        "longer one keeps its first and last parts, is counted in "
+                        "vllm_log_exporter_lines_truncated_total and warned about once per source (default "
+                        "1048576; 16384 to 67108864; memory needed grows with it)")
     p.add_argument("--state-file", default=None,
                    help="JSON file keeping where each source stopped (file offset, journal cursor, container "
                         "stamp), so a restart resumes there")

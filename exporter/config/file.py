@@ -10,7 +10,7 @@ from typing import Any
 from exporter.config.settings import SOURCE_TYPES, Config, ConfigError, SourceConfig, parse_listen
 
 _TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "forget_gone_after_seconds", "state_file", "sources",
-             "alertmanager"}
+             "alertmanager", "max_line_bytes"}
 _AM_KEYS = {"urls", "instance", "basic_auth", "tls_config"}
 _WEB_KEYS = {"listen_address", "telemetry_path", "config_file", "max_connections"}
 _LOG_KEYS = {"level", "format"}
@@ -91,7 +91,8 @@ _FILE_KEYS = (("listen_address", "web.listen_address"), ("telemetry_path", "web.
               ("web_config_file", "web.config_file"), ("max_connections", "web.max_connections"),
               ("log_level", "log.level"), ("log_format", "log.format"), ("year", "timestamps.year"),
               ("timezone", "timestamps.timezone"), ("stats_interval", "stats_interval_seconds"),
-              ("forget_gone_after", "forget_gone_after_seconds"), ("state_file", "state_file"))
+              ("forget_gone_after", "forget_gone_after_seconds"), ("state_file", "state_file"),
+              ("max_line_bytes", "max_line_bytes"))
 
 
 def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
@@ -124,6 +125,8 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
         cfg.stats_interval = float(_typed(top["stats_interval_seconds"], float, p + "stats_interval_seconds"))
     if "forget_gone_after_seconds" in top:
         cfg.forget_gone_after = float(_typed(top["forget_gone_after_seconds"], float, p + "forget_gone_after_seconds"))
+    if top.get("max_line_bytes") is not None:
+        cfg.max_line_bytes = _typed(top["max_line_bytes"], int, p + "max_line_bytes")
     if top.get("state_file") is not None:
         cfg.state_file = _typed(top["state_file"], str, p + "state_file")
     for attr, key in _FILE_KEYS:

@@ -20,6 +20,8 @@ forget_gone_after_seconds: 900         # a glob's server (pod) whose files are g
 alertmanager:                          # push the log's own alerts (OOM, dead engine, ...) as well
   urls: []                             # e.g. [http://127.0.0.1:9093]
   instance: null                       # their `instance` label (default: the listen address)
+max_line_bytes: 1048576                # the longest line read whole; a longer one keeps its first
+                                       # and last parts (counted, warned once per source)
 state_file: null                       # where each source stopped (file offset, journal cursor,
                                        # container stamp), so a restart resumes there
 sources:
@@ -57,6 +59,9 @@ DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
 SOURCE_TYPES = ("file", "stdin", "journald", "container", "demo")
 DEMO_SAMPLES = ("sample.log", "sample-v0.log", "sample-lmcache.log")
 ENV_PREFIX = "VLLM_LOG_EXPORTER_"
+# The bound on a logical line, its default and range: exporter.framing.lines' own (config imports no
+# stage; tests/test_line_bound.py checks the two agree).
+MAX_LINE_BYTES, MIN_LINE_BYTES, MAX_MAX_LINE_BYTES = 1 << 20, 16 << 10, 64 << 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
@@ -112,6 +117,7 @@ class Config:
     forget_gone_after: float = 900.0
     state_file: str | None = None
     max_connections: int = 0  # 0: (file-descriptor limit - 64) / 2, at most 1024
+    max_line_bytes: int = MAX_LINE_BYTES  # the bound on a logical line (exporter.framing.lines)
     alertmanager_urls: list[str] = field(default_factory=list)  # where the log's own alerts are pushed
     alertmanager_instance: str | None = None  # the `instance` label of pushed alerts (default: listen address)
     alertmanager_username: str | None = None
@@ -197,6 +203,10 @@ def validate(cfg: Config, where: str = "config") -> Config:
             or not 0 <= cfg.max_connections <= 100000:
         raise ConfigError(f"{at('max_connections', 'web.max_connections')}: {cfg.max_connections!r} must be a whole "
                           "number in [0, 100000] (0: the default)")
+    if isinstance(cfg.max_line_bytes, bool) or not isinstance(cfg.max_line_bytes, int) \
+            or not MIN_LINE_BYTES <= cfg.max_line_bytes <= MAX_MAX_LINE_BYTES:
+        raise ConfigError(f"{at('max_line_bytes', 'max_line_bytes')}: {cfg.max_line_bytes!r} must be a whole number "
+                          f"in [{MIN_LINE_BYTES}, {MAX_MAX_LINE_BYTES}]")
     for url in cfg.alertmanager_urls:
         if not re.match(r"^https?://[^/\s]+", url):
             raise ConfigError(f"{at('alertmanager_urls', 'alertmanager.urls')}: {url!r} is not an http(s) URL "

@@ -40,12 +40,12 @@ class Daemon:
         for sc in cfg.sources:
             if sc.type == "file" and sc.is_glob:
                 self.runners.append(GlobRunner(sc, self.metrics, clock, saved, self.alerts,
-                                               forget_after=cfg.forget_gone_after))
+                                               forget_after=cfg.forget_gone_after, max_line=cfg.max_line_bytes))
                 continue
             # a checkpoint only counts for what it was taken from: a source pointed elsewhere starts as configured
             resume = saved[sc.name][1] if sc.name in saved and saved[sc.name][0] == sc.identity else None
-            self.runners.append(SourceRunner(make_source(sc, resume), self.metrics, clock, sc.identity,
-                                             alerts=self.alerts))
+            self.runners.append(SourceRunner(make_source(sc, resume, cfg.max_line_bytes), self.metrics, clock,
+                                             sc.identity, alerts=self.alerts, max_line=cfg.max_line_bytes))
         self._saved_state = None
         self._state_error: str | None = None
         self._auth = None
@@ -138,7 +138,8 @@ class Daemon:
         for attr, key in (("listen_address", "web.listen_address"), ("telemetry_path", "web.telemetry_path"),
                           ("web_config_file", "web.config_file"), ("max_connections", "web.max_connections"),
                           ("state_file", "state_file"), ("stats_interval", "stats_interval_seconds"),
-                          ("year", "timestamps.year"), ("timezone", "timestamps.timezone")):
+                          ("year", "timestamps.year"), ("timezone", "timestamps.timezone"),
+                          ("max_line_bytes", "max_line_bytes")):
             if getattr(new, attr) != getattr(old, attr):
                 restart.append(key)
         def sources(cfg):

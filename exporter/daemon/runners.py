@@ -14,6 +14,7 @@ import structlog
 
 from exporter.config.settings import SourceConfig
 from exporter.framing.clock import Clock
+from exporter.framing.lines import MAX_LINE_BYTES
 from exporter.metrics import Metrics
 from exporter.sources.base import Backoff, Source
 from exporter.stream.pipeline import Pipeline
@@ -22,24 +23,25 @@ from exporter.stream.traceback import TRACEBACK_IDLE_SECONDS
 log = structlog.get_logger("vllm_log_exporter")
 
 
-def make_source(sc: SourceConfig, resume=None) -> Source:
+def make_source(sc: SourceConfig, resume=None, max_line: int = MAX_LINE_BYTES) -> Source:
     if sc.type == "file":
         from exporter.sources.file import FileSource
 
-        return FileSource(sc.name, sc.path, from_start=sc.from_start, resume=resume)
+        return FileSource(sc.name, sc.path, from_start=sc.from_start, resume=resume, max_line=max_line)
     if sc.type == "stdin":
         from exporter.sources.stdin import StdinSource
 
-        return StdinSource(sc.name)
+        return StdinSource(sc.name, max_line=max_line)
     if sc.type == "journald":
         from exporter.sources.journald import JournaldSource
 
         return JournaldSource(sc.name, sc.match, from_start=sc.from_start, directory=sc.journal_directory,
-                              resume=resume)
+                              resume=resume, max_line=max_line)
     if sc.type == "container":
         from exporter.sources.container import ContainerSource
 
-        return ContainerSource(sc.name, sc.container, socket=sc.socket, from_start=sc.from_start, resume=resume)
+        return ContainerSource(sc.name, sc.container, socket=sc.socket, from_start=sc.from_start, resume=resume,
+                               max_line=max_line)
     if sc.type == "demo":
         from exporter.sources.demo import DemoSource
 
@@ -51,14 +53,16 @@ class SourceRunner:
     """Feeds one source's lines through its pipeline into the metrics; doubles as its Status."""
 
     def __init__(self, source: Source, metrics: Metrics, clock: Clock, identity: str = "", state_key: str = "",
-                 alerts=None):
+                 alerts=None, max_line: int = MAX_LINE_BYTES):
         self.alerts = alerts  # exporter.alerts.from_events.Alerts, when alerts are pushed
         self.source = source
         self.name = source.name
         self.identity = identity
         self.state_key = state_key or source.name
         self.metrics = metrics
-        self.pipeline = Pipeline(clock, on_bad_line=self._bad_line)
+        self.max_line = max_line
+        self._cut_warned = False
+        self.pipeline = Pipeline(clock, on_bad_line=self._bad_line, max_line=max_line, on_cut=self.line_cut)
         self.is_up = False
         self._bad_lines = 0  # lines that could not be read since the last warning about them
         self._bad_warn_at = 0.0  # (monotonic) no warning about such lines before this
@@ -73,6 +77,16 @@ class SourceRunner:
 
     def note(self, event: str) -> None:
         self.metrics.source_event(self.name, event)
+
+    def line_cut(self, size: int) -> None:
+        """A line longer than --max-line-bytes (the source's own, or one joined from CRI parts, or a JSON
+        record of too many lines) was cut: counted, and said once per source."""
+        self.metrics.line_truncated(self.name)
+        if not self._cut_warned:
+            self._cut_warned = True
+            log.warning("line longer than --max-line-bytes, cut to its first and last parts; further ones are "
+                        "only counted (vllm_log_exporter_lines_truncated_total)", source=self.name,
+                        path=getattr(self.source, "path", None), limit_bytes=self.max_line, line_size=size)
 
     def feed(self, batch: list[str]) -> None:
         name = self.name
@@ -142,7 +156,8 @@ class GlobRunner:
     SCAN_SECONDS = 2.0
 
     def __init__(self, sc: SourceConfig, metrics: Metrics, clock: Clock, saved: dict, alerts=None,
-                 forget_after: float = 900.0):
+                 forget_after: float = 900.0, max_line: int = MAX_LINE_BYTES):
+        self.max_line = max_line
         from exporter.sources import file_glob
 
         self.sc, self.metrics, self.clock, self.saved, self.alerts = sc, metrics, clock, saved, alerts
@@ -163,8 +178,8 @@ class GlobRunner:
             self.metrics.set_pod(server, *pod)
         key, identity = f"{self.sc.name}:{path}", f"file:{path}"
         resume = self.saved[key][1] if key in self.saved and self.saved[key][0] == identity else None
-        return SourceRunner(FileSource(server, path, from_start=from_start, resume=resume),
-                            self.metrics, self.clock, identity, key, alerts=self.alerts)
+        return SourceRunner(FileSource(server, path, from_start=from_start, resume=resume, max_line=self.max_line),
+                            self.metrics, self.clock, identity, key, alerts=self.alerts, max_line=self.max_line)
 
     def scan(self, first: bool, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now

@@ -69,7 +69,8 @@ _GCP_LABEL = re.compile(r"\[resource\.labels\.containerName: ([^\]]+)\] ")
 # "(VllmWorker-0 pid=10614) ". The name is whatever vLLM's decorate_logs() was given, else the
 # multiprocessing process name (vllm/utils/system_utils.py:197 in 0.32): multiproc_executor names its
 # workers f"VllmWorker-{rank}" and nested processes are "SpawnProcess-1:2", hence "-", ":" and ".".
-PROCESS_NAME_P = r"[A-Za-z_][\w.:-]*"
+# At most 64 characters: a longer "name" is no process's (it would become a worker label).
+PROCESS_NAME_P = r"[A-Za-z_][\w.:-]{0,63}"
 # Other fields may stand between the rank and the pid ("(VllmWorker rank=4 engine_index=0 pid=31778)",
 # LMCache#889), and some builds print vLLM's own process names with no pid ("(EngineCore) ",
 # vllm-project/vllm#43009): without a pid only those names are a tag, so "(Note) ..." stays text.

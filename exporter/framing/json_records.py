@@ -26,19 +26,23 @@ from datetime import datetime
 from exporter.framing.clock import Clock, epoch_seconds, plausible
 
 from exporter.framing.frame import Frame
+from exporter.framing.lines import MAX_MAX_LINE_BYTES, MAX_RECORD_LINES, record_lines
 
 _LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
 _LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL", "ERR": "ERROR"}
-MAX_RECORD_CHARS = 1 << 20  # larger objects are left as text (counted, never parsed)
+MAX_RECORD_CHARS = MAX_MAX_LINE_BYTES  # (every line is bounded before: this only guards other callers)
 
 
 def looks_like_record(message: str) -> bool:
     return message[:2] == '{"' and message.rstrip()[-1:] == "}"
 
 
-def record_frames(outer: Frame, clock: Clock, seq: int) -> list[Frame] | None:
+def record_frames(outer: Frame, clock: Clock, seq: int, max_lines: int = MAX_RECORD_LINES,
+                  on_cut=None) -> list[Frame] | None:
     """The frames of the JSON record in ``outer.message``, or None when it is not one of vLLM's.
-    ``seq`` makes the record's header unique."""
+    ``seq`` makes the record's header unique. At most ``max_lines`` frames: a record whose message
+    and traceback hold more lines (a message of a million newlines, an ``exc_info`` list of a
+    million items) keeps the first and last half of them, and ``on_cut(record_chars)`` is called."""
     text = outer.message
     if len(text) > MAX_RECORD_CHARS:
         return None
@@ -77,12 +81,21 @@ def record_frames(outer: Frame, clock: Clock, seq: int) -> list[Frame] | None:
     base = dict(raw=outer.raw, ts=ts, ts_source=ts_source, host=outer.host, unit=outer.unit, process=process,
                 pid=pid, level=level, logger=logger, header=header, clean=outer.clean, inner_at=outer.inner_at,
                 uvicorn=bool(logger and logger.startswith("uvicorn")))
-    lines = message.split("\n")  # a multi-line message is several lines in the text format too
+    # a multi-line message is several lines in the text format too
+    lines, cut = record_lines(message, max_lines)
     exc = rec.get("exc_info")
     if isinstance(exc, list):
+        if len(exc) > max_lines:
+            exc, cut = exc[:max_lines // 2] + exc[-(max_lines - max_lines // 2):], True
         exc = "\n".join((x if isinstance(x, str) else _text(x, 1000) or "").rstrip("\n") for x in exc)
     if isinstance(exc, str) and exc:
-        lines += exc.rstrip("\n").split("\n")
+        more, cut_exc = record_lines(exc.rstrip("\n"), max_lines)
+        lines += more
+        cut = cut or cut_exc
+    if len(lines) > max_lines:
+        lines, cut = lines[:max_lines // 2] + lines[-(max_lines - max_lines // 2):], True
+    if cut and on_cut is not None:
+        on_cut(len(text))
     return [Frame(message=line.rstrip(), **base) for line in lines]
 
 

@@ -3,13 +3,99 @@ commands import this without the daemon's machinery)."""
 
 from __future__ import annotations
 
+# The bound on a logical line (--max-line-bytes): a physical line as read, a line joined from
+# Kubernetes' CRI parts, a journal entry's message. Real lines are far shorter: the longest seen in
+# vLLM logs (tests/fixtures, public threads) are a JSON record holding a whole traceback, tens of KB
+# (Python prints at most 1,000 frames of one exception). A longer line is cut to its first three
+# quarters and last quarter of the bound (the traceback's end, where the exception is, survives), is
+# counted (vllm_log_exporter_lines_truncated_total) and warned about once per source; the middle
+# is never held in memory.
 MAX_LINE_BYTES = 1 << 20
+MIN_LINE_BYTES, MAX_MAX_LINE_BYTES = 16 << 10, 64 << 20  # the range --max-line-bytes takes
+# A JSON record's or journal entry's lines (message and traceback): the traceback joiner's own bound
+# (exporter.stream.traceback.MAX_TRACEBACK_LINES), kept as the first and last half.
+MAX_RECORD_LINES = 2000
+_BACKSLASH = 0x5C
 
 
-def _warn_cut(name: str, limit: int) -> None:
+class Cut(str):
+    """A line already cut to its first and last parts (and counted): a JSON record in it that also
+    holds too many lines is not counted again."""
+
+    __slots__ = ()
+
+
+def tail_size(limit: int) -> int:
+    return limit // 4
+
+
+def _clean_head(head):
+    """``head`` without an escape it cuts in two (a lone ``\\`` or a ``\\u`` missing hex digits), so
+    that a cut inside a JSON string still leaves valid JSON. Bytes or text."""
+    backslash = "\\" if isinstance(head, str) else b"\\"
+    n = len(head) - len(head.rstrip(backslash))
+    if n % 2:
+        head = head[:-1]
+    k = head.rfind(backslash, max(0, len(head) - 5))
+    if k >= 0 and head[k + 1:k + 2] in ("u", b"u"):
+        run = len(head[:k]) - len(head[:k].rstrip(backslash))
+        if run % 2 == 0:  # the backslash at k starts an escape: drop the unfinished \uXX
+            head = head[:k]
+    return head
+
+
+def cut_bytes(head: bytes, tail: bytes) -> str:
+    """A cut line from its first bytes and its last ones (the tail as kept: one byte more than it
+    needs, so that its start can be moved past a split escape): no UTF-8 sequence and no JSON escape
+    split at either edge."""
+    j = len(head)
+    i = j
+    while i > 0 and 0x80 <= head[i - 1] < 0xC0 and j - i < 3:
+        i -= 1
+    if i > 0 and head[i - 1] >= 0xC0:  # a lead byte: is its sequence complete?
+        need = 2 if head[i - 1] < 0xE0 else 3 if head[i - 1] < 0xF0 else 4
+        if j - (i - 1) < need:
+            j = i - 1
+    head = _clean_head(head[:j])
+    k = 1  # the byte before the tail's first is unknown: start one on at least
+    while k < len(tail) and k < 8 and (tail[k - 1] == _BACKSLASH or 0x80 <= tail[k] < 0xC0):
+        k += 1
+    return Cut(str(head, "utf-8", "replace") + str(memoryview(tail)[k:], "utf-8", "replace"))
+
+
+def cut_line(line: bytes, limit: int) -> str:
+    """``line`` (longer than ``limit``) as its first three quarters and last quarter of ``limit``."""
+    t = tail_size(limit)
+    return cut_bytes(line[:limit - t], line[len(line) - t - 1:] if t else b"")
+
+
+def cut_text(text: str, limit: int) -> str:
+    """The same for text (characters, not bytes): a line joined from parts, a journal message."""
+    t = tail_size(limit)
+    tail = text[len(text) - t - 1:] if t else ""
+    k = 1
+    while k < len(tail) and k < 8 and tail[k - 1] == "\\":
+        k += 1
+    return Cut(_clean_head(text[:limit - t]) + tail[k:])
+
+
+def record_lines(text: str, max_lines: int = MAX_RECORD_LINES) -> tuple[list[str], bool]:
+    """``text.split("\\n")``, at most ``max_lines`` of them (the first and last half) without making
+    the others; True when some were left out."""
+    if text.count("\n", 0) < max_lines:
+        return text.split("\n"), False
+    half = max_lines // 2
+    head = text.split("\n", half)
+    tail = head.pop().rsplit("\n", max_lines - half)
+    return head + tail[1:], True
+
+
+def warn_cut(name: str, limit: int, line_bytes: int) -> None:
     import structlog
 
-    structlog.get_logger("vllm_log_exporter.source").warning("line too long, cut", source=name, limit_bytes=limit)
+    structlog.get_logger("vllm_log_exporter.source").warning(
+        "line longer than --max-line-bytes, cut to its first and last parts (said once per source)",
+        source=name, limit_bytes=limit, line_bytes=line_bytes)
 
 
 def _no_line_over(data: bytes, end: int, limit: int) -> bool:
@@ -47,57 +133,101 @@ def joined(lines: list[str]) -> str:
 class LineSplitter:
     """Bytes in, complete lines out; a partial line is held until its newline arrives.
 
-    A line longer than ``max_line`` bytes is cut there, passed on once (so it is counted) and the
-    rest of it dropped up to the next newline, so one runaway line cannot grow memory.
+    A line longer than ``max_line`` bytes is passed on cut (``cut_line``: its first and last parts),
+    once, when its newline arrives; while it runs on, only those parts are held, so one runaway line
+    cannot grow memory. ``on_cut(line_bytes)`` is called for each such line (default: a warning,
+    once per splitter).
     """
 
-    def __init__(self, name: str, max_line: int = MAX_LINE_BYTES):
+    def __init__(self, name: str, max_line: int = MAX_LINE_BYTES, on_cut=None):
         self.name = name
         self.max_line = max_line
+        self.on_cut = on_cut
         self.buf = b""
-        self.skipping = False
+        self.skipping = False  # in a line longer than max_line: only its head and tail are kept
+        self.head = b""
+        self.tail = b""
+        self.line_bytes = 0  # while skipping: bytes of that line read so far
+        self._warned = False
+
+    @property
+    def held(self) -> int:
+        """Bytes read that no line passed on holds yet: a checkpoint lies that much before the read
+        position (a cut line in progress is read again from its start after a restart)."""
+        return self.line_bytes if self.skipping else len(self.buf)
+
+    def _cut(self, line_bytes: int) -> None:
+        if self.on_cut is not None:
+            self.on_cut(line_bytes)
+        elif not self._warned:
+            self._warned = True
+            warn_cut(self.name, self.max_line, line_bytes)
+
+    def _start_skipping(self, rest: bytes) -> None:
+        t = tail_size(self.max_line)
+        self.skipping = True
+        self.head = rest[:self.max_line - t]
+        self.tail = rest[len(rest) - t - 1:] if t else b""
+        self.line_bytes = len(rest)
+
+    def _more(self, data: bytes) -> None:
+        t = tail_size(self.max_line)
+        if t:
+            self.tail = (self.tail + data[-t - 1:])[-t - 1:]
+        self.line_bytes += len(data)
+
+    def _finish(self) -> str:
+        line = cut_bytes(self.head, self.tail)
+        self._cut(self.line_bytes)
+        self.skipping, self.head, self.tail, self.line_bytes = False, b"", b"", 0
+        return line
 
     def feed(self, data: bytes) -> list[str]:
         """The complete lines ``data`` ends (with what was held before it); a :class:`Lines` when
         they were decoded in one piece."""
+        first: list[str] = []
+        if self.skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._more(data)
+                return first
+            self._more(data[:nl])
+            first.append(self._finish())
+            data = data[nl + 1:]
         buf = self.buf + data if self.buf else data
         cut = buf.rfind(b"\n")
-        if not self.skipping and cut >= 0 and len(buf) - cut - 1 <= self.max_line:
+        if cut >= 0 and len(buf) - cut - 1 <= self.max_line:
             if cut <= self.max_line or _no_line_over(buf, cut, self.max_line):
                 # No line is too long: decode the complete lines at once, in place (a newline is
                 # never part of a multi-byte sequence, so this equals decoding line by line).
                 self.buf = buf[cut + 1:]
                 text = str(memoryview(buf)[:cut], "utf-8", "replace")
-                return Lines(text.split("\n"), text)
-        lines: list[str] = []
+                return first + text.split("\n") if first else Lines(text.split("\n"), text)
+        lines = first
         start = 0
+        limit = self.max_line
         while True:
             nl = buf.find(b"\n", start)
             if nl < 0:
                 break
-            if self.skipping:
-                self.skipping = False
-            elif nl - start > self.max_line:
-                lines.append(buf[start:start + self.max_line].decode("utf-8", "replace"))
-                _warn_cut(self.name, self.max_line)
+            if nl - start > limit:
+                lines.append(cut_line(buf[start:nl], limit))
+                self._cut(nl - start)
             else:
                 lines.append(buf[start:nl].decode("utf-8", "replace"))
             start = nl + 1
         rest = buf[start:]
-        if len(rest) > self.max_line:
-            if not self.skipping:
-                lines.append(rest[: self.max_line].decode("utf-8", "replace"))
-                _warn_cut(self.name, self.max_line)
-                self.skipping = True
+        if len(rest) > limit:
+            self._start_skipping(rest)
             rest = b""
         self.buf = rest
         return lines
 
     def flush(self) -> list[str]:
-        """The held partial line, e.g. when the writer has been silent for a while."""
-        if not self.buf or self.skipping:
-            self.buf = b""
-            self.skipping = False
+        """The held partial line, e.g. when the writer has been silent for a while (a cut one too)."""
+        if self.skipping:
+            return [self._finish()]
+        if not self.buf:
             return []
         line = self.buf.decode("utf-8", "replace")
         self.buf = b""

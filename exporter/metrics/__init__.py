@@ -14,6 +14,8 @@ emits (PromQL names):
     vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
     value beyond the bounds of exporter.metrics.labels, counted instead),
     vllm_log_last_line_timestamp_seconds, vllm_log_exporter_lines_total{result},
+    vllm_log_exporter_lines_truncated_total (lines longer than --max-line-bytes, read as their first
+    and last parts),
     vllm_log_exporter_events_total{kind}, vllm_log_exporter_source_up,
     vllm_log_exporter_source_restarts_total, vllm_log_exporter_source_events_total{event},
     vllm_log_kubernetes_pod_info{namespace,pod,container} (servers read from kubelet's pod log layout),
@@ -92,6 +94,10 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         c, lg = self._counter, self._lasting_gauge
         self.last_line = lg("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
         self.lines = c("vllm_log_exporter_lines", "Lines read, by result.", S + ["result"])
+        self.lines_truncated = c("vllm_log_exporter_lines_truncated",
+                                 "Lines longer than --max-line-bytes (a physical line, one joined from Kubernetes' "
+                                 "CRI parts, a journal message) or JSON records of more than 2,000 lines, read as "
+                                 "their first and last parts; the middle was never read.")
         self.events = c("vllm_log_exporter_events", "Events produced, by kind.", S + ["kind"])
         self.source_up = lg("vllm_log_exporter_source_up", "1 while the log source is connected/open.")
         self.source_restarts = c("vllm_log_exporter_source_restarts", "Times the log source reconnected or reopened.")
@@ -174,6 +180,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
             self.label_overflow.touch((server, label))
         for result in RESULTS:
             self.lines.touch((server, result))
+        self.lines_truncated.touch((server,))
         self.starts.touch((server,))
         self.stops.touch((server,))  # increase() sees the first stop too
         self.source_restarts.touch((server,))
@@ -211,6 +218,9 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
             if n:
                 self.lines.inc((server, result), n)
         self._set(self.last_line, (server,), time.time() if now is None else now)
+
+    def line_truncated(self, server: str) -> None:
+        self.lines_truncated.inc((server,))
 
     def set_pod(self, server: str, namespace: str, pod: str, container: str) -> None:
         self._set(self.pod_info, (server, namespace, pod, container), 1)

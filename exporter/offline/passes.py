@@ -12,7 +12,7 @@ from exporter.parsers.events import Event
 from exporter.framing.clock import Clock
 from exporter.sources.logfile import LogOpenError, open_binary
 from exporter.stream.pipeline import Pipeline
-from exporter.framing.lines import LineSplitter
+from exporter.framing.lines import MAX_LINE_BYTES, LineSplitter
 
 PROGRESS_MIN_BYTES = 8 << 20
 CHUNK = 1 << 17  # smaller chunks stay in the CPU caches (bench/compare.py: ~5-10 % faster than 1 MiB)
@@ -22,14 +22,24 @@ BAD_LINES_SHOWN = 10
 class Pass:
     """Iterate the events of ``path``; ``results`` counts lines by result along the way."""
 
-    def __init__(self, path: str, clock: Clock, progress: bool | None = None, on_result=None):
+    def __init__(self, path: str, clock: Clock, progress: bool | None = None, on_result=None,
+                 max_line: int = MAX_LINE_BYTES):
         self.on_result = on_result
         self.path = path
         self.clock = clock
-        self.pipeline = Pipeline(clock, on_bad_line=self._bad_line)
+        self.max_line = max_line
+        self.pipeline = Pipeline(clock, on_bad_line=self._bad_line, max_line=max_line, on_cut=self._cut)
         self.results = {"parsed": 0, "ignored": 0, "unparsed": 0}
         self.progress = progress
         self.bad_lines = 0
+        self.cut_lines = 0
+
+    def _cut(self, size: int) -> None:
+        """A line longer than --max-line-bytes, read as its first and last parts: said for the first."""
+        self.cut_lines += 1
+        if self.cut_lines == 1:
+            print(f"vllm-log-exporter: {self.path}: a line of {size:,} bytes is longer than --max-line-bytes "
+                  f"({self.max_line:,}): read as its first and last parts", file=sys.stderr)
 
     def _bad_line(self, lineno: int, line: str, error: BaseException) -> None:
         """A line whose reading raised: counted as unparsed by the pipeline, said on stderr in one
@@ -40,6 +50,9 @@ class Pass:
                   f"({type(error).__name__}: {str(error)[:160]})", file=sys.stderr)
 
     def _said_bad_lines(self) -> None:
+        if self.cut_lines > 1:
+            print(f"vllm-log-exporter: {self.path}: {self.cut_lines:,} lines longer than --max-line-bytes in all, "
+                  "each read as its first and last parts", file=sys.stderr)
         if self.bad_lines > BAD_LINES_SHOWN:
             print(f"vllm-log-exporter: {self.path}: {self.bad_lines:,} lines could not be read in all "
                   f"(the first {BAD_LINES_SHOWN} named above), counted as unparsed", file=sys.stderr)
@@ -49,7 +62,7 @@ class Pass:
 
         Reads only: the pipeline is fed by ``batches`` or iteration, or by the caller."""
         f = open_binary(self.path)
-        split = LineSplitter(self.path)
+        split = LineSplitter(self.path, self.max_line, on_cut=self._cut)
         size = 0
         if self.path != "-" and not hasattr(f, "fileobj"):  # a .gz file's size says nothing of progress
             try:

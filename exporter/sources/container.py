@@ -39,7 +39,7 @@ from urllib.parse import quote
 import aiohttp
 import structlog
 
-from exporter.framing.lines import LineSplitter
+from exporter.framing.lines import MAX_LINE_BYTES, LineSplitter
 from exporter.sources.base import FROM_START_HINT, Backoff, Status
 
 log = structlog.get_logger("vllm_log_exporter.source.container")
@@ -87,33 +87,50 @@ def default_socket() -> str:
 
 
 class Demuxer:
-    """The multiplexed stream of a non-TTY container, bytes in, payload bytes out."""
+    """The multiplexed stream of a non-TTY container, bytes in, payload bytes out.
+
+    A frame's payload is passed on as it arrives, never held until the frame is complete: a frame
+    header may announce up to 4 GiB (one huge line), and the line splitter bounds lines itself."""
 
     def __init__(self):
-        self.buf = b""
+        self.buf = b""  # at most a frame header in progress
+        self.left = 0  # payload bytes of the current frame still to come
+        self.raw = False  # not framed after all: everything passes through
 
     def feed(self, data: bytes) -> bytes:
-        self.buf += data
+        if self.raw:
+            return data
         out = []
-        while len(self.buf) >= 8:
-            stream, size = self.buf[0], struct.unpack(">I", self.buf[4:8])[0]
-            if stream not in (0, 1, 2) or self.buf[1:4] != b"\0\0\0":
+        buf = self.buf + data if self.buf else data
+        i = 0
+        while i < len(buf):
+            if self.left:
+                take = buf[i:i + self.left]
+                out.append(take)
+                self.left -= len(take)
+                i += len(take)
+                continue
+            if len(buf) - i < 8:
+                break
+            stream, size = buf[i], struct.unpack(">I", buf[i + 4:i + 8])[0]
+            if stream not in (0, 1, 2) or buf[i + 1:i + 4] != b"\0\0\0":
                 # Not framed after all: hand the bytes through unchanged.
-                out.append(self.buf)
-                self.buf = b""
+                self.raw = True
+                out.append(buf[i:])
+                i = len(buf)
                 break
-            if len(self.buf) < 8 + size:
-                break
-            out.append(self.buf[8:8 + size])
-            self.buf = self.buf[8 + size:]
+            self.left = size
+            i += 8
+        self.buf = buf[i:]
         return b"".join(out)
 
 
 class ContainerSource:
     def __init__(self, name: str, container: str, socket: str | None = None, from_start: bool = False,
                  resume: dict | None = None, backoff: Backoff | None = None, started_at: float | None = None,
-                 request_timeout: float = 10.0):
+                 request_timeout: float = 10.0, max_line: int = MAX_LINE_BYTES):
         self.name = name
+        self.max_line = max_line
         # an API that accepts the connection and never answers must not leave the source down in silence
         self.request_timeout = request_timeout
         self.container = container
@@ -267,7 +284,7 @@ class ContainerSource:
                                          container=self.container, state=(info.get("State") or {}).get("Status"))
                             last_problem = problem
                         demux = None if tty else Demuxer()
-                        split = LineSplitter(self.name)
+                        split = LineSplitter(self.name, self.max_line, on_cut=getattr(status, "line_cut", None))
                         async for chunk in r.content.iter_any():
                             data = demux.feed(chunk) if demux else chunk
                             lines = [ln for ln in self._tidy(split.feed(data), tty) if self._keep(ln)]

@@ -164,7 +164,7 @@ class FileSource:
             log.warning("cannot open file; retrying", source=self.name, path=self.path, error=e.strerror or str(e))
 
     def _commit(self, f, ident, split: LineSplitter) -> None:
-        self.position = Position(ident[0], ident[1], f.tell() - len(split.buf))
+        self.position = Position(ident[0], ident[1], f.tell() - split.held)
 
     async def _drain_rotated(self, split: LineSplitter) -> AsyncIterator[list[str]]:
         """After a restart: finish the file we were reading if it was rotated away meanwhile."""
@@ -331,7 +331,7 @@ class FileSource:
         return out
 
     async def batches(self, status: Status) -> AsyncIterator[list[str]]:
-        split = LineSplitter(self.name, self.max_line)
+        split = LineSplitter(self.name, self.max_line, on_cut=getattr(status, "line_cut", None))
         if self.resume is not None:
             async for lines in self._drain_rotated(split):
                 yield lines
@@ -410,16 +410,15 @@ class FileSource:
                 pos = f.tell()
                 if st is None or (st.st_dev, st.st_ino) != ident:
                     # Rotated or deleted: drain what the old file still holds, then look for the new one.
-                    rest = f.read()
-                    lines = split.feed(rest) if rest else []
-                    lines += split.flush()
-                    if lines:
+                    # (a chunk at a time: the old file may hold gigabytes written since the last read)
+                    async for lines in self._to_end(f, split):
                         yield lines
                     self._commit(f, ident, split)
                     rotated_from = (ident, os.fstat(f.fileno()).st_mtime_ns, self._read_head(f))
                     missing_polls = 0  # look for the new file at once: the next rotation may be close
                     if os.fstat(f.fileno()).st_nlink and len(draining) < 4:
-                        draining.append([f, LineSplitter(self.name, self.max_line), time.monotonic()])
+                        draining.append([f, LineSplitter(self.name, self.max_line, getattr(status, "line_cut", None)),
+                                         time.monotonic()])
                     else:  # deleted (or many rotations at once): nobody writes there any more
                         f.close()
                     f = None

@@ -36,6 +36,7 @@ from typing import AsyncIterator
 
 import structlog
 
+from exporter.framing.lines import MAX_LINE_BYTES, Cut, cut_text, record_lines, tail_size
 from exporter.sources.base import FROM_START_HINT, Backoff, Status
 
 log = structlog.get_logger("vllm_log_exporter.source.journald")
@@ -55,15 +56,28 @@ def journal_matches(name: str) -> list[str]:
             f"SYSLOG_IDENTIFIER={name}", "+", f"UNIT={unit}", "_PID=1", "+", f"USER_UNIT={unit}"]
 
 
-def entry_to_lines(entry: dict) -> list[str]:
+def entry_to_lines(entry: dict, max_line: int = MAX_LINE_BYTES, on_cut=None) -> list[str]:
+    """An entry's MESSAGE as lines, each after the entry's time. A message longer than ``max_line``
+    is cut (its first and last parts), one of more than MAX_RECORD_LINES lines keeps the first and
+    last half of them; ``on_cut(message_size)`` then."""
     msg = entry.get("MESSAGE")
+    size = len(msg) if isinstance(msg, (list, str)) else 0
     if isinstance(msg, list):
         try:
+            if len(msg) > max_line:
+                t = tail_size(max_line)
+                msg = msg[:max_line - t] + msg[-t - 1:]
             msg = bytes(int(b) & 0xFF for b in msg).decode("utf-8", "replace")
         except (TypeError, ValueError):
             return []
     if not isinstance(msg, str):
         return []
+    cut = size > max_line
+    if cut:
+        msg = cut_text(msg, max_line)
+    parts, more = record_lines(msg)
+    if (cut or more) and on_cut is not None:
+        on_cut(size)
     prefix = ""
     ts = entry.get("__REALTIME_TIMESTAMP")
     try:
@@ -72,17 +86,23 @@ def entry_to_lines(entry: dict) -> list[str]:
         prefix = f"{dt:%Y-%m-%dT%H:%M:%S}.{us % 1_000_000:06d}Z "
     except (TypeError, ValueError, OverflowError, OSError):
         pass
-    return [prefix + part for part in msg.split("\n")]
+    if cut or more:  # (counted here: a JSON record in them is not counted again)
+        return [Cut(prefix + part) for part in parts]
+    return [prefix + part for part in parts]
 
 
 class JournaldSource:
     def __init__(self, name: str, match: str, journalctl: str = "journalctl", from_start: bool = False,
-                 directory: str | None = None, resume: dict | None = None, backoff: Backoff | None = None):
+                 directory: str | None = None, resume: dict | None = None, backoff: Backoff | None = None,
+                 max_line: int = MAX_LINE_BYTES):
         self.name = name
         self.match = match
         self.journalctl = journalctl
         self.directory = directory
         self.backoff = backoff or Backoff()
+        self.max_line = max_line
+        # one JSON entry from journalctl: its message (escaped, up to 6 bytes a byte) and its fields
+        self._limit = max(1 << 22, 4 * max_line)
         self.cursor: str | None = None
         if isinstance(resume, dict) and isinstance(resume.get("cursor"), str) and resume["cursor"]:
             self.cursor = resume["cursor"]
@@ -187,7 +207,7 @@ class JournaldSource:
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *self.command(), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE, limit=1 << 22,
+                    stderr=asyncio.subprocess.PIPE, limit=self._limit,
                 )
             except OSError as e:
                 log.error("cannot start journalctl", source=self.name, error=str(e))
@@ -207,7 +227,7 @@ class JournaldSource:
                     try:
                         raw = await proc.stdout.readline()
                     except ValueError:  # an entry beyond the stream limit: skip it
-                        log.warning("journal entry too long, skipped", source=self.name)
+                        log.warning("journal entry too long, skipped", source=self.name, limit_bytes=self._limit)
                         continue
                     if not raw:
                         break
@@ -218,7 +238,7 @@ class JournaldSource:
                         continue
                     if not isinstance(entry, dict):
                         continue
-                    lines = entry_to_lines(entry)
+                    lines = entry_to_lines(entry, self.max_line, getattr(status, "line_cut", None))
                     # The cursor moves with the lines it stands for: a checkpoint taken while the
                     # consumer works on them (at the next await) already counts them as passed on.
                     if isinstance(entry.get("__CURSOR"), str):

@@ -13,21 +13,22 @@ from typing import AsyncIterator
 
 import structlog
 
-from exporter.framing.lines import LineSplitter
+from exporter.framing.lines import MAX_LINE_BYTES, LineSplitter
 from exporter.sources.base import Status
 
 log = structlog.get_logger("vllm_log_exporter.source.stdin")
 
 
 class StdinSource:
-    def __init__(self, name: str = "stdin", fd: int | None = None):
+    def __init__(self, name: str = "stdin", fd: int | None = None, max_line: int = MAX_LINE_BYTES):
         self.name = name
         self.fd = fd
+        self.max_line = max_line
 
     async def batches(self, status: Status) -> AsyncIterator[list[str]]:
         fd = self.fd if self.fd is not None else sys.stdin.fileno()
         loop = asyncio.get_running_loop()
-        split = LineSplitter(self.name)
+        split = LineSplitter(self.name, self.max_line, on_cut=getattr(status, "line_cut", None))
         log.info("reading standard input from its first line to its end", source=self.name)
         status.up(True)
         try:

@@ -17,7 +17,7 @@ from exporter.framing.clock import Clock
 from exporter.framing.cri import CriJoiner, may_hold_parts
 from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_line
 from exporter.framing.json_records import looks_like_record, record_frames
-from exporter.framing.lines import joined
+from exporter.framing.lines import MAX_LINE_BYTES, joined
 from exporter.parsers import CONTINUATION_PARSERS, access_log, echo, parse_frame
 from exporter.parsers.base import PROBLEM_LEVELS
 from exporter.parsers.events import Event
@@ -30,6 +30,9 @@ from exporter.stream.traceback import TRACEBACK_IDLE_SECONDS, OpenTraceback
 PARSED, IGNORED, UNPARSED = "parsed", "ignored", "unparsed"
 # what a frame of a JSON record's message is (Pipeline._classify): its first line, a later line
 MESSAGE, MESSAGE_MORE = 1, 2
+# Processes remembered at once (their open tracebacks, which engine their last stats line named): a
+# real server has a few dozen; a log naming endless ones cannot grow this memory.
+MAX_PROCESSES = 256
 RESULTS = (PARSED, IGNORED, UNPARSED)
 _RANK = {UNPARSED: 0, IGNORED: 1, PARSED: 2}
 
@@ -52,13 +55,16 @@ class Pipeline:
     neighbours are read as if it were not there: on every path (``feed``, ``feed_batch``'s batch edges
     and fast path, CRI joining, the lifecycle). Without it (tests), the exception propagates."""
 
-    def __init__(self, clock: Clock | None = None, on_bad_line=None):
+    def __init__(self, clock: Clock | None = None, on_bad_line=None, max_line: int = MAX_LINE_BYTES, on_cut=None):
         self.clock = clock or Clock()
         self.on_bad_line = on_bad_line
+        # on_cut(line_size): a line joined from CRI parts longer than max_line, or a JSON record of
+        # more than MAX_RECORD_LINES lines, was cut (exporter.framing.lines)
+        self.on_cut = on_cut
         self.lineno = 0
         self._tracebacks: dict[tuple, OpenTraceback] = {}
         self._engine_of: dict[tuple, int] = {}
-        self._cri = CriJoiner()
+        self._cri = CriJoiner(max_line, on_cut)
         self._echoes = Echoes()  # records that echo a client's text, and their continuation lines
         self.lifecycle = Lifecycle()  # what the error lines mean: a death, a stop, a failed start
 
@@ -209,7 +215,8 @@ class Pipeline:
         f = frame_line(line, self.clock, clean)
         msg = f.message
         if msg[:2] == '{"' and looks_like_record(msg):
-            frames = record_frames(f, self.clock, self.lineno)
+            # (a line the splitter or the joiner cut was counted there)
+            frames = record_frames(f, self.clock, self.lineno, on_cut=self.on_cut if type(line) is str else None)
             if frames:
                 return self._feed_record(frames, message_lines(msg, len(frames)))
         # A glued record's header holds " [" (one cheap scan rules out most lines); a record that echoes
@@ -302,6 +309,8 @@ class Pipeline:
         """Spec-decode and KV-transfer lines name no engine: they belong to the engine of the stats
         line the same process logged just before."""
         if kind == "engine_stats":
+            if len(self._engine_of) >= MAX_PROCESSES and key not in self._engine_of:
+                self._engine_of.clear()  # a log naming endless processes: forget, never grow
             self._engine_of[key] = fields.get("engine", 0)
         elif kind in ("spec_decode", "spec_calibration", "kv_transfer"):
             fields.setdefault("engine", self._engine_of.get(key, 0))
@@ -325,10 +334,14 @@ class Pipeline:
         # DEBUG, the levels of the records that echo a client's text)
         if (msg.startswith(TRACEBACK_START) or (msg[:1] == " " and msg.lstrip().startswith(TRACEBACK_START))) \
                 and (f.level or "") in PROBLEM_LEVELS and not text:
+            done: list[Event] = []
+            if len(self._tracebacks) >= MAX_PROCESSES and key not in self._tracebacks:
+                # endless processes each opening a traceback: the oldest is over, never held for ever
+                done = self._tracebacks.pop(next(iter(self._tracebacks))).events()
             self._tracebacks[key] = OpenTraceback(
                 f.ts, f.process, f.pid, f.header and f.header.rstrip(), self.lineno, touched=time.monotonic(), last_ts=f.ts
             )
-            return PARSED, []
+            return PARSED, done
         events = parse_frame(f)
         if events:
             for ev in events:

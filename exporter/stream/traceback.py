@@ -23,6 +23,11 @@ _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
 _EXC_LINE = re.compile(r"([A-Za-z_][\w.]*)(?:: (.*))?$")
 MAX_TRACEBACK_LINES = 2000
 MAX_EXCEPTION_EXTRA_LINES = 20
+# What one traceback keeps of its exception lines: each cut to this many characters (their event
+# keeps 500; the error families read an exception's first words), and the first and the latest
+# MAX_EXCEPTIONS of a chain. A traceback of 2,000 one-megabyte lines must not hold 2 GB.
+MAX_EXCEPTION_CHARS = 4096
+MAX_EXCEPTIONS = 32
 TRACEBACK_IDLE_SECONDS = 2.0
 
 
@@ -45,6 +50,7 @@ class OpenTraceback:
     loading: bool = False  # a frame was loading the model's weights (an OOM there: the weights do not fit)
     lines: int = 1
     extra: int = 0
+    chain: int = 0  # exceptions seen (``exceptions`` keeps at most MAX_EXCEPTIONS of them)
     touched: float = 0.0
     last_ts: float | None = None  # log time of the latest line taken
 
@@ -70,11 +76,15 @@ class OpenTraceback:
                 m = _FILE_LINE.search(s) if s.startswith("File ") else None
                 if m:
                     self.frames += 1
-                    self.where = f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)}" + (f" in {m.group(3)}" if m.group(3) else "")
+                    self.where = (f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)}"
+                                  + (f" in {m.group(3)}" if m.group(3) else ""))[:200]
                     if m.group(3) in _LOADING_FUNCTIONS:
                         self.loading = True
             else:
-                self.exceptions.append([s])
+                if len(self.exceptions) >= MAX_EXCEPTIONS:
+                    del self.exceptions[1]  # (the first is the root cause: kept)
+                self.exceptions.append([s[:MAX_EXCEPTION_CHARS]])
+                self.chain += 1
                 self.phase = "exception"
                 self.extra = 0
         else:
@@ -82,7 +92,7 @@ class OpenTraceback:
                 pass
             elif self.extra < MAX_EXCEPTION_EXTRA_LINES and not parse_frame(f):
                 # Exception messages run on (CUDA's "CUDA kernel errors might be asynchronously ...").
-                self.exceptions[-1].append(s)
+                self.exceptions[-1].append(s[:MAX_EXCEPTION_CHARS])
                 self.extra += 1
             else:
                 return False
@@ -90,7 +100,7 @@ class OpenTraceback:
         return True
 
     def events(self) -> list[Event]:
-        fields: dict = {"frames": self.frames, "lines": self.lines, "chain_length": len(self.exceptions)}
+        fields: dict = {"frames": self.frames, "lines": self.lines, "chain_length": self.chain}
         parsed = []
         for lines in self.exceptions:
             m = _EXC_LINE.match(lines[0])
