@@ -29,6 +29,7 @@ SEP = ' - "'
 SEEN: dict[str, tuple[str, str, int, str]] = {}
 SEEN_MAX = 4096
 WHOLE: dict[str, tuple[str, str, int, str] | None] = {}
+SEEN_TAIL_CHARS = 512
 NEEDLE = " HTTP/"
 # what a vLLM logger header ends with ("[loggers.py:335] ", "metrics.py:367] "): never before an
 # access line's client
@@ -48,9 +49,10 @@ def match_tail(tail: str) -> tuple[str, str, int, str] | None:
     if q >= 0:
         path = path[:q]
     r = (method, path, int(status), version)
-    if len(SEEN) >= SEEN_MAX:
-        SEEN.clear()
-    SEEN[tail] = r
+    if len(tail) <= SEEN_TAIL_CHARS:  # (4,096 one-megabyte tails would hold 4 GB)
+        if len(SEEN) >= SEEN_MAX:
+            SEEN.clear()
+        SEEN[tail] = r
     return r
 
 
@@ -69,9 +71,10 @@ def whole_tail(tail: str) -> tuple[str, str, int, str] | None:
         if q >= 0:
             path = path[:q]
         r = (method, path, int(status), version)
-    if len(WHOLE) >= SEEN_MAX:
-        WHOLE.clear()
-    WHOLE[tail] = r
+    if len(tail) <= SEEN_TAIL_CHARS:  # (4,096 one-megabyte tails would hold 4 GB)
+        if len(WHOLE) >= SEEN_MAX:
+            WHOLE.clear()
+        WHOLE[tail] = r
     return r
 
 
@@ -108,7 +111,9 @@ def match(text: str) -> tuple[str, str, int, str] | None:
         if r is not None:
             return r
         i = text.find(SEP, i + 1)
-    while i > 0:
+    tries = 8  # (a wrapper may hold the separator too; a line holding it 50,000 times is no access line)
+    while i > 0 and tries:
+        tries -= 1
         if not text[i - 1].isspace():
             m = _REQUEST.match(text, i + 4)
             if m:

@@ -62,7 +62,8 @@ def plain_metrics(body: str) -> dict | None:
     out = split_plain_metrics(body)
     if out is not None:
         keys = tuple(out)
-        if len(keys) == len(set(keys)) and not any(k == keys for k, _ in _TEMPLATES):
+        # (a template of a hostile line's 100,000 keys would be a huge pattern, compiled for nothing)
+        if len(keys) <= 64 and len(keys) == len(set(keys)) and not any(k == keys for k, _ in _TEMPLATES):
             _TEMPLATES.insert(0, (keys, re.compile(", ".join(re.escape(k) + "=" + _VALUE for k in keys))))
             del _TEMPLATES[4:]
     return out

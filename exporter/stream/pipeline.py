@@ -17,7 +17,7 @@ from exporter.framing.clock import Clock
 from exporter.framing.cri import CriJoiner, may_hold_parts
 from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_line
 from exporter.framing.json_records import looks_like_record, record_frames
-from exporter.framing.lines import MAX_LINE_BYTES, joined
+from exporter.framing.lines import MAX_LINE_BYTES, cut_text, joined
 from exporter.parsers import CONTINUATION_PARSERS, access_log, echo, parse_frame
 from exporter.parsers.base import PROBLEM_LEVELS
 from exporter.parsers.events import Event
@@ -33,6 +33,11 @@ MESSAGE, MESSAGE_MORE = 1, 2
 # Processes remembered at once (their open tracebacks, which engine their last stats line named): a
 # real server has a few dozen; a log naming endless ones cannot grow this memory.
 MAX_PROCESSES = 256
+# What the parsers and the traceback joiner read of a longer message (after a JSON record was decoded
+# whole): its first and last parts, 64 KiB in all. No line a family recognises is near that long
+# (vLLM's longest, the engine config, is ~4 KB); a megabyte line costs a few milliseconds instead of
+# the parsers' regexes over all of it (hundreds of ms), so it cannot hold the event loop.
+PARSE_WINDOW_CHARS = 64 << 10
 RESULTS = (PARSED, IGNORED, UNPARSED)
 _RANK = {UNPARSED: 0, IGNORED: 1, PARSED: 2}
 
@@ -219,6 +224,8 @@ class Pipeline:
             frames = record_frames(f, self.clock, self.lineno, on_cut=self.on_cut if type(line) is str else None)
             if frames:
                 return self._feed_record(frames, message_lines(msg, len(frames)))
+        if len(msg) > PARSE_WINDOW_CHARS:
+            msg = f.message = cut_text(msg, PARSE_WINDOW_CHARS)
         # A glued record's header holds " [" (one cheap scan rules out most lines); a record that echoes
         # a client's text is never split (a header in it is the client's).
         if " [" in msg and any(w in msg for w in LEVEL_WORDS) and _GLUED.search(msg) and echo.recognise(f) is None:
@@ -274,6 +281,8 @@ class Pipeline:
         return best, events
 
     def _feed_frame(self, f: Frame, text: int = 0) -> tuple[str, list[Event]]:
+        if len(f.message) > PARSE_WINDOW_CHARS:  # (a JSON record's line)
+            f.message = cut_text(f.message, PARSE_WINDOW_CHARS)
         key = (f.process, f.pid)
         if not self._tracebacks:
             return self._classify(f, key, text)
