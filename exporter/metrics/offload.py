@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from exporter.parsers.events import Event
 
+# No interconnect moves a petabyte a second: a faster rate is a nonsense time (a hostile
+# `kv_offload_store_time=1e-31`), left out of the histogram (its bytes and seconds still count).
+MAX_RATE = 1e15
+
 # Per-interval offload rates: PCIe 3 x16 (~16 GB/s) to PCIe 5 x16 (~64 GB/s) and NVLink-C2C beyond.
 THROUGHPUT_BUCKETS = (1e8, 5e8, 1e9, 2.5e9, 5e9, 1e10, 1.5e10, 2e10, 3e10, 4e10, 5e10, 5.5e10, 6e10, 8e10, 1.2e11, 2e11)
 _DIRECTIONS = (("store", "store_bytes", "store_seconds"), ("load", "load_bytes", "load_seconds"))
@@ -59,7 +63,7 @@ class OffloadMetrics:
                 kv_bytes[key] = kv_bytes.get(key, 0.0) + b
             if s is not None and s > 0:
                 kv_seconds[key] = kv_seconds.get(key, 0.0) + s
-            if b and s and b > 0 and s > 0:
+            if b and s and b > 0 and s > 0 and b / s <= MAX_RATE:
                 self.kv_tput.observe(key, b / s)
         usage = f.get("cpu_cache_usage")
         if usage is not None:

@@ -59,6 +59,12 @@ CURRENT_PATTERN = (
 _CURRENT = re.compile(CURRENT_PATTERN)
 
 
+def _rates(values) -> bool:
+    """Per-position acceptance rates are shares of the drafts, each in [0, 1]: a list with any other
+    number is no such list (it would make the accepted tokens at each position absurd)."""
+    return all(isinstance(v, (int, float)) and 0.0 <= v <= 1.0 for v in values)
+
+
 def current_fields(mean_len, depth, acc_tps, dra_tps, acc, dra, per_pos, histogram, rate) -> dict:
     """The fields of a CURRENT_PATTERN match, from its groups."""
     fields: dict = {"mean_acceptance_length": float(mean_len)}
@@ -68,7 +74,9 @@ def current_fields(mean_len, depth, acc_tps, dra_tps, acc, dra, per_pos, histogr
     fields["drafted_tokens_per_second"] = float(dra_tps)
     fields["accepted_tokens"] = int(acc)
     fields["drafted_tokens"] = int(dra)
-    fields["per_position_acceptance_rate"] = list(map(float, per_pos.split(", ")))
+    rates = list(map(float, per_pos.split(", ")))
+    if _rates(rates):
+        fields["per_position_acceptance_rate"] = rates
     if histogram is not None:
         fields["draft_length_histogram"] = draft_lengths(histogram)
     fields["draft_acceptance_rate"] = percent(rate)
@@ -118,7 +126,9 @@ def parse_generic(body: str) -> dict:
     for key, value in segments(body):
         k = key.lower()
         if k == "per-position acceptance rate":
-            fields["per_position_acceptance_rate"] = number_list(value)
+            rates = number_list(value)
+            if _rates(rates):
+                fields["per_position_acceptance_rate"] = rates
             continue
         if k == "draft length histogram":
             hist = draft_lengths(value)

@@ -36,7 +36,8 @@ def startup_failure_line(sf: dict, config: dict, tz) -> str:
     """What failed at start-up, with the arithmetic a user needs to fix it."""
     when = _time(sf.get("ts"), tz)
     reason = sf.get("reason")
-    if reason == "kv_cache_too_small" and "needed_bytes" in sf:
+    # (each key the sentence uses: a number past exporter.parsers._values.LIMIT is left out of its event)
+    if reason == "kv_cache_too_small" and all(k in sf for k in ("needed_bytes", "available_bytes", "max_model_len")):
         line = (f"Start-up failed at {when}: one request of max_model_len {sf['max_model_len']:,} tokens needs "
                 f"{_gib(sf['needed_bytes'])} of KV cache, the KV cache holds {_gib(sf['available_bytes'])}.")
         if sf.get("estimated_max_model_len"):
@@ -49,7 +50,7 @@ def startup_failure_line(sf: dict, config: dict, tz) -> str:
                      f"{_gib(sf['needed_bytes'] - sf['available_bytes'])} more of {_gib(total)} per GPU)" if need < 1
                      else f"; raising --gpu-memory-utilization cannot make room ({need:.2f} of the GPU would be needed)")
         return line + "."
-    if reason == "kv_cache_too_small" and "kv_cache_tokens" in sf:
+    if reason == "kv_cache_too_small" and "kv_cache_tokens" in sf and "max_model_len" in sf:
         return (f"Start-up failed at {when}: max_model_len {sf['max_model_len']:,} tokens is more than the KV cache "
                 f"holds ({sf['kv_cache_tokens']:,} tokens): set --max-model-len {sf['kv_cache_tokens']:,} or less, or "
                 f"raise --gpu-memory-utilization.")
