@@ -4,13 +4,14 @@ The file's format is documented in exporter.config.settings."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from exporter.config.settings import SOURCE_TYPES, Config, ConfigError, SourceConfig, parse_listen
 
 _TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "forget_gone_after_seconds", "state_file", "sources",
-             "alertmanager", "max_line_bytes"}
+             "alertmanager", "max_line_bytes", "rules", "rule_files"}
 _AM_KEYS = {"urls", "instance", "basic_auth", "tls_config"}
 _WEB_KEYS = {"listen_address", "telemetry_path", "config_file", "max_connections"}
 _LOG_KEYS = {"level", "format"}
@@ -150,6 +151,14 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
     tls = _expect(am.get("tls_config"), {"ca_file"}, p + "alertmanager.tls_config")
     if tls.get("ca_file") is not None:
         cfg.alertmanager_ca_file = _typed(tls["ca_file"], str, p + "alertmanager.tls_config.ca_file")
+    if "rules" in top or "rule_files" in top:
+        # the user's own line families (exporter.config.rules); rule files relative to this file
+        from exporter.config import rules
+
+        files = rules.file_list(top.get("rule_files"), p + "rule_files")
+        base = os.path.dirname(os.path.abspath(where)) if os.path.exists(where) else None
+        cfg.rules = rules.load_all(top.get("rules"), files, where, base)
+        cfg.rule_files = files
     sources = top.get("sources")
     if sources is not None:
         cfg.origin["sources"] = p + "sources"

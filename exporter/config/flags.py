@@ -86,6 +86,16 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
     elif ENV_PREFIX + "ALERTMANAGER_URL" in env:
         cfg.alertmanager_urls = [u.strip() for u in env[ENV_PREFIX + "ALERTMANAGER_URL"].split(",") if u.strip()]
         cfg.origin["alertmanager_urls"] = ENV_PREFIX + "ALERTMANAGER_URL"
+    rule_files = list(getattr(args, "rules", None) or [])
+    where_rules = "--rules"
+    if not rule_files and ENV_PREFIX + "RULES" in env:
+        rule_files = [p.strip() for p in env[ENV_PREFIX + "RULES"].split(",") if p.strip()]
+        where_rules = ENV_PREFIX + "RULES"
+    if rule_files:  # in addition to the config file's: rules add up
+        from exporter.config import rules
+
+        cfg.rules = cfg.rules + rules.load_all(None, rule_files, where_rules, known=cfg.rules)
+        cfg.rule_files = cfg.rule_files + rule_files
     from_start = bool(args.from_start) or env_bool(env.get(ENV_PREFIX + "FROM_START", ""), ENV_PREFIX + "FROM_START")
     demo = bool(args.demo) or env_bool(env.get(ENV_PREFIX + "DEMO", ""), ENV_PREFIX + "DEMO")
     specs = list(args.source or [])

@@ -24,6 +24,9 @@ max_line_bytes: 1048576                # the longest line read whole; a longer o
                                        # and last parts (counted, warned once per source)
 state_file: null                       # where each source stopped (file offset, journal cursor,
                                        # container stamp), so a restart resumes there
+rules: []                              # your own line families: pattern, fields, the series they feed
+                                       # (format: exporter/config/rules.py; check them: vllm-log-exporter test)
+rule_files: []                         # files holding more `rules:` (relative to this file); --rules FILE adds one
 sources:
   - name: grandpa                      # the `server` label
     type: file                         # file | stdin | journald | container | demo
@@ -124,6 +127,9 @@ class Config:
     alertmanager_password_file: str | None = None
     alertmanager_ca_file: str | None = None
     sources: list[SourceConfig] = field(default_factory=list)
+    # the user's own line families (exporter.config.rules.RuleSpec), from rules: and rule files
+    rules: list = field(default_factory=list)
+    rule_files: list[str] = field(default_factory=list)
     # where each setting came from ("config.yaml: web.telemetry_path", "--stats-interval", an env
     # name), so an error blames the flag, variable or file key the user actually wrote
     origin: dict[str, str] = field(default_factory=dict)
