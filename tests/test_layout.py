@@ -23,8 +23,8 @@ ALLOWED = {
     "metrics": {"parsers", "stream"},
     "alerts": {"parsers", "stream"},
     "offline": {"sources", "framing", "parsers", "stream", "metrics"},
-    "daemon": {"config", "sources", "framing", "stream", "metrics", "alerts", "web"},
-    "commands": {"config", "sources", "framing", "stream", "metrics", "offline", "daemon", "web"},
+    "daemon": {"config", "sources", "framing", "parsers", "stream", "metrics", "alerts", "web"},
+    "commands": {"config", "sources", "framing", "parsers", "stream", "metrics", "offline", "daemon", "web"},
     "cli": {"commands", "framing", "sources"},
     "__main__": {"cli"},
 }

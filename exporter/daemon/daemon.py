@@ -12,6 +12,7 @@ from exporter.config.settings import Config
 from exporter.daemon.runners import GlobRunner, SourceRunner, make_source
 from exporter.framing.clock import Clock
 from exporter.metrics import Metrics
+from exporter.parsers.rules import families as rule_families
 from exporter.web.server import make_app
 
 log = structlog.get_logger("vllm_log_exporter")
@@ -24,6 +25,9 @@ class Daemon:
         self._reload = reload
         self.web_config = web_config
         self.metrics = metrics or Metrics(stats_interval=cfg.stats_interval)
+        # the user's rules (exporter.config.rules): their parsers join every stream, their series the metrics
+        self.metrics.set_rules(cfg.rules)
+        families = rule_families(cfg.rules)
         clock = Clock(year=cfg.year, tz=cfg.tzinfo())
         saved = {}
         if cfg.state_file:
@@ -40,12 +44,12 @@ class Daemon:
         for sc in cfg.sources:
             if sc.type == "file" and sc.is_glob:
                 self.runners.append(GlobRunner(sc, self.metrics, clock, saved, self.alerts,
-                                               forget_after=cfg.forget_gone_after, max_line=cfg.max_line_bytes))
+                                               forget_after=cfg.forget_gone_after, max_line=cfg.max_line_bytes, families=families))
                 continue
             # a checkpoint only counts for what it was taken from: a source pointed elsewhere starts as configured
             resume = saved[sc.name][1] if sc.name in saved and saved[sc.name][0] == sc.identity else None
             self.runners.append(SourceRunner(make_source(sc, resume, cfg.max_line_bytes), self.metrics, clock,
-                                             sc.identity, alerts=self.alerts, max_line=cfg.max_line_bytes))
+                                             sc.identity, alerts=self.alerts, max_line=cfg.max_line_bytes, families=families))
         self._saved_state = None
         self._state_error: str | None = None
         self._auth = None
@@ -114,8 +118,9 @@ class Daemon:
 
     def reload(self) -> None:
         """SIGHUP: what can change while running does (log level, basic-auth users, headers, the TLS
-        certificate and key, so a renewed certificate needs no restart); what needs the socket or the
-        sources rebuilt is named in a warning. A config that does not load is refused, nothing changes."""
+        certificate and key, so a renewed certificate needs no restart; the user's rules); what needs the
+        socket or the sources rebuilt is named in a warning. A config that does not load (a broken rule
+        included) is refused, nothing changes: the rules running stay."""
         self.save_state()
         if self._reload is None:
             log.warning("reload asked (SIGHUP) but this daemon has no config to reload")
@@ -147,6 +152,14 @@ class Daemon:
 
         if sources(new) != sources(old):
             restart.append("sources")
+        if _rules_key(new.rules) != _rules_key(old.rules):
+            self.metrics.set_rules(new.rules)
+            families = rule_families(new.rules)
+            for r in self.runners:
+                r.set_families(families)
+            old.rules, old.rule_files = new.rules, new.rule_files
+            applied.append("rules")
+            log.info("rules loaded", rules=[r.name for r in new.rules])
         cur = self.web_config
         if wc is not None and cur is not None and new.web_config_file == old.web_config_file:
             if wc.users != cur.users:
@@ -246,3 +259,9 @@ class Daemon:
             self.save_state()
             if self._web is not None:
                 await self._web.cleanup()
+
+
+def _rules_key(rules) -> list:
+    """What a reload compares: each rule as it was declared (its checked spec, less where it was read)."""
+    return [(r.name, r.pattern, r.needles, r.fields, r.metrics, r.help, r.loggers, r.levels, r.processes,
+             r.client_text, r.max_chars) for r in rules]

@@ -16,6 +16,7 @@ from exporter.config.settings import SourceConfig
 from exporter.framing.clock import Clock
 from exporter.framing.lines import MAX_LINE_BYTES
 from exporter.metrics import Metrics
+from exporter.parsers import BUILT_IN, Families
 from exporter.sources.base import Backoff, Source
 from exporter.stream.pipeline import Pipeline
 from exporter.stream.traceback import TRACEBACK_IDLE_SECONDS
@@ -57,7 +58,7 @@ class SourceRunner:
     """Feeds one source's lines through its pipeline into the metrics; doubles as its Status."""
 
     def __init__(self, source: Source, metrics: Metrics, clock: Clock, identity: str = "", state_key: str = "",
-                 alerts=None, max_line: int = MAX_LINE_BYTES):
+                 alerts=None, max_line: int = MAX_LINE_BYTES, families: Families = BUILT_IN):
         self.alerts = alerts  # exporter.alerts.from_events.Alerts, when alerts are pushed
         self.source = source
         self.name = source.name
@@ -66,7 +67,8 @@ class SourceRunner:
         self.metrics = metrics
         self.max_line = max_line
         self._cut_warned = False
-        self.pipeline = Pipeline(clock, on_bad_line=self._bad_line, max_line=max_line, on_cut=self.line_cut)
+        self.pipeline = Pipeline(clock, on_bad_line=self._bad_line, max_line=max_line, on_cut=self.line_cut,
+                                 families=families)
         self.is_up = False
         self._bad_lines = 0  # lines that could not be read since the last warning about them
         self._bad_warn_at = 0.0  # (monotonic) no warning about such lines before this
@@ -130,6 +132,10 @@ class SourceRunner:
     def states(self) -> dict[str, bool]:
         return {self.name: self.is_up}
 
+    def set_families(self, families: Families) -> None:
+        """The user's rules changed (a reload): the next line is tried against the new ones."""
+        self.pipeline.families = families
+
     def checkpoints(self) -> dict[str, tuple[str, dict]]:
         checkpoint = getattr(self.source, "checkpoint", None)
         cp = checkpoint() if checkpoint is not None else None
@@ -167,11 +173,12 @@ class GlobRunner:
     SCAN_SECONDS = 2.0
 
     def __init__(self, sc: SourceConfig, metrics: Metrics, clock: Clock, saved: dict, alerts=None,
-                 forget_after: float = 900.0, max_line: int = MAX_LINE_BYTES):
+                 forget_after: float = 900.0, max_line: int = MAX_LINE_BYTES, families: Families = BUILT_IN):
         self.max_line = max_line
         from exporter.sources import file_glob
 
         self.sc, self.metrics, self.clock, self.saved, self.alerts = sc, metrics, clock, saved, alerts
+        self.families = families
         self.glob = file_glob
         self.name = sc.name
         self.children: dict[str, tuple[SourceRunner, asyncio.Task]] = {}
@@ -190,7 +197,8 @@ class GlobRunner:
         key, identity = f"{self.sc.name}:{path}", f"file:{path}"
         resume = self.saved[key][1] if key in self.saved and self.saved[key][0] == identity else None
         return SourceRunner(FileSource(server, path, from_start=from_start, resume=resume, max_line=self.max_line),
-                            self.metrics, self.clock, identity, key, alerts=self.alerts, max_line=self.max_line)
+                            self.metrics, self.clock, identity, key, alerts=self.alerts, max_line=self.max_line,
+                            families=self.families)
 
     def scan(self, first: bool, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -238,6 +246,11 @@ class GlobRunner:
     def flush(self, idle: float | None = TRACEBACK_IDLE_SECONDS) -> None:
         for runner, _ in self.children.values():
             runner.flush(idle)
+
+    def set_families(self, families: Families) -> None:
+        self.families = families  # for files found later
+        for runner, _ in self.children.values():
+            runner.set_families(families)
 
     def states(self) -> dict[str, bool]:
         out: dict[str, bool] = {}

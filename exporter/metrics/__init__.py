@@ -10,6 +10,9 @@ emits (PromQL names):
 - exporter.metrics.errors: errors and incidents, HTTP responses
 - exporter.metrics.supervisor: exits and restarts systemd or compose logged
 - exporter.metrics.warning_signs: hang and death warnings, recoveries, latency causes
+- exporter.metrics.rules: the user's own rules' series (exporter.config.rules), and
+  vllm_log_rule_lines_total{rule}, vllm_log_rule_invalid_values_total{rule,field},
+  vllm_log_rule_label_overflow_total{metric,label} while rules are loaded
 - this module: the exporter itself:
     vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
     value beyond the bounds of exporter.metrics.labels, counted instead),
@@ -37,6 +40,7 @@ from exporter.parsers.events import KINDS, Event
 from exporter.metrics.engine import EngineMetrics
 from exporter.metrics.errors import ErrorMetrics
 from exporter.metrics.offload import OffloadMetrics
+from exporter.metrics.rules import RuleMetrics
 from exporter.metrics.spec_decode import SpecDecodeMetrics
 from exporter.metrics.startup import StartupMetrics
 from exporter.metrics.supervisor import SupervisorMetrics
@@ -60,7 +64,7 @@ class _Collectors:
 
 
 class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics, SupervisorMetrics,
-              WarningSignMetrics):
+              WarningSignMetrics, RuleMetrics):
     """``registry`` holds every metric (backfill and prometheus-client's writers read it);
     ``render()`` writes the same in the text format, faster (what /metrics serves)."""
 
@@ -90,6 +94,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._declare_errors(S)
         self._declare_supervisor(S)
         self._declare_warning_signs(S)
+        self._declare_rules()  # none until set_rules (the daemon, report and test give the user's)
 
         c, lg = self._counter, self._lasting_gauge
         self.last_line = lg("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
@@ -176,6 +181,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._touch_offload(server)
         self._touch_supervisor(server)
         self._touch_warning_signs(server)
+        self._touch_rules(server)
         for label in OVERFLOW_LABELS:
             self.label_overflow.touch((server, label))
         for result in RESULTS:
@@ -206,6 +212,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._models.pop(server, None)
         for key in [k for k in self._position_keys if k[0] == server]:
             del self._position_keys[key]
+        self._forget_rule_labels(server)
         self._servers.discard(server)
         return n
 

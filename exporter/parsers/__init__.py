@@ -73,6 +73,13 @@ def _needle_table(parsers: tuple[Parser, ...]) -> tuple[tuple[str, Parser], ...]
     return tuple((needle, p) for p in parsers for needle in p.needles)
 
 
+def _fewest(strings: tuple[str, ...]) -> tuple[str, ...]:
+    """The strings less those that hold another of them: a text holds one of the result exactly when it
+    holds one of ``strings``."""
+    strings = tuple(dict.fromkeys(strings))
+    return tuple(f for f in strings if not any(g != f and g in f for g in strings))
+
+
 _TABLE = _needle_table(PARSERS)
 # Every needle once: a message holding none of them is recognised by no family.
 NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(needle for needle, _ in _TABLE))
@@ -81,8 +88,8 @@ NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(needle for needle, _ in _TABLE))
 # them holds no needle. The hints only make the test shorter; which ones is a matter of speed.
 _FILTER_HINTS = ("metrics: ", "Engine", "memory", "Memory", "error", "KV cache", " engine ", "erver", "exit", "died",
                  "killed", "retrieve", "KV load failure", "tart")
-_FILTERS = tuple(dict.fromkeys(_FILTER_HINTS + tuple(n for n in NEEDLES if not any(h in n for h in _FILTER_HINTS))))
-NO_NEEDLE_FILTERS: tuple[str, ...] = tuple(f for f in _FILTERS if not any(g != f and g in f for g in _FILTERS))
+NO_NEEDLE_FILTERS: tuple[str, ...] = _fewest(
+    _FILTER_HINTS + tuple(n for n in NEEDLES if not any(h in n for h in _FILTER_HINTS)))
 # What a traceback's exception lines are run through: the error families, and the warning signs
 # that only ever end a traceback (an RPC timeout, a process monitor's "died with exit code", JIT in
 # error mode).
@@ -135,10 +142,46 @@ def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Eve
     return None
 
 
+class Families:
+    """What one stream's lines are tried against: the built-in families, then a user's rules
+    (exporter.parsers.rules). A rule adds its events to what the built-in families made of a line and
+    never changes them, so every rule is tried on every frame holding one of its needles.
+
+    ``filters``: NO_NEEDLE_FILTERS with the rules' needles: a message holding none is wanted by no family
+    and no rule (the fast path skips such lines unframed). ``rule_needles``: the rules' needles alone (a
+    periodic line the fast path reads holding one of them goes the usual way, so the rules see it)."""
+
+    __slots__ = ("rules", "rule_table", "rule_needles", "filters")
+
+    def __init__(self, rules: tuple[Parser, ...] = ()):
+        self.rules = tuple(rules)
+        self.rule_table = _needle_table(self.rules)
+        self.rule_needles = _fewest(tuple(n for n, _ in self.rule_table))
+        self.filters = _fewest(NO_NEEDLE_FILTERS + self.rule_needles) if self.rules else NO_NEEDLE_FILTERS
+
+    def rule_events(self, frame: Frame) -> list[Event]:
+        """The events of every rule that matches the frame (in the rules' order)."""
+        out: list[Event] = []
+        msg = frame.message
+        tried = None
+        for needle, p in self.rule_table:
+            if p is not tried and needle in msg:
+                tried = p
+                events = p.parse(frame)
+                if events:
+                    out.extend(events)
+        return out
+
+
+# The families of a stream without rules.
+BUILT_IN = Families()
+
+
 def parse_errors(frame: Frame) -> list[Event]:
     """Only the error families and the warning signs that end tracebacks: used on a traceback's
     exception lines."""
     return parse_frame(frame, EXCEPTION_PARSERS) or []
 
 
-__all__ = ["CONTINUATION_PARSERS", "NEEDLES", "NO_NEEDLE_FILTERS", "PARSERS", "Parser", "Where", "parse_frame", "parse_errors"]
+__all__ = ["BUILT_IN", "CONTINUATION_PARSERS", "Families", "NEEDLES", "NO_NEEDLE_FILTERS", "PARSERS", "Parser", "Where",
+           "parse_frame", "parse_errors"]

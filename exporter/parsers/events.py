@@ -60,6 +60,8 @@ KINDS = (
     "restart",
     "start_limit",
     "host_oom_kill",
+    # a line one of the user's rules matched (exporter.parsers.rules): fields {rule, <its fields>}
+    "rule",
     # what exporter.stream.lifecycle makes of the signals above: what metrics, report and alerts count
     "engine_death",
     "server_stop",

@@ -10,6 +10,9 @@ fields (tests compare the two on real and mutated lines); anything else goes the
 ``ignorable`` is the same idea for the lines no parser wants (most INFO lines): in that shape, at
 INFO or DEBUG, with no parser's needle in the message and nothing glued on, the usual way would
 count the line as ignored and make nothing of it; so it is not framed at all.
+
+With a user's rules (exporter.parsers.Families), a line holding one of their needles goes the usual
+way, so the rules see it framed, as the built-in families do.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import re
 from exporter.framing.clock import Clock
 from exporter.framing.frame import (BARE_RESET, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, PROCESS_NAME_P, TRACEBACK_START,
                                     record_time)
-from exporter.parsers import NO_NEEDLE_FILTERS, engine_stats, kv_transfer, spec_decode
+from exporter.parsers import BUILT_IN, Families, engine_stats, kv_transfer, spec_decode
 from exporter.parsers.base import logger_stem
 
 _WRAPPER = re.compile(JOURNALD_RECORD_P)
@@ -49,7 +52,7 @@ _SHAPES = tuple(
 IGNORE = "ignore"  # what classify says of a line that ignorable() would pass
 
 
-def classify(line: str, clock: Clock, quiet: bool = True):
+def classify(line: str, clock: Clock, quiet: bool = True, families: Families = BUILT_IN):
     """``match``'s answer for a line of one of the shapes, IGNORE for one that ``ignorable`` passes
     (unless ``quiet`` is False), else None (the usual way decides): both questions in one call, as
     the pipeline asks them."""
@@ -59,16 +62,20 @@ def classify(line: str, clock: Clock, quiet: bool = True):
     # which every other line would otherwise pay twice: here and in framing).
     for start, kind, regex, fields, where in _SHAPES:
         if start in line:
+            for needle in families.rule_needles:
+                if needle in line:
+                    return None  # a rule may want it too: framed the usual way
             return _shape(line, clock, start, kind, regex, fields, where)
-    return IGNORE if quiet and _quiet(line, clock) else None
+    return IGNORE if quiet and _quiet(line, clock, families.filters) else None
 
 
-def match(line: str, clock: Clock) -> tuple[str, dict, float | None, str | None, int | None] | None:
+def match(line: str, clock: Clock, families: Families = BUILT_IN
+          ) -> tuple[str, dict, float | None, str | None, int | None] | None:
     """(kind, fields, ts, process, pid) when ``line`` is one of the shapes, else None.
 
     The caller has checked the line for ESC, caret and ``#033`` colour and carriage returns, as
     framing's fast shape requires."""
-    return classify(line, clock, quiet=False)
+    return classify(line, clock, quiet=False, families=families)
 
 
 def _admitted(where, level: str, file: str) -> bool:
@@ -111,20 +118,20 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where)
 _QUIET_LEVELS = frozenset({"INFO", "DEBUG"})
 
 
-def ignorable(line: str, clock: Clock) -> bool:
+def ignorable(line: str, clock: Clock, families: Families = BUILT_IN) -> bool:
     """True when the usual way (framing, glue check, parsers) would count ``line`` as ignored and
     make no event of it. Same caller's checks as ``match``; a False says nothing."""
-    return line[:1].isalpha() and _quiet(line, clock)
+    return line[:1].isalpha() and _quiet(line, clock, families.filters)
 
 
-def _quiet(line: str, clock: Clock) -> bool:
+def _quiet(line: str, clock: Clock, filters: tuple[str, ...]) -> bool:
     text = line.rstrip()
     m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
     if m is None or m.group(12) not in _QUIET_LEVELS:
         return False
     msg = text[m.end():]
     # (the needle loop first: it is what most lines end on, and it needs nothing else)
-    for needle in NO_NEEDLE_FILTERS:
+    for needle in filters:
         if needle in msg:
             return False
     if TRACEBACK_START in msg or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):

@@ -18,7 +18,7 @@ from exporter.framing.cri import CriJoiner, may_hold_parts
 from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_line
 from exporter.framing.json_records import looks_like_record, record_frames
 from exporter.framing.lines import MAX_LINE_BYTES, cut_text, joined
-from exporter.parsers import CONTINUATION_PARSERS, access_log, echo, parse_frame
+from exporter.parsers import BUILT_IN, CONTINUATION_PARSERS, Families, access_log, echo, parse_frame
 from exporter.parsers.base import PROBLEM_LEVELS
 from exporter.parsers.events import Event
 from exporter.stream import fastpath
@@ -60,12 +60,16 @@ class Pipeline:
     neighbours are read as if it were not there: on every path (``feed``, ``feed_batch``'s batch edges
     and fast path, CRI joining, the lifecycle). Without it (tests), the exception propagates."""
 
-    def __init__(self, clock: Clock | None = None, on_bad_line=None, max_line: int = MAX_LINE_BYTES, on_cut=None):
+    def __init__(self, clock: Clock | None = None, on_bad_line=None, max_line: int = MAX_LINE_BYTES, on_cut=None,
+                 families: Families = BUILT_IN):
         self.clock = clock or Clock()
         self.on_bad_line = on_bad_line
         # on_cut(line_size): a line joined from CRI parts longer than max_line, or a JSON record of
         # more than MAX_RECORD_LINES lines, was cut (exporter.framing.lines)
         self.on_cut = on_cut
+        # the built-in families and the user's rules (exporter.parsers.Families); the daemon swaps them
+        # on a reload
+        self.families = families
         self.lineno = 0
         self._tracebacks: dict[tuple, OpenTraceback] = {}
         self._engine_of: dict[tuple, int] = {}
@@ -144,14 +148,14 @@ class Pipeline:
                 if self.on_bad_line is None and on_error is None:
                     raise
                 tails, others, first, last, access = {}, range(len(lines)), -1, -1, {}
-        classify, clock, ignore = fastpath.classify, self.clock, fastpath.IGNORE
+        classify, clock, ignore, families = fastpath.classify, self.clock, fastpath.IGNORE, self.families
         fast_event, usual = self._fast_event, self._feed_usual
         for i in others:
             line = lines[i]
             self.lineno = start + i  # feed() counts this line
             try:
                 # feed()'s own steps, unrolled: most of these lines are periodic or ignored ones
-                fast = classify(line, clock) if clean and not self._tracebacks else None
+                fast = classify(line, clock, True, families) if clean and not self._tracebacks else None
                 if fast is ignore:
                     counts[IGNORED] += 1
                     continue
@@ -193,7 +197,7 @@ class Pipeline:
         start = self.lineno
         try:
             if clean and not self._tracebacks:
-                fast = fastpath.classify(line, self.clock)
+                fast = fastpath.classify(line, self.clock, True, self.families)
                 if fast is fastpath.IGNORE:
                     self.lineno += 1
                     return IGNORED, []
@@ -352,11 +356,16 @@ class Pipeline:
             )
             return PARSED, done
         events = parse_frame(f)
+        # a user's rules add to what the families made of the line (exporter.parsers.Families)
+        ruled = self.families.rule_events(f) if self.families.rules else None
+        if ruled:
+            for ev in ruled:
+                ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
         if events:
             for ev in events:
                 ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
                 self._attribute(ev.kind, ev.fields, key)
-            return PARSED, events
+            return PARSED, events + ruled if ruled else events
         level = f.level
         if level in ("WARNING", "ERROR", "CRITICAL"):
             ev = Event(
@@ -367,7 +376,9 @@ class Pipeline:
                 f.pid,
                 self.lineno,
             )
-            return PARSED, [ev]
+            return PARSED, [ev] + ruled if ruled else [ev]
+        if ruled:
+            return PARSED, ruled
         # systemd's own chatter about the unit (Started, Stopping, Consumed ... CPU time) that no
         # parser wants: recognisably the supervisor's, carrying nothing
         if level is not None or f.process is not None or f.unit == "systemd" or _NOISE.match(msg):

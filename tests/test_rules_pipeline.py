@@ -1,0 +1,241 @@
+"""A user's rules in the stream and the metrics (exporter.parsers.rules, exporter.metrics.rules): they go
+through the same framing as the built-in families (wrappers, JSON records, tracebacks, the fast path's
+prefilter), only from where the rule says, never from a client's echoed text, and their series are
+bounded like ours. Lines are the seed article's (tests/fixtures/seed_article.log, lines quoted from
+/work/shared/seed-article.txt) unless said otherwise."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from exporter.config.rules import load_rules
+from exporter.framing.clock import Clock
+from exporter.metrics import Metrics
+from exporter.parsers import BUILT_IN, NO_NEEDLE_FILTERS
+from exporter.parsers.rules import families
+from exporter.stream import fastpath
+from exporter.stream.pipeline import IGNORED, PARSED, Pipeline
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SEED = (FIXTURES / "seed_article.log").read_text(encoding="utf-8").splitlines()
+UNLINKED = next(line for line in SEED if "Unlinked mmap file" in line)
+SPEC_DECODE = next(line for line in SEED if "SpecDecoding metrics" in line)
+B12X = next(line for line in SEED if "B12X MoE force-A8" in line)
+
+RULES = [
+    {"name": "offload_workers", "pattern": r"Unlinked mmap file \S+ after (?P<workers>\d+) workers mapped it",
+     "logger": "shared_offload_region.py", "level": "INFO", "process": "Worker_TP*", "fields": {"workers": "int"},
+     "metrics": [{"name": "gnosis_offload_region_workers", "type": "gauge", "value": "workers"},
+                 {"name": "gnosis_offload_regions_total", "type": "counter"}]},
+    {"name": "dspark_depth",
+     "pattern": r"Mean acceptance length: (?P<length>[\d.]+), Current speculative depth: (?P<depth>\d+)",
+     "logger": "metrics.py", "fields": {"length": "float", "depth": "int"},
+     "metrics": [{"name": "gnosis_dspark_windows_total", "type": "counter", "labels": {"depth": {"max_values": 2}}},
+                 {"name": "gnosis_dspark_acceptance_length", "type": "histogram", "value": "length",
+                  "buckets": [1, 2, 3, 4, 5, 6]}]},
+    {"name": "quant_mode", "pattern": r"B12X MoE force-A8 enabled: using quant_mode=(?P<mode>\w+)",
+     "metrics": [{"name": "gnosis_moe_quant_mode_info", "type": "gauge", "value": 1,
+                  "labels": {"quant_mode": {"field": "mode", "values": ["w4a8_mx", "w4a16"]}}}]},
+]
+
+
+def specs(rules=RULES):
+    return load_rules(rules, "t.yaml: rules")
+
+
+def ruled(events):
+    return [(e.fields["rule"], {k: v for k, v in e.fields.items() if k != "rule"}) for e in events if e.kind == "rule"]
+
+
+def feed_each(lines, rules=RULES):
+    p = Pipeline(Clock(year=2026), families=families(specs(rules)))
+    out = []
+    for line in lines:
+        out += p.feed(line)[1]
+    return out + p.flush()
+
+
+def feed_batch(lines, rules=RULES):
+    p = Pipeline(Clock(year=2026), families=families(specs(rules)))
+    counts, events, _, _ = p.feed_batch(list(lines))
+    return counts, events + p.flush()
+
+
+def test_without_rules_nothing_changes_and_nothing_costs():
+    assert families([]) is BUILT_IN and BUILT_IN.filters is NO_NEEDLE_FILTERS and BUILT_IN.rule_needles == ()
+    assert not any(e.kind == "rule" for e in feed_each(SEED, []))
+
+
+def test_rules_read_the_seed_lines_in_both_paths():
+    want = [("quant_mode", {"mode": "w4a8_mx"}), ("offload_workers", {"workers": 2}),
+            ("dspark_depth", {"length": 5.9, "depth": 5}), ("dspark_depth", {"length": 3.09, "depth": 5})]
+    assert ruled(feed_each(SEED)) == want
+    counts, events = feed_batch(SEED)
+    assert ruled(events) == want
+
+
+def test_a_quiet_line_holding_a_rules_needle_is_not_skipped_unframed():
+    # without the rule, the fast path counts this INFO line as ignored without framing it
+    assert fastpath.ignorable(UNLINKED, Clock(year=2026))
+    fams = families(specs())
+    assert not fastpath.ignorable(UNLINKED, Clock(year=2026), fams)
+    counts, events = feed_batch([UNLINKED] * 3)
+    assert counts[PARSED] == 3 and [r for r, _ in ruled(events)] == ["offload_workers"] * 3
+    assert feed_batch([UNLINKED], [])[0][IGNORED] == 1
+
+
+def test_a_periodic_line_the_fast_path_reads_reaches_the_rules_and_keeps_its_builtin_event():
+    assert fastpath.match(SPEC_DECODE, Clock(year=2026))[0] == "spec_decode"
+    counts, events = feed_batch([SPEC_DECODE])
+    assert [e.kind for e in events] == ["spec_decode", "rule"]
+    base = Pipeline(Clock(year=2026)).feed(SPEC_DECODE)[1][0]
+    assert events[0].fields == base.fields  # the built-in event unchanged by the rule
+    # a warning a rule reads still counts as a warning
+    assert [e.kind for e in feed_each([B12X])] == ["log", "rule"]
+
+
+WRAPPED = [
+    # journald (the seed's own), podman logs -t, CRI (kubelet), compose, colour
+    UNLINKED,
+    "2026-08-04T02:44:22.123456789+00:00 " + UNLINKED.split(": ", 1)[1],
+    "2026-08-04T02:44:22.123456789Z stdout F " + UNLINKED.split(": ", 1)[1],
+    "grandpa  | " + UNLINKED.split(": ", 1)[1],
+    "\x1b[32m" + UNLINKED.split(": ", 1)[1].replace("INFO", "INFO\x1b[0m", 1),
+    # vLLM 0.34's JSON record (--logging-config.formatter json): the same message from the same file
+    json.dumps({"asctime": "08-04 02:44:22", "levelname": "INFO", "name": "vllm.shared_offload_region",
+                "processName": "Worker_TP0", "process": 264, "vllm_process_name": "Worker_TP0",
+                "filename": "shared_offload_region.py", "lineno": 176,
+                "message": UNLINKED.split("] ", 1)[1]}),
+]
+
+
+@pytest.mark.parametrize("line", WRAPPED, ids=["journald", "podman", "cri", "compose", "colour", "json"])
+def test_every_wrapper_gives_the_rule_the_same_message(line):
+    # (the JSON record's file, level and process name are the logger, level and process tag the rule wants)
+    assert ruled(feed_each([line])) == [("offload_workers", {"workers": 2})]
+
+
+def test_where_a_line_comes_from_decides():
+    other_file = UNLINKED.replace("[shared_offload_region.py:176]", "[metrics.py:176]")
+    other_level = UNLINKED.replace(" INFO ", " DEBUG ")
+    other_process = UNLINKED.replace("(Worker_TP0 pid=264)", "(APIServer pid=53)")
+    for line in (other_file, other_level, other_process):
+        assert ruled(feed_each([line])) == [], line
+    exact = [dict(RULES[0], logger="shared_offload_region.py:176")]
+    assert ruled(feed_each([UNLINKED], exact)) == [("offload_workers", {"workers": 2})]
+    exact[0]["logger"] = "shared_offload_region.py:93"
+    assert ruled(feed_each([UNLINKED], exact)) == []
+
+
+# vLLM's request logger (vllm/entrypoints/logger.py, --enable-log-requests) quotes the client's prompt
+ECHO = ("Aug 04 02:50:28 compute-server grandpa[572062]: (APIServer pid=53) INFO 08-04 02:50:28 [logger.py:41] "
+        "Received request chatcmpl-9: prompt: 'Unlinked mmap file /x after 99 workers mapped it', params: "
+        "SamplingParams(n=1), prompt_token_ids: None, lora_request: None.")
+
+
+def test_a_clients_echoed_text_matches_no_rule_unless_the_rule_says_so():
+    loose = [{k: v for k, v in RULES[0].items() if k not in ("logger", "level", "process")}]
+    assert ruled(feed_each([ECHO], loose)) == []
+    loose[0]["client_text"] = True
+    assert ruled(feed_each([ECHO], loose)) == [("offload_workers", {"workers": 99})]
+    # uvicorn's access lines are the access-log family's, always
+    access = next(line for line in SEED if '"POST /v1/chat/completions' in line)
+    anything = [{"name": "posts", "pattern": r"POST (?P<path>/v1/\w+)", "client_text": True,
+                 "metrics": [{"name": "gnosis_posts_total", "type": "counter"}]}]
+    assert ruled(feed_each([access], anything)) == []
+
+
+def test_lines_inside_a_traceback_are_the_tracebacks():
+    tb = ["ERROR 08-04 02:50:00 [core.py:398] Traceback (most recent call last):",
+          "ERROR 08-04 02:50:00 [core.py:398]   File \"x.py\", line 1, in f",
+          "ERROR 08-04 02:50:00 [core.py:398]     raise ValueError('Unlinked mmap file /x after 7 workers mapped it')",
+          "ERROR 08-04 02:50:00 [core.py:398] ValueError: Unlinked mmap file /x after 7 workers mapped it"]
+    loose = [{k: v for k, v in RULES[0].items() if k not in ("logger", "level", "process")}]
+    events = feed_each(tb + [UNLINKED], loose)
+    assert ruled(events) == [("offload_workers", {"workers": 2})]  # the line after it, not the traceback's
+    assert "traceback" in [e.kind for e in events]
+
+
+def test_a_rule_sees_max_chars_of_the_message():
+    padded = UNLINKED.replace("Unlinked", "x" * 3000 + " Unlinked")
+    assert ruled(feed_each([padded])) == []
+    wide = [dict(RULES[0], max_chars=4096)]
+    assert ruled(feed_each([padded], wide)) == [("offload_workers", {"workers": 2})]
+
+
+def test_a_capture_that_is_no_number_is_absent_and_counted():
+    rules = [dict(RULES[0], pattern=r"Unlinked mmap file \S+ after (?P<workers>\S+) workers mapped it")]
+    line = UNLINKED.replace("after 2 workers", "after 99999999999999999999999999999999999 workers")
+    (ev,) = [e for e in feed_each([line], rules) if e.kind == "rule"]
+    assert "workers" not in ev.fields and ev.fields["_invalid"] == ["workers"]
+    m = Metrics(process_metrics=False)
+    m.set_rules(specs(rules))
+    m.add_server("g")
+    m.observe("g", ev)
+    text = m.render().decode()
+    assert 'vllm_log_rule_invalid_values_total{field="workers",rule="offload_workers",server="g"} 1.0' in text
+    assert "gnosis_offload_region_workers{" not in text  # absent, not 0
+    assert 'gnosis_offload_regions_total{server="g"} 1.0' in text  # the line still counts
+
+
+def metrics_after(lines, rules=RULES):
+    m = Metrics(process_metrics=False)
+    m.set_rules(specs(rules))
+    m.add_server("g")
+    p = Pipeline(Clock(year=2026), families=families(specs(rules)))
+    for line in lines:
+        m.observe_many("g", p.feed(line)[1])
+    return m
+
+
+def test_series_of_the_seed_lines():
+    text = metrics_after(SEED).render().decode()
+    for sample in ('gnosis_offload_region_workers{server="g"} 2.0', 'gnosis_offload_regions_total{server="g"} 1.0',
+                   'gnosis_dspark_windows_total{depth="5",server="g"} 2.0',
+                   'gnosis_dspark_acceptance_length_bucket{le="4.0",server="g"} 1.0',
+                   'gnosis_dspark_acceptance_length_bucket{le="6.0",server="g"} 2.0',
+                   'gnosis_dspark_acceptance_length_sum{server="g"} 8.99',
+                   'gnosis_moe_quant_mode_info{quant_mode="w4a8_mx",server="g"} 1.0',
+                   'vllm_log_rule_lines_total{rule="dspark_depth",server="g"} 2.0',
+                   'vllm_log_exporter_events_total{kind="rule",server="g"} 4.0'):
+        assert sample in text, sample
+    assert "# TYPE gnosis_dspark_acceptance_length histogram" in text
+    assert "vllm_log_rule_" not in Metrics(process_metrics=False).render().decode()  # only with rules
+
+
+def test_labels_are_bounded_and_the_overflow_counted():
+    depths = [SPEC_DECODE.replace("depth: 5", f"depth: {d}") for d in (5, 3, 7, 9, 3)]
+    b12x = [B12X.replace("w4a8_mx", mode) for mode in ("w4a8_mx", "nvfp4", "w4a16")]
+    text = metrics_after(depths + b12x).render().decode()
+    assert 'gnosis_dspark_windows_total{depth="5",server="g"} 1.0' in text
+    assert 'gnosis_dspark_windows_total{depth="3",server="g"} 2.0' in text
+    assert 'gnosis_dspark_windows_total{depth="other",server="g"} 2.0' in text  # 7 and 9: beyond max_values 2
+    assert 'vllm_log_rule_label_overflow_total{label="depth",metric="gnosis_dspark_windows_total",server="g"} 2.0' in text
+    assert 'gnosis_moe_quant_mode_info{quant_mode="other",server="g"} 1.0' in text  # nvfp4: not among values
+    assert 'gnosis_moe_quant_mode_info{quant_mode="w4a16",server="g"} 1.0' in text
+    many = [SPEC_DECODE.replace("depth: 5", f"depth: {d}") for d in range(10_000)]
+    assert sum(1 for line in metrics_after(many).render().decode().splitlines()
+               if line.startswith("gnosis_dspark_windows_total{")) == 3
+
+
+def test_a_restart_drops_the_rules_gauges_and_keeps_their_counters():
+    m = metrics_after(SEED + [SEED[0]])  # the version banner again: a new start
+    text = m.render().decode()
+    assert "gnosis_offload_region_workers{" not in text and "gnosis_moe_quant_mode_info{" not in text
+    assert 'gnosis_offload_regions_total{server="g"} 1.0' in text
+    assert m.forget_server("g") > 0
+    assert 'server="g"' not in m.render().decode()
+
+
+def test_set_rules_again_keeps_what_is_declared_alike_and_drops_the_rest():
+    m = metrics_after(SEED)
+    changed = [dict(RULES[1], metrics=[dict(RULES[1]["metrics"][0]),
+                                       dict(RULES[1]["metrics"][1], buckets=[2, 4, 6])])]
+    m.set_rules(specs(changed))
+    text = m.render().decode()
+    assert 'gnosis_dspark_windows_total{depth="5",server="g"} 2.0' in text  # declared alike: it goes on
+    assert "gnosis_dspark_acceptance_length_count{" not in text  # new buckets: a new histogram
+    assert "gnosis_offload_region" not in text and "gnosis_moe" not in text  # their rules are gone
+    assert 'rule="offload_workers"' not in text
+    assert 'vllm_log_rule_lines_total{rule="dspark_depth",server="g"} 2.0' in text
