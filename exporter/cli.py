@@ -12,7 +12,7 @@ from exporter.framing.clock import Clock
 from exporter.commands.common import add_line_options, add_time_options, add_version
 from exporter.sources.logfile import LogOpenError
 
-COMMANDS = ("serve", "parse", "report", "compare", "backfill", "healthcheck")
+COMMANDS = ("serve", "parse", "report", "compare", "backfill", "healthcheck", "test")
 
 
 def clock_from(args: argparse.Namespace) -> Clock:
@@ -56,6 +56,8 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with charts")
     p.add_argument("--since", help="first time to include (ISO 8601, e.g. 2026-08-04T02:45; local zone unless given)")
     p.add_argument("--until", help="last time to include")
+    p.add_argument("--rules", action="append", metavar="FILE",
+                   help="your own line families (a rules file or a config file holding rules): a section each")
     add_time_options(p)
     add_line_options(p)
 
@@ -89,6 +91,20 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     add_time_options(p)
     add_line_options(p)
 
+    p = sub.add_parser(
+        "test", help="check your own rules: what lines become, or a file of expectations (for CI)",
+        description="Load the rules of FILE (each mistake a one-line error naming the rule and key), then show "
+                    "what each line of LINES becomes (the built-in families' events, each rule's fields, the series "
+                    "moved), and/or check the expectations of --expect (exit 1 when one fails).",
+        epilog="example: vllm-log-exporter test --rules examples/gnosis.rules.yaml --expect examples/gnosis.rules-test.yaml")
+    add_version(p)
+    p.add_argument("--rules", action="append", required=True, metavar="FILE",
+                   help="a rules file (rules: [...]) or a config file holding rules; repeatable")
+    p.add_argument("lines", nargs="?", metavar="LINES", help="log lines to explain: a file (.gz allowed) or - for stdin")
+    p.add_argument("--expect", metavar="EXPECT.yaml", help="lines and what they must give (tests: [...])")
+    p.add_argument("--server", default="test", help="the `server` label of the series shown (default test)")
+    add_time_options(p)
+
     p = sub.add_parser("healthcheck", help="exit 0 if the exporter answers HTTP (for container health checks)")
     add_version(p)
     p.add_argument("--web.listen-address", dest="web_listen_address", default=None,
@@ -118,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     # `serve` is the default command: `vllm-log-exporter --source x` means `serve --source x`.
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "serve")
-    args = build_parser(with_serve=argv[0] not in ("parse", "report", "compare", "backfill", "healthcheck")).parse_args(argv)
+    args = build_parser(with_serve=argv[0] not in ("parse", "report", "compare", "backfill", "healthcheck", "test")
+                        ).parse_args(argv)
     tune_gc()
     try:
         if args.command == "parse":
@@ -134,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
             from exporter.commands import compare
 
             return compare.run(args, clock_from(args))
+        if args.command == "test":
+            from exporter.commands import testing
+
+            return testing.run(args, clock_from(args))
         if args.command == "healthcheck":
             from exporter.commands import healthcheck
 
