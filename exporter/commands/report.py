@@ -31,10 +31,11 @@ def parse_when(text: str | None, tz, flag: str) -> float | None:
 
 
 def read_run(path: str, clock: Clock, since: float | None, until: float | None,
-             max_line: int = MAX_LINE_BYTES) -> tuple[RunStats, dict]:
-    """A log's RunStats and summary: what ``report`` prints and ``compare`` lines up, one code path."""
-    stats = RunStats(since, until)
-    scan = Pass(path, clock, max_line=max_line)
+             max_line: int = MAX_LINE_BYTES, rules=()) -> tuple[RunStats, dict]:
+    """A log's RunStats and summary: what ``report`` prints and ``compare`` lines up, one code path.
+    ``rules``: the user's rules (a section each)."""
+    stats = RunStats(since, until, rules=rules)
+    scan = Pass(path, clock, max_line=max_line, rules=rules)
     if since is None and until is None:
         for events, access, span in scan.batches():
             for ev in events:
@@ -48,10 +49,25 @@ def read_run(path: str, clock: Clock, since: float | None, until: float | None,
     return stats, summary
 
 
+def load_rules(paths) -> list:
+    """The rules of ``--rules FILE`` (repeatable), or a one-line error naming the rule and key."""
+    from exporter.config.rules import load_rule_file
+    from exporter.config.settings import ConfigError
+
+    specs: list = []
+    try:
+        for path in paths or ():
+            specs += load_rule_file(path, known=specs)
+    except ConfigError as e:
+        raise SystemExit(f"vllm-log-exporter: {e}") from None
+    return specs
+
+
 def run(args, clock: Clock) -> int:
     since = parse_when(args.since, clock.tz, "--since")
     until = parse_when(args.until, clock.tz, "--until")
-    stats, summary = read_run(args.log, clock, since, until, args.max_line_bytes)
+    stats, summary = read_run(args.log, clock, since, until, args.max_line_bytes,
+                              load_rules(getattr(args, "rules", None)))
     title = f"vLLM run report: {'stdin' if args.log == '-' else args.log}"
     md = markdown.render(summary, title, clock.tz)
     if args.html:

@@ -11,6 +11,7 @@ from typing import Iterator
 from exporter.parsers.events import Event
 from exporter.framing.clock import Clock
 from exporter.sources.logfile import LogOpenError, open_binary
+from exporter.parsers.rules import families
 from exporter.stream.pipeline import Pipeline
 from exporter.framing.lines import MAX_LINE_BYTES, LineSplitter
 
@@ -23,12 +24,14 @@ class Pass:
     """Iterate the events of ``path``; ``results`` counts lines by result along the way."""
 
     def __init__(self, path: str, clock: Clock, progress: bool | None = None, on_result=None,
-                 max_line: int = MAX_LINE_BYTES):
+                 max_line: int = MAX_LINE_BYTES, rules=()):
+        """``rules``: the user's rules (exporter.config.rules specs), tried after the built-in families."""
         self.on_result = on_result
         self.path = path
         self.clock = clock
         self.max_line = max_line
-        self.pipeline = Pipeline(clock, on_bad_line=self._bad_line, max_line=max_line, on_cut=self._cut)
+        self.pipeline = Pipeline(clock, on_bad_line=self._bad_line, max_line=max_line, on_cut=self._cut,
+                                 families=families(rules))
         self.results = {"parsed": 0, "ignored": 0, "unparsed": 0}
         self.progress = progress
         self.bad_lines = 0

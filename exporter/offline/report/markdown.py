@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from exporter.offline.report import rules as rule_sections
+
 GIB = 2**30
 
 
@@ -269,4 +271,6 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
             parts += ["", f"The last OOM asked for {_gib(o['tried_to_allocate_bytes'])} with {_gib(o['free_bytes'])} free: "
                           f"{_gib(max(0, short))} short on GPU {o.get('gpu', '?')}."]
         parts.append("")
+    if s.get("rules"):
+        parts += rule_sections.markdown(s["rules"], tz)
     return "\n".join(parts)

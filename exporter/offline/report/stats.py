@@ -14,6 +14,7 @@ from typing import Any
 from exporter.parsers.events import ERROR_KINDS, KINDS, Event
 from exporter.stream.incidents import busy_window, counts_as_traceback
 from exporter.parsers.spec_decode import drafts_of
+from exporter.offline.report.rules import RuleStats
 from exporter.offline.report.series import BucketCounts, Tally, Trace
 from exporter.offline.report.summary import Summary
 
@@ -64,8 +65,11 @@ FACT_KINDS = frozenset({"version", "model", "engine_config", "kv_cache_size", "g
 
 
 class RunStats(Summary):
-    def __init__(self, since: float | None = None, until: float | None = None, stats_interval: float = 10.0):
+    def __init__(self, since: float | None = None, until: float | None = None, stats_interval: float = 10.0,
+                 rules=()):
         self.since, self.until = since, until
+        # the user's rules (exporter.config.rules specs): a section each, when there are any
+        self.rules = RuleStats(rules) if rules else None
         self.stats_interval = stats_interval
         self._windows: dict = {}  # engine -> (log time of its last window, was it busy)
         self.stalls: list[dict] = []
@@ -475,6 +479,10 @@ class RunStats(Summary):
     def _on_server_stop(self, ev, f):
         self._windows.clear()  # and a stop
         self.stops.append(ev.ts)
+
+    def _on_rule(self, ev, f):
+        if self.rules is not None:
+            self.rules.add(ev)
 
     def _on_traceback(self, ev, f):
         if counts_as_traceback(f):

@@ -29,6 +29,8 @@ class Summary:
             "startup_failures": self.startup_failures,
             "stalls": self.stalls,
         }
+        if self.rules is not None:  # only with rules: the report of a run without them is unchanged
+            out["rules"] = self.rules.summary()
         return out
 
     def _config(self) -> dict:
