@@ -41,7 +41,7 @@ from exporter.stream.pipeline import Pipeline
 _TEST_KEYS = {"name", "line", "lines", "rules", "series", "builtin"}
 # the exporter's bookkeeping, which every line moves: not what a rule test is about
 _QUIET_FAMILIES = ("vllm_log_exporter_", "vllm_log_last_line_timestamp_seconds")
-MAX_SHOWN = 24  # series listed per line
+MAX_SHOWN = 12  # series listed per line (the rules' first)
 
 
 class _Run:
@@ -119,9 +119,9 @@ def _fields(f: dict) -> str:
     for k, v in f.items():
         if k == "rule":
             continue
-        if isinstance(v, (list, dict)):
+        if isinstance(v, (list, dict, str)):
             v = str(v)
-            v = v if len(v) <= 40 else v[:37] + "..."
+            v = v if len(v) <= 60 else v[:57] + "..."
         shown.append(f"{k}={_num(v)}")
     return " ".join(shown) or "(no fields)"
 
