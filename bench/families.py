@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Microseconds per line, per line family, end to end: ours (`report`) and mtail (`--one_shot`).
 
-    python bench/families.py [ROUNDS=3] [--python PY ...] [--no-mtail]
+    python bench/families.py [ROUNDS=3] [--python PY ...] [--rules FILE] [--no-mtail]
 
 For each family (engine stats, spec decode, KV transfer, other INFO lines that no parser wants,
 access-log lines) a file of LINES lines of only that family is cut from the periodic-20 % benchmark
@@ -10,6 +10,10 @@ and (time - empty-file time) / lines is the cost of one line: reading, framing, 
 it, without start-up. Medians of ROUNDS. With several ``--python`` (e.g. wrappers that run two
 checkouts: before and after a change), every one runs in each round, alternating; ``--no-mtail``
 leaves mtail out and compares each with the first instead.
+
+``--rules FILE`` adds a tool, ours with the user's rules of FILE (``report --rules``), run in the same
+rounds, alternating with ours without them (bench/rules10.yaml: ten rules, one of which reads every
+spec-decode line); without mtail, each with rules is compared with itself without.
 """
 
 from __future__ import annotations
@@ -68,17 +72,22 @@ def mtail_cmd(path: Path) -> list[str]:
             "--one_shot_format=prometheus", "--logtostderr"]
 
 
-def ours_cmd(python: str, path: Path) -> list[str]:
-    return [python, "-m", "exporter", "report", str(path), "--format", "json", "--year", "2026"]
+def ours_cmd(python: str, path: Path, rules: str | None = None) -> list[str]:
+    return [python, "-m", "exporter", "report", str(path), "--format", "json", "--year", "2026",
+            *(["--rules", rules] if rules else [])]
 
 
-def measure(pythons: list[str], rounds: int, mtail: bool = True) -> dict[str, dict[str, float]]:
+def measure(pythons: list[str], rounds: int, rules: str | None = None, mtail: bool = True
+            ) -> dict[str, dict[str, float]]:
     """family -> tool -> microseconds per line (median of rounds)."""
     files = family_files()
     empty = ROOT / "bench" / "out" / "empty.log"
     empty.write_text("")
-    tools = ([("mtail", mtail_cmd)] if mtail else []) + [(f"py{i + 1}" if len(pythons) > 1 else "ours",
-                                       lambda p, py=py: ours_cmd(py, p)) for i, py in enumerate(pythons)]
+    tools = ([("mtail", mtail_cmd)] if mtail else []) + [
+        (f"py{i + 1}" if len(pythons) > 1 else "ours", lambda p, py=py: ours_cmd(py, p)) for i, py in enumerate(pythons)]
+    if rules:
+        tools += [(f"py{i + 1}+rules" if len(pythons) > 1 else "ours+rules", lambda p, py=py: ours_cmd(py, p, rules))
+                  for i, py in enumerate(pythons)]
     samples: dict[tuple[str, str], list[float]] = {}
     for _ in range(rounds):
         for tool, cmd in tools:
@@ -93,15 +102,23 @@ def measure(pythons: list[str], rounds: int, mtail: bool = True) -> dict[str, di
 
 def table(res: dict[str, dict[str, float]]) -> str:
     tools = list(next(iter(res.values())))
-    ours = [t for t in tools if t != "mtail"]
-    # against mtail, or (without it) against the first python
-    ref = "mtail" if "mtail" in tools else ours[0]
-    ours = [t for t in ours if t != ref]
-    head = "| family | " + " | ".join(f"{t} (µs)" for t in tools) + " | " + " | ".join(f"{t} / {ref}" for t in ours) + " |"
+    # each of ours against mtail; without mtail, with rules against without, or each against the first python
+    base = "mtail" if "mtail" in tools else None
+    if base:
+        ours = [t for t in tools if t != "mtail"]
+        ref = {t: base for t in ours}
+    elif any(t.endswith("+rules") for t in tools):
+        ours = [t for t in tools if t.endswith("+rules")]
+        ref = {t: t.removesuffix("+rules") for t in ours}
+    else:
+        ours = tools[1:]
+        ref = {t: tools[0] for t in ours}
+    head = "| family | " + " | ".join(f"{t} (µs)" for t in tools) + " | " + " | ".join(
+        f"{t} / {ref[t]}" for t in ours) + " |"
     rows = [head, "|" + "---|" * (1 + len(tools) + len(ours))]
     for name, by in res.items():
         rows.append(f"| {name} | " + " | ".join(f"{by[t]:.2f}" for t in tools) + " | "
-                    + " | ".join(f"{by[t] / by[ref]:.2f}x" for t in ours) + " |")
+                    + " | ".join(f"{by[t] / by[ref[t]]:.2f}x" for t in ours) + " |")
     return "\n".join(rows)
 
 
@@ -109,12 +126,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rounds", type=int, nargs="?", default=3)
     ap.add_argument("--python", action="append")
-    ap.add_argument("--no-mtail", action="store_true", help="leave mtail out; compare with the first --python")
+    ap.add_argument("--rules", help="also run ours with these rules (report --rules FILE), alternating")
+    ap.add_argument("--no-mtail", action="store_true",
+                    help="leave mtail out (with --rules: ours against ours with rules; else against the first --python)")
     args = ap.parse_args()
     pythons = args.python or [sys.executable]
     for py in pythons:
         subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "exporter")], check=True)
-    print(table(measure(pythons, args.rounds, mtail=not args.no_mtail)))
+    print(table(measure(pythons, args.rounds, args.rules, not args.no_mtail)))
     return 0
 
 

@@ -85,6 +85,17 @@ def test_a_quiet_line_holding_a_rules_needle_is_not_skipped_unframed():
     assert feed_batch([UNLINKED], [])[0][IGNORED] == 1
 
 
+def test_a_rule_bound_to_its_file_leaves_other_files_lines_on_the_fast_path():
+    # the same words from another file: the bound rule cannot take it, so the fast path may skip it
+    other = UNLINKED.replace("[shared_offload_region.py:176]", "[other_file.py:9]")
+    assert fastpath.ignorable(other, Clock(year=2026), families(specs()))
+    unbound = [{k: v for k, v in RULES[0].items() if k != "logger"}]
+    assert not fastpath.ignorable(other, Clock(year=2026), families(specs(unbound)))
+    spec_other = SPEC_DECODE.replace("[metrics.py:125]", "[loggers.py:125]")
+    assert fastpath.match(spec_other, Clock(year=2026), families(specs())) is not None  # dspark_depth: metrics.py
+    assert fastpath.match(SPEC_DECODE, Clock(year=2026), families(specs())) is None
+
+
 def test_a_periodic_line_the_fast_path_reads_reaches_the_rules_and_keeps_its_builtin_event():
     assert fastpath.match(SPEC_DECODE, Clock(year=2026))[0] == "spec_decode"
     counts, events = feed_batch([SPEC_DECODE])

@@ -149,15 +149,49 @@ class Families:
 
     ``filters``: NO_NEEDLE_FILTERS with the rules' needles: a message holding none is wanted by no family
     and no rule (the fast path skips such lines unframed). ``rule_needles``: the rules' needles alone (a
-    periodic line the fast path reads holding one of them goes the usual way, so the rules see it)."""
+    periodic line the fast path reads holding one of them goes the usual way, so the rules see it).
+    ``loggers``: per rule, the logger files it takes lines from (empty: any); the fast path, which knows a
+    line's file before framing it, tests only the needles of the rules that could take it
+    (``needles_for``, ``filters_for``): a rule bound to its file costs other files' lines nothing."""
 
-    __slots__ = ("rules", "rule_table", "rule_needles", "filters")
+    __slots__ = ("rules", "rule_table", "rule_needles", "filters", "_bound", "_unbound", "_needles_for",
+                 "_filters_for")
 
-    def __init__(self, rules: tuple[Parser, ...] = ()):
+    def __init__(self, rules: tuple[Parser, ...] = (), loggers: tuple[tuple[str, ...], ...] | None = None):
         self.rules = tuple(rules)
         self.rule_table = _needle_table(self.rules)
         self.rule_needles = _fewest(tuple(n for n, _ in self.rule_table))
         self.filters = _fewest(NO_NEEDLE_FILTERS + self.rule_needles) if self.rules else NO_NEEDLE_FILTERS
+        files = loggers if loggers is not None else ((),) * len(self.rules)
+        # file -> needles of the rules bound to it; the needles of rules bound to no file
+        self._bound: dict[str, tuple[str, ...]] = {}
+        unbound: list[str] = []
+        for p, fs in zip(self.rules, files):
+            for f in {lg.partition(":")[0] for lg in fs}:
+                self._bound[f] = self._bound.get(f, ()) + p.needles
+            if not fs:
+                unbound += p.needles
+        self._unbound = _fewest(tuple(unbound))
+        self._needles_for: dict[str, tuple[str, ...]] = {}
+        self._filters_for: dict[str, tuple[str, ...]] = {}
+
+    def needles_for(self, file: str) -> tuple[str, ...]:
+        """The needles of the rules that may take a line from logger file ``file`` (file.py)."""
+        got = self._needles_for.get(file)
+        if got is None:
+            got = _fewest(self._unbound + self._bound.get(file, ()))
+            if len(self._needles_for) < 1024:  # (files are few; an endless variety is not cached)
+                self._needles_for[file] = got
+        return got
+
+    def filters_for(self, file: str) -> tuple[str, ...]:
+        """``filters`` for a line from logger file ``file``: NO_NEEDLE_FILTERS and ``needles_for(file)``."""
+        got = self._filters_for.get(file)
+        if got is None:
+            got = _fewest(NO_NEEDLE_FILTERS + self.needles_for(file)) if self.rules else NO_NEEDLE_FILTERS
+            if len(self._filters_for) < 1024:
+                self._filters_for[file] = got
+        return got
 
     def rule_events(self, frame: Frame) -> list[Event]:
         """The events of every rule that matches the frame (in the rules' order)."""

@@ -154,4 +154,6 @@ def families(specs):
     """The built-in families with ``specs``' rules after them, for a stream's Pipeline."""
     from exporter.parsers import BUILT_IN, Families
 
-    return Families(tuple(rule_parser(s) for s in specs)) if specs else BUILT_IN
+    if not specs:
+        return BUILT_IN
+    return Families(tuple(rule_parser(s) for s in specs), tuple(tuple(s.loggers) for s in specs))

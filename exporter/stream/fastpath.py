@@ -11,8 +11,9 @@ fields (tests compare the two on real and mutated lines); anything else goes the
 INFO or DEBUG, with no parser's needle in the message and nothing glued on, the usual way would
 count the line as ignored and make nothing of it; so it is not framed at all.
 
-With a user's rules (exporter.parsers.Families), a line holding one of their needles goes the usual
-way, so the rules see it framed, as the built-in families do.
+With a user's rules (exporter.parsers.Families), a line holding the needle of a rule that may take it
+(one bound to no logger file, or to this line's) goes the usual way, so the rules see it framed, as the
+built-in families do.
 """
 
 from __future__ import annotations
@@ -62,11 +63,8 @@ def classify(line: str, clock: Clock, quiet: bool = True, families: Families = B
     # which every other line would otherwise pay twice: here and in framing).
     for start, kind, regex, fields, where in _SHAPES:
         if start in line:
-            for needle in families.rule_needles:
-                if needle in line:
-                    return None  # a rule may want it too: framed the usual way
-            return _shape(line, clock, start, kind, regex, fields, where)
-    return IGNORE if quiet and _quiet(line, clock, families.filters) else None
+            return _shape(line, clock, start, kind, regex, fields, where, families)
+    return IGNORE if quiet and _quiet(line, clock, families) else None
 
 
 def match(line: str, clock: Clock, families: Families = BUILT_IN
@@ -83,7 +81,7 @@ def _admitted(where, level: str, file: str) -> bool:
         where.loggers is None or logger_stem(file) in where.loggers)
 
 
-def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where):
+def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where, families: Families):
     text = line.rstrip()
     m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
     if m is None:
@@ -100,6 +98,10 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where)
     end = m.end()
     if not text.startswith(start, end):
         return None
+    if families.rules:
+        for needle in families.needles_for(m.group(18)):
+            if needle in text:
+                return None  # a rule may want it too: framed the usual way
     b = regex.fullmatch(text, end)
     # Only the wrapper can hold a colour reset: the messages' patterns have no "[" (and a KV body
     # holding one is not plain, so it goes the usual way).
@@ -121,15 +123,17 @@ _QUIET_LEVELS = frozenset({"INFO", "DEBUG"})
 def ignorable(line: str, clock: Clock, families: Families = BUILT_IN) -> bool:
     """True when the usual way (framing, glue check, parsers) would count ``line`` as ignored and
     make no event of it. Same caller's checks as ``match``; a False says nothing."""
-    return line[:1].isalpha() and _quiet(line, clock, families.filters)
+    return line[:1].isalpha() and _quiet(line, clock, families)
 
 
-def _quiet(line: str, clock: Clock, filters: tuple[str, ...]) -> bool:
+def _quiet(line: str, clock: Clock, families: Families) -> bool:
     text = line.rstrip()
     m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
     if m is None or m.group(12) not in _QUIET_LEVELS:
         return False
     msg = text[m.end():]
+    # (a user's rules add their needles, those of the rules that may take this logger file's lines)
+    filters = families.filters_for(m.group(18)) if families.rules else families.filters
     # (the needle loop first: it is what most lines end on, and it needs nothing else)
     for needle in filters:
         if needle in msg:
