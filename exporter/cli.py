@@ -88,6 +88,8 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--server", default=None, help="the `server` label (default: the log file's stem)")
     p.add_argument("--step", type=float, default=10.0, help="seconds between samples (default 10)")
     p.add_argument("--stats-interval", type=float, default=10.0, help="seconds between vLLM stats lines (default 10)")
+    p.add_argument("--rules", action="append", metavar="FILE",
+                   help="your own line families (a rules file or a config file holding rules): their series too")
     add_time_options(p)
     add_line_options(p)
 

@@ -3,6 +3,7 @@ Tukey's IQR, best), checked against the same figures computed here from the log'
 
 import json
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -92,3 +93,22 @@ def test_a_broken_rules_file_is_one_line(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and r.stderr.splitlines() == [
         f"vllm-log-exporter: {bad}: rules[0].name: 'Bad' must be 1-63 of a-z, 0-9, _ starting with a letter"]
+
+
+def test_backfill_writes_the_rules_series_and_promtool_takes_them(tmp_path):
+    rules = tmp_path / "r.yaml"
+    rules.write_text(yaml.safe_dump(RULES))
+    om = tmp_path / "run.om"
+    r = subprocess.run([sys.executable, "-m", "exporter", "backfill", str(SAMPLE), "-o", str(om), "--server", "grandpa",
+                        "--year", "2026", "--timezone", "UTC", "--rules", str(rules)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    text = om.read_text()
+    windows = [float(line.split()[1]) for line in text.splitlines()
+               if line.startswith('gnosis_dspark_windows_total{depth="5",server="grandpa"}')]
+    assert windows and windows[-1] == 65 and windows == sorted(windows)
+    assert "# TYPE gnosis_dspark_acceptance_length histogram" in text
+    if shutil.which("promtool"):
+        r = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(tmp_path / "data")],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr

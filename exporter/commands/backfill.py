@@ -16,9 +16,13 @@ def run(args, clock: Clock) -> int:
     if not MIN_STEP_SECONDS <= args.step <= 86400:
         print(f"vllm-log-exporter: --step: must be between {MIN_STEP_SECONDS:g} and 86400 seconds", file=sys.stderr)
         return 2
+    from exporter.commands.report import load_rules
+
+    rules = load_rules(getattr(args, "rules", None))
     metrics = Metrics(process_metrics=False, stats_interval=args.stats_interval)
+    metrics.set_rules(rules)  # the user's rules' series too, as the daemon makes them
     pending: list[str] = []
-    scan = Pass(args.log, clock, on_result=pending.append, max_line=args.max_line_bytes)
+    scan = Pass(args.log, clock, on_result=pending.append, max_line=args.max_line_bytes, rules=rules)
 
     def items():
         for ev in scan:

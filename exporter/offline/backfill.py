@@ -49,7 +49,8 @@ class OpenMetricsSpool:
     def snapshot(self, ts: float) -> None:
         stamp = f" {ts:.3f}\n"
         for fam in self.metrics.registry.collect():
-            if not fam.samples or not fam.name.startswith("vllm_log_"):
+            # the log's series and the user's rules' (never named process_ or python_), not this process's own
+            if not fam.samples or fam.name.startswith(("process_", "python_")):
                 continue
             f = self.files.get(fam.name)
             if f is None:
