@@ -30,6 +30,7 @@ import re._parser as P  # noqa: N812
 # A repeat with more than this many steps counts as unbounded ({1,1000} behaves as +).
 LONG_REPEAT = 64
 MIN_NEEDLE = 3
+MAX_TOKENS = 4000  # a pattern that unrolls to more single characters than this is refused as too complex
 
 _ASCII = [chr(i) for i in range(128)]
 # Characters outside ASCII that stand for their classes when classes are compared (a letter, a digit, a
@@ -163,6 +164,8 @@ def _tokens(seq, ctx: _Ctx) -> tuple[list, bool]:
                 out += [t for t in toks if t[0] == "rep"]
                 varies = True
                 continue
+            if len(toks) * min(lo, 4) + len(out) > MAX_TOKENS:
+                raise Unsafe(f"too complex to check (it unrolls to more than {MAX_TOKENS} characters)")
             out += toks * min(lo, 4)
             if lo != hi:
                 varies = True
