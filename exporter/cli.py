@@ -45,6 +45,8 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true",
                    help="print every line with what it became: its event kinds, or why it gave none "
                         "(LINE, RESULT, WHAT, TEXT separated by tabs)")
+    p.add_argument("--rules", action="append", metavar="FILE",
+                   help="your own line families (a rules file or a config file holding rules): their events too")
     add_time_options(p)
     add_line_options(p)
 
@@ -143,8 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "parse":
             from exporter.commands import parse
 
+            from exporter.commands.report import load_rules
+
             return parse.run(args.log, clock_from(args), args.stats, explain_lines=args.explain,
-                             max_line=args.max_line_bytes)
+                             max_line=args.max_line_bytes, rules=load_rules(args.rules))
         if args.command == "report":
             from exporter.commands import report
 

@@ -12,10 +12,12 @@ def cli(*args, input=None):
 
 
 def test_parse_prints_every_kind_across_the_samples():
-    """The packaged samples, and the warning signs no sample run has (a ROCm fault, a Ray actor...)."""
+    """The packaged samples, and the warning signs no sample run has (a ROCm fault, a Ray actor...); a
+    user's rules (the example's) give the rest."""
     seen = set()
     for path in (SAMPLE, SAMPLE_V0, SAMPLE_LMCACHE, ROOT / "tests" / "fixtures" / "warning_signs.log"):
-        out = cli("parse", str(path), "--year", "2026")
+        rules = ["--rules", str(ROOT / "examples" / "gnosis.rules.yaml")] if path == SAMPLE else []
+        out = cli("parse", str(path), "--year", "2026", *rules)
         assert out.returncode == 0, out.stderr
         for line in out.stdout.splitlines():
             ev = json.loads(line)
