@@ -250,3 +250,5 @@ def test_set_rules_again_keeps_what_is_declared_alike_and_drops_the_rest():
     assert "gnosis_offload_region" not in text and "gnosis_moe" not in text  # their rules are gone
     assert 'rule="offload_workers"' not in text
     assert 'vllm_log_rule_lines_total{rule="dspark_depth",server="g"} 2.0' in text
+    m.set_rules([])
+    assert "vllm_log_rule_" not in m.render().decode() and "gnosis_" not in m.render().decode()

@@ -98,6 +98,10 @@ class RuleMetrics:
             for labels in [k for k in self.rule_overflow.values if k[1] not in families]:
                 del self.rule_overflow.values[labels]
         self._rule_families, self._rule_feeds, self._rule_counters = families, feeds, counters
+        if not specs and self.rule_lines is not None:  # no rules any more: their bookkeeping goes too
+            for fam in (self.rule_lines, self.rule_invalid, self.rule_overflow):
+                table.families.remove(fam)
+            self.rule_lines = self.rule_invalid = self.rule_overflow = None
         for server in self._servers:
             self._touch_rules(server)
 
