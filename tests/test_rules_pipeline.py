@@ -157,6 +157,43 @@ def test_a_clients_echoed_text_matches_no_rule_unless_the_rule_says_so():
     assert ruled(feed_each([access], anything)) == []
 
 
+# The trust boundary of issue 32 (exporter.parsers.echo, exporter.stream.boundary) holds for rules as for the
+# built-in families: every record that echoes a client's text, its continuation lines and a JSON record's
+# later message lines are read by no rule but one that says client_text: true. The text is the line a
+# loose rule (no logger, level or process) reads.
+TEXT = "Unlinked mmap file /x after 99 workers mapped it"
+API = "Aug 04 02:50:28 compute-server grandpa[572062]: (APIServer pid=53) {level} 08-04 02:50:28 [{file}] "
+ECHOES = {
+    # the engine client logs a request's id, which is the client's X-Request-Id
+    "added request": [API.format(level="INFO", file="async_llm.py:350") + f"Added request {TEXT}."],
+    "request failed": [API.format(level="WARNING", file="async_llm.py:512") + f"Request {TEXT} failed (bad request)."],
+    # a LoRA adapter loaded at run time: its name is the client's
+    "lora name": [API.format(level="INFO", file="serving.py:232") + f"Loaded new LoRA adapter: name '{TEXT}', path '/a'"],
+    "response body": [API.format(level="INFO", file="log_response.py:40") + f'response_body={{"text": "{TEXT}"}}'],
+    # an id holding a newline: vLLM repeats the echo's header on the next line, whose text is the client's
+    # (the first line holds no needle: the fast path must still let the pipeline see it)
+    "continuation": [API.format(level="INFO", file="async_llm.py:350") + "Added request abc",
+                     API.format(level="INFO", file="async_llm.py:350") + TEXT + "."],
+    # a JSON record's message: its later lines are its text (a request id holding a line break)
+    "json message": [json.dumps({"asctime": "08-04 02:50:28", "levelname": "WARNING", "name": "vllm.entrypoints.api",
+                                 "filename": "api_server.py", "lineno": 98, "vllm_process_name": "APIServer",
+                                 "process": 53, "message": f"HTTPException caught. Request id: x\n{TEXT}"})],
+}
+
+
+@pytest.mark.parametrize("lines", ECHOES.values(), ids=ECHOES.keys())
+def test_no_rule_reads_text_echoed_from_a_client_but_one_that_says_client_text(lines):
+    loose = [{k: v for k, v in RULES[0].items() if k not in ("logger", "level", "process")}]
+    assert ruled(feed_each(lines, loose)) == []
+    assert ruled(feed_batch(lines, loose)[1]) == []
+    reader = [dict(loose[0], client_text=True)]
+    assert ruled(feed_each(lines, reader)) == [("offload_workers", {"workers": 99})]
+    assert ruled(feed_batch(lines, reader)[1]) == [("offload_workers", {"workers": 99})]
+    # and a client_text rule adds to what the built-in families made of the lines, never changes it
+    kinds = [e.kind for e in feed_each(lines, []) if e.kind != "rule"]
+    assert [e.kind for e in feed_each(lines, reader) if e.kind != "rule"] == kinds
+
+
 def test_lines_inside_a_traceback_are_the_tracebacks():
     tb = ["ERROR 08-04 02:50:00 [core.py:398] Traceback (most recent call last):",
           "ERROR 08-04 02:50:00 [core.py:398]   File \"x.py\", line 1, in f",
@@ -252,3 +289,17 @@ def test_set_rules_again_keeps_what_is_declared_alike_and_drops_the_rest():
     assert 'vllm_log_rule_lines_total{rule="dspark_depth",server="g"} 2.0' in text
     m.set_rules([])
     assert "vllm_log_rule_" not in m.render().decode() and "gnosis_" not in m.render().decode()
+
+
+def test_test_says_why_a_rule_refused_an_echo():
+    from exporter.framing.frame import frame_line
+    from exporter.parsers.rules import refusal
+
+    spec = specs()[0]  # offload_workers: from shared_offload_region.py, INFO, Worker_TP*
+    head = UNLINKED[:UNLINKED.index("] Unlinked") + 2]
+    for line in (head + "Added request " + TEXT, head + f"Loaded new LoRA adapter: name '{TEXT}', path '/a'"):
+        f = frame_line(line, Clock(year=2026))
+        assert spec.regex.search(f.message)
+        assert refusal(spec, f).startswith("it echoes a client's text")
+        assert ruled(feed_batch([line])[1]) == []
+    assert refusal(spec, frame_line(UNLINKED, Clock(year=2026))) is None

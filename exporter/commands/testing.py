@@ -126,6 +126,11 @@ def _fields(f: dict) -> str:
     return " ".join(shown) or "(no fields)"
 
 
+# what a rule refused when the line itself does not say why: where it stands in the stream does
+_NOT_OWN = ("it is not a line of its own here (a traceback's, a JSON record's later message line, or the continuation of "
+            "a record that echoes a client's text; client_text: true lets the rule read the last two)")
+
+
 def explain(specs, path: str, clock: Clock, server: str, out: TextIO) -> int:
     """Every line of ``path`` with what it became."""
     from exporter.offline.passes import Pass
@@ -148,7 +153,7 @@ def explain(specs, path: str, clock: Clock, server: str, out: TextIO) -> int:
                 if spec.name not in taken and any(nd in line for nd in spec.needles):
                     f = frame_line(line, clock)
                     if spec.regex.search(f.message, 0, spec.max_chars):
-                        out.write(f"  rule {spec.name}: its pattern matches, but {refusal(spec, f) or 'not here'}\n")
+                        out.write(f"  rule {spec.name}: its pattern matches, but {refusal(spec, f) or _NOT_OWN}\n")
             if not events and not moved:
                 out.write(f"  {result}: nothing\n")
     events, moved = run.finish()

@@ -11,7 +11,7 @@ rules:
     logger: shared_offload_region.py     # optional: the vLLM logger file (file.py or file.py:LINE), or a list
     level: INFO                          # optional: DEBUG | INFO | WARNING | ERROR | CRITICAL, or a list
     process: Worker_TP*                  # optional: the process tag, a glob, or a list
-    client_text: false                   # true: may match lines that echo a client's text (request logger)
+    client_text: false                   # true: may match records that echo a client's text (exporter.parsers.echo)
     max_chars: 2048                      # how much of the message the pattern sees (64-16384)
     fields:                              # the pattern's named groups; one left out is a string
       size: {type: float, unit: GB}      # int | float | string; unit converts to the base unit

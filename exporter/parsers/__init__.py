@@ -152,14 +152,19 @@ class Families:
     periodic line the fast path reads holding one of them goes the usual way, so the rules see it).
     ``loggers``: per rule, the logger files it takes lines from (empty: any); the fast path, which knows a
     line's file before framing it, tests only the needles of the rules that could take it
-    (``needles_for``, ``filters_for``): a rule bound to its file costs other files' lines nothing."""
+    (``needles_for``, ``filters_for``): a rule bound to its file costs other files' lines nothing.
+    ``client_text``: per rule, whether it may read a record that echoes a client's text (the trust
+    boundary: ``rule_events(frame, echo=True)`` tries only those rules)."""
 
-    __slots__ = ("rules", "rule_table", "rule_needles", "filters", "_bound", "_unbound", "_needles_for",
-                 "_filters_for")
+    __slots__ = ("rules", "rule_table", "client_text_table", "rule_needles", "filters", "_bound", "_unbound",
+                 "_needles_for", "_filters_for")
 
-    def __init__(self, rules: tuple[Parser, ...] = (), loggers: tuple[tuple[str, ...], ...] | None = None):
+    def __init__(self, rules: tuple[Parser, ...] = (), loggers: tuple[tuple[str, ...], ...] | None = None,
+                 client_text: tuple[bool, ...] | None = None):
         self.rules = tuple(rules)
         self.rule_table = _needle_table(self.rules)
+        readers = client_text if client_text is not None else (False,) * len(self.rules)
+        self.client_text_table = _needle_table(tuple(p for p, ok in zip(self.rules, readers) if ok))
         self.rule_needles = _fewest(tuple(n for n, _ in self.rule_table))
         self.filters = _fewest(NO_NEEDLE_FILTERS + self.rule_needles) if self.rules else NO_NEEDLE_FILTERS
         files = loggers if loggers is not None else ((),) * len(self.rules)
@@ -193,12 +198,14 @@ class Families:
                 self._filters_for[file] = got
         return got
 
-    def rule_events(self, frame: Frame) -> list[Event]:
-        """The events of every rule that matches the frame (in the rules' order)."""
+    def rule_events(self, frame: Frame, echo: bool = False) -> list[Event]:
+        """The events of every rule that matches the frame (in the rules' order). ``echo``: the frame is (or
+        continues) a record that echoes a client's text (exporter.parsers.echo), or a JSON record's later
+        message line: only the rules with ``client_text: true`` are tried."""
         out: list[Event] = []
         msg = frame.message
         tried = None
-        for needle, p in self.rule_table:
+        for needle, p in (self.client_text_table if echo else self.rule_table):
             if p is not tried and needle in msg:
                 tried = p
                 events = p.parse(frame)

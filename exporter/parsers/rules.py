@@ -5,8 +5,12 @@ max_chars), so parsing stays pure and imports nothing of config.
 
 Where a rule may match (its origin): a frame must come from one of the rule's logger files, levels and
 process tags when the rule names them; and, unless the rule says ``client_text: true``, it must not be
-one that echoes a client's text (``echoes_client_text``): otherwise a prompt that quotes a line would
-count as that line. uvicorn's lines (the access log: a client's path) are never a rule's: they are the
+a record that echoes a client's text: the same trust boundary as the built-in families (issue 32,
+exporter.parsers.echo: the request logger's records, the engine client's request lines, run-time LoRA
+names, the response-body middleware). Otherwise a prompt that quotes a line would count as that line.
+The pipeline keeps such records (and their continuation lines, and a JSON record's later message lines)
+from every rule but those with ``client_text: true`` (``Families.rule_events(frame, echo=True)``); a
+rule's own check here (``echo.recognise``) holds when a frame reaches it another way. uvicorn's lines (the access log: a client's path) are never a rule's: they are the
 access-log family's, and the batch path counts them without framing.
 """
 
@@ -17,20 +21,17 @@ import re
 from fnmatch import fnmatchcase
 
 from exporter.framing.frame import Frame
+from exporter.parsers import echo
 from exporter.parsers.base import Parser
 from exporter.parsers.events import Event
 
 MAX_STRING = 200  # a string field's value is cut here (a label's value is bounded again by its rule)
 _INT = re.compile(r"[+-]?\d{1,30}")
 
-# vLLM's request logger (vllm/entrypoints/logger.py, --enable-log-requests / --enable-log-outputs) puts the
-# client's prompt and the model's output into its lines; uvicorn's lines carry the client's path.
-ECHO_STARTS = ("Received request ", "Generated response ", "Aborted request ")
-
-
 def echoes_client_text(f: Frame) -> bool:
-    """A record that quotes what a client sent (or what the model wrote for it)."""
-    return f.message.startswith(ECHO_STARTS)
+    """A record that quotes what a client sent (or what the model wrote for it): exporter.parsers.echo's
+    (uvicorn's lines, which carry a client's path, are refused apart)."""
+    return echo.recognise(f) is not None
 
 
 def number(text: str, kind: str):
@@ -89,7 +90,8 @@ def refusal(spec, f: Frame) -> str | None:
         if f.process is None or not any(fnmatchcase(f.process, p) for p in spec.processes):
             return f"its process {f.process or '(none)'} is not {' or '.join(spec.processes)}"
     if not spec.client_text and echoes_client_text(f):
-        return "it echoes a client's text (vLLM's request logger); client_text: true lets the rule read it"
+        return ("it echoes a client's text (vLLM's request logger, a request's id, a LoRA name or a response body); "
+                "client_text: true lets the rule read it")
     return None
 
 
@@ -156,4 +158,5 @@ def families(specs):
 
     if not specs:
         return BUILT_IN
-    return Families(tuple(rule_parser(s) for s in specs), tuple(tuple(s.loggers) for s in specs))
+    return Families(tuple(rule_parser(s) for s in specs), tuple(tuple(s.loggers) for s in specs),
+                    tuple(bool(s.client_text) for s in specs))

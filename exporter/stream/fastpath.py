@@ -13,7 +13,9 @@ count the line as ignored and make nothing of it; so it is not framed at all.
 
 With a user's rules (exporter.parsers.Families), a line holding the needle of a rule that may take it
 (one bound to no logger file, or to this line's) goes the usual way, so the rules see it framed, as the
-built-in families do.
+built-in families do. So does, with rules loaded, a quiet line that begins a record echoing a client's
+text (exporter.parsers.echo): the pipeline remembers its header, so that its continuation lines reach no
+rule but one with ``client_text: true``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import re
 from exporter.framing.clock import Clock
 from exporter.framing.frame import (BARE_RESET, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, PROCESS_NAME_P, TRACEBACK_START,
                                     record_time)
-from exporter.parsers import BUILT_IN, Families, engine_stats, kv_transfer, spec_decode
+from exporter.parsers import BUILT_IN, Families, echo, engine_stats, kv_transfer, spec_decode
 from exporter.parsers.base import logger_stem
 
 _WRAPPER = re.compile(JOURNALD_RECORD_P)
@@ -118,6 +120,8 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
 
 
 _QUIET_LEVELS = frozenset({"INFO", "DEBUG"})
+_ECHO_STARTS = tuple(start for start, _ in echo.STARTS)
+_ECHO_FIRST = frozenset(start[0] for start in _ECHO_STARTS)
 
 
 def ignorable(line: str, clock: Clock, families: Families = BUILT_IN) -> bool:
@@ -138,6 +142,10 @@ def _quiet(line: str, clock: Clock, families: Families) -> bool:
     for needle in filters:
         if needle in msg:
             return False
+    if families.rules and msg[:1] in _ECHO_FIRST and msg.startswith(_ECHO_STARTS):
+        # a record that echoes a client's text: the pipeline must see it, to know its continuation
+        # lines (their header is the echo's), which a rule without client_text must not read
+        return False
     if TRACEBACK_START in msg or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):
         return False  # a traceback starting, or maybe another record glued on: the usual way decides
     # (every bare colour reset holds "0m" or "9m": two finds before the regex)

@@ -334,15 +334,15 @@ class Pipeline:
         the later ones, and they are no message of their own)."""
         record = self._echoes.record(f, key)
         if record is not None:
-            return self._echo(f, record)
+            return self._ruled(f, *self._echo(f, record))
         msg = f.message
         if text == MESSAGE_MORE:
             events = parse_frame(f, CONTINUATION_PARSERS)
             if not events:
-                return IGNORED, []
+                return self._ruled(f, IGNORED, [])
             for ev in events:
                 ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
-            return PARSED, events
+            return self._ruled(f, PARSED, events)
         # (a traceback is logged at ERROR, or WARNING with exc_info, or bare on stderr: never at INFO or
         # DEBUG, the levels of the records that echo a client's text)
         if (msg.startswith(TRACEBACK_START) or (msg[:1] == " " and msg.lstrip().startswith(TRACEBACK_START))) \
@@ -384,6 +384,19 @@ class Pipeline:
         if level is not None or f.process is not None or f.unit == "systemd" or _NOISE.match(msg):
             return IGNORED, []
         return UNPARSED, []
+
+    def _ruled(self, f: Frame, result: str, events: list[Event]) -> tuple[str, list[Event]]:
+        """A frame the trust boundary keeps from the families (an echo of a client's text, or a JSON
+        record's later message line): only the user's rules that say ``client_text: true`` read it."""
+        families = self.families
+        if not families.client_text_table:
+            return result, events
+        ruled = families.rule_events(f, echo=True)
+        if not ruled:
+            return result, events
+        for ev in ruled:
+            ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
+        return PARSED, events + ruled
 
     def _echo(self, f: Frame, record: str) -> tuple[str, list[Event]]:
         """A record that echoes a client's text: nothing in it is read. At WARNING or above, its first
