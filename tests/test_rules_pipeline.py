@@ -303,3 +303,24 @@ def test_test_says_why_a_rule_refused_an_echo():
         assert refusal(spec, f).startswith("it echoes a client's text")
         assert ruled(feed_batch([line])[1]) == []
     assert refusal(spec, frame_line(UNLINKED, Clock(year=2026))) is None
+
+
+def test_an_echo_the_fast_path_ignores_still_marks_its_continuation_lines():
+    # the continuation case above, in the batch path: the first line is needle-free and quiet, so the fast
+    # path answers it without framing; with rules loaded it says it is an echo, the pipeline keeps the line
+    # and reads the header framing would have read when a rule matches a later line
+    from exporter.framing.frame import frame_line
+
+    first, second = ECHOES["continuation"]
+    assert fastpath.classify(first, Clock(year=2026), True, families(specs())) is fastpath.ECHO
+    assert fastpath.classify(first, Clock(year=2026)) is fastpath.IGNORE  # without rules: as before
+    f = frame_line(first, Clock(year=2026))
+    assert fastpath.echo_key(first) == ((f.process, f.pid), f.header.rstrip())
+    loose = [{k: v for k, v in RULES[0].items() if k not in ("logger", "level", "process")}]
+    counts, events = feed_batch([first, second], loose)
+    assert counts["ignored"] == 2 and ruled(events) == []
+    # another echo of the process since, with another header: its line is its own again
+    later = API.format(level="INFO", file="async_llm.py:350").replace(":28", ":29") + TEXT + "."
+    counts, events = feed_batch([first, API.format(level="INFO", file="async_llm.py:350") + "Added request b",
+                                 later], loose)
+    assert ruled(events) == [("offload_workers", {"workers": 99})]

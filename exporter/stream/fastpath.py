@@ -13,9 +13,10 @@ count the line as ignored and make nothing of it; so it is not framed at all.
 
 With a user's rules (exporter.parsers.Families), a line holding the needle of a rule that may take it
 (one bound to no logger file, or to this line's) goes the usual way, so the rules see it framed, as the
-built-in families do. So does, with rules loaded, a quiet line that begins a record echoing a client's
-text (exporter.parsers.echo): the pipeline remembers its header, so that its continuation lines reach no
-rule but one with ``client_text: true``.
+built-in families do. With rules loaded, a quiet line that begins a record echoing a client's text
+(exporter.parsers.echo) is answered ECHO: ignored, and kept by the pipeline, which reads its header
+(``echo_key``) only when a rule matches a later line, so that the record's continuation lines reach no
+rule but one with ``client_text: true`` at the cost of a list append per echo line.
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ _SHAPES = tuple(
 IGNORE = "ignore"  # what classify says of a line that ignorable() would pass
 
 
+ECHO = "echo"  # ... and, with a user's rules loaded, of such a line that begins a record echoing a client's text
+
+
 def classify(line: str, clock: Clock, quiet: bool = True, families: Families = BUILT_IN):
     """``match``'s answer for a line of one of the shapes, IGNORE for one that ``ignorable`` passes
     (unless ``quiet`` is False), else None (the usual way decides): both questions in one call, as
@@ -66,7 +70,10 @@ def classify(line: str, clock: Clock, quiet: bool = True, families: Families = B
     for start, kind, regex, fields, where in _SHAPES:
         if start in line:
             return _shape(line, clock, start, kind, regex, fields, where, families)
-    return IGNORE if quiet and _quiet(line, clock, families) else None
+    if not quiet:
+        return None
+    q = _quiet(line, clock, families)
+    return IGNORE if q is True else (q or None)
 
 
 def match(line: str, clock: Clock, families: Families = BUILT_IN
@@ -127,10 +134,11 @@ _ECHO_FIRST = frozenset(start[0] for start in _ECHO_STARTS)
 def ignorable(line: str, clock: Clock, families: Families = BUILT_IN) -> bool:
     """True when the usual way (framing, glue check, parsers) would count ``line`` as ignored and
     make no event of it. Same caller's checks as ``match``; a False says nothing."""
-    return line[:1].isalpha() and _quiet(line, clock, families)
+    return line[:1].isalpha() and bool(_quiet(line, clock, families))
 
 
-def _quiet(line: str, clock: Clock, families: Families) -> bool:
+def _quiet(line: str, clock: Clock, families: Families):
+    """True, False, or ECHO (which is ignorable too)."""
     text = line.rstrip()
     m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
     if m is None or m.group(12) not in _QUIET_LEVELS:
@@ -142,10 +150,6 @@ def _quiet(line: str, clock: Clock, families: Families) -> bool:
     for needle in filters:
         if needle in msg:
             return False
-    if families.rules and msg[:1] in _ECHO_FIRST and msg.startswith(_ECHO_STARTS):
-        # a record that echoes a client's text: the pipeline must see it, to know its continuation
-        # lines (their header is the echo's), which a rule without client_text must not read
-        return False
     if TRACEBACK_START in msg or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):
         return False  # a traceback starting, or maybe another record glued on: the usual way decides
     # (every bare colour reset holds "0m" or "9m": two finds before the regex)
@@ -154,6 +158,21 @@ def _quiet(line: str, clock: Clock, families: Families) -> bool:
     # an unknown month name makes framing take its general way, which reads the line otherwise
     # (the minute's stamp is cached by framing: most lines only look it up)
     known = clock.minutes.get(text[:m.start(5)])
-    if known is not None and known is not NO_MONTH:
-        return True
-    return record_time(m, text, clock) is not NO_MONTH
+    if (known is None or known is NO_MONTH) and record_time(m, text, clock) is NO_MONTH:
+        return False
+    if families.rules and msg[:1] in _ECHO_FIRST and msg.startswith(_ECHO_STARTS):
+        # a record that echoes a client's text: ignored all the same, but its continuation lines (the
+        # same header) must reach no rule without client_text, so the pipeline is told (echo_key)
+        return ECHO
+    return True
+
+
+def echo_key(line: str) -> tuple[tuple, str] | None:
+    """((process, pid), header) of a line classify answered ECHO, as framing reads them (the key and header
+    exporter.stream.boundary.Echoes keeps)."""
+    text = line.rstrip()
+    m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
+    if m is None:
+        return None
+    pid = m.group(11)
+    return (m.group(10), int(pid) if pid is not None else None), text[m.start(12):m.end()].rstrip()

@@ -10,6 +10,7 @@ output that carries no metric) or ``unparsed`` (nothing recognised it).
 
 from __future__ import annotations
 
+from collections import deque
 import re
 import time
 
@@ -75,6 +76,10 @@ class Pipeline:
         self._engine_of: dict[tuple, int] = {}
         self._cri = CriJoiner(max_line, on_cut)
         self._echoes = Echoes()  # records that echo a client's text, and their continuation lines
+        # with a user's rules: the last echo records the fast path skipped (fastpath.ECHO), read only when a
+        # rule matches a line, and what they said: (process, pid) -> header (Pipeline._unless_echoed)
+        self._fast_echoes: deque[str] = deque(maxlen=32)
+        self._rule_echoes: dict[tuple, str] = {}
         self.lifecycle = Lifecycle()  # what the error lines mean: a death, a stop, a failed start
 
     def _bad(self, line: str, error: BaseException) -> None:
@@ -149,6 +154,7 @@ class Pipeline:
                     raise
                 tails, others, first, last, access = {}, range(len(lines)), -1, -1, {}
         classify, clock, ignore, families = fastpath.classify, self.clock, fastpath.IGNORE, self.families
+        echo_seen, fast_echoes = fastpath.ECHO, self._fast_echoes
         fast_event, usual = self._fast_event, self._feed_usual
         for i in others:
             line = lines[i]
@@ -157,6 +163,10 @@ class Pipeline:
                 # feed()'s own steps, unrolled: most of these lines are periodic or ignored ones
                 fast = classify(line, clock, True, families) if clean and not self._tracebacks else None
                 if fast is ignore:
+                    counts[IGNORED] += 1
+                    continue
+                if fast is echo_seen:
+                    fast_echoes.append(line)
                     counts[IGNORED] += 1
                     continue
                 res, ev = (PARSED, [fast_event(fast)]) if fast is not None else usual(line, clean)
@@ -199,6 +209,10 @@ class Pipeline:
             if clean and not self._tracebacks:
                 fast = fastpath.classify(line, self.clock, True, self.families)
                 if fast is fastpath.IGNORE:
+                    self.lineno += 1
+                    return IGNORED, []
+                if fast is fastpath.ECHO:
+                    self._fast_echoes.append(line)
                     self.lineno += 1
                     return IGNORED, []
                 if fast is not None:
@@ -358,6 +372,8 @@ class Pipeline:
         events = parse_frame(f)
         # a user's rules add to what the families made of the line (exporter.parsers.Families)
         ruled = self.families.rule_events(f) if self.families.rules else None
+        if ruled and (self._fast_echoes or self._rule_echoes):
+            ruled = self._unless_echoed(f, key, ruled)
         if ruled:
             for ev in ruled:
                 ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
@@ -384,6 +400,23 @@ class Pipeline:
         if level is not None or f.process is not None or f.unit == "systemd" or _NOISE.match(msg):
             return IGNORED, []
         return UNPARSED, []
+
+    def _unless_echoed(self, f: Frame, key: tuple, ruled: list[Event]) -> list[Event]:
+        """Rule events of a line that may continue an echo record the fast path skipped (it kept the line,
+        not its header, which is read here, when a rule matches): on such a line only the rules with
+        ``client_text: true`` (the built-in families' events are theirs, as without rules)."""
+        seen = self._rule_echoes
+        for line in self._fast_echoes:
+            got = fastpath.echo_key(line)
+            if got is not None:
+                if len(seen) >= Echoes.MAX_PROCESSES:
+                    seen.clear()
+                seen[got[0]] = got[1]
+        self._fast_echoes.clear()
+        header = f.header
+        if header is None or seen.get(key) != header.rstrip():
+            return ruled
+        return self.families.rule_events(f, echo=True)
 
     def _ruled(self, f: Frame, result: str, events: list[Event]) -> tuple[str, list[Event]]:
         """A frame the trust boundary keeps from the families (an echo of a client's text, or a JSON
