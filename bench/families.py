@@ -13,7 +13,8 @@ leaves mtail out and compares each with the first instead.
 
 ``--rules FILE`` adds a tool, ours with the user's rules of FILE (``report --rules``), run in the same
 rounds, alternating with ours without them (bench/rules10.yaml: ten rules, one of which reads every
-spec-decode line); without mtail, each with rules is compared with itself without.
+spec-decode line; bench/rules10_unused.yaml: ten rules the log never matches); without mtail, each with rules
+is compared with itself without.
 """
 
 from __future__ import annotations
