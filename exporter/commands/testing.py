@@ -48,7 +48,7 @@ class _Run:
     """A fresh stream and metrics with the rules loaded: what one test (or one LINES file) goes through."""
 
     def __init__(self, specs, clock: Clock, server: str):
-        self.pipeline = Pipeline(clock, families(specs))
+        self.pipeline = Pipeline(clock, families=families(specs))
         self.metrics = Metrics(process_metrics=False)
         self.metrics.set_rules(specs)
         self.metrics.add_server(server)
