@@ -8,6 +8,7 @@ has a promtool unit test in deploy/prometheus/rules/vllm-log-exporter.rules_test
 from __future__ import annotations
 
 from mixin import config as C
+from mixin import slo
 
 
 def _pct(x: float) -> str:
@@ -37,7 +38,7 @@ STOPPED_OR_DEAD = 'vllm_log_server_state{state=~"stopped|dead"} == 1'
 
 # The board each alert is looked at on (the rest: the Overview)
 ALERT_BOARDS = {"VllmDraftAcceptanceCollapsed": "vllm-log-spec-decode", "VllmKvCacheFull": "vllm-log-memory-kv",
-                "VllmKvOffloadSlow": "vllm-log-memory-kv"}
+                "VllmKvOffloadSlow": "vllm-log-memory-kv", **{name: slo.BOARD_UID for name in slo.alert_names()}}
 
 
 def dashboard_url(alert: str, exporter_level: bool) -> str:
@@ -327,7 +328,9 @@ def groups() -> list[dict]:
             },
         },
     ]
-    for rule in errors + http + engine + exporter:
+    slo_groups = slo.groups()
+    slo_alerts = [r for g in slo_groups for r in g["rules"] if "alert" in r]
+    for rule in errors + http + engine + exporter + slo_alerts:
         rule["annotations"]["runbook_url"] = f"{C.RUNBOOK_BASE_URL}#{rule['alert'].lower()}"
         rule["annotations"]["dashboard_url"] = dashboard_url(rule["alert"], rule in exporter)
         for key, value in C.ALERT_OVERRIDES.get(rule["alert"], {}).items():
@@ -340,4 +343,5 @@ def groups() -> list[dict]:
         {"name": "vllm-log-http", "rules": http},
         {"name": "vllm-log-engine", "rules": engine},
         {"name": "vllm-log-exporter", "rules": exporter},
+        *slo_groups,
     ]

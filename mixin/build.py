@@ -19,6 +19,8 @@ from pathlib import Path
 import yaml
 
 from mixin import alerts, dashboards
+from mixin import config as C
+from mixin.slo_buckets import threshold_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD_DIR = ROOT / "dashboards"
@@ -48,8 +50,13 @@ def render_rules() -> str:
     return HEADER + yaml.safe_dump({"groups": groups}, sort_keys=False, width=200, allow_unicode=True)
 
 
+def boards() -> dict:
+    """Every board: name -> the function that builds it."""
+    return dict(dashboards.DASHBOARDS)
+
+
 def render_dashboards() -> dict[str, str]:
-    return {name: json.dumps(build(), indent=2, ensure_ascii=False) + "\n" for name, build in dashboards.DASHBOARDS.items()}
+    return {name: json.dumps(build(), indent=2, ensure_ascii=False) + "\n" for name, build in boards().items()}
 
 
 def exported_metric_names() -> set[str]:
@@ -83,7 +90,7 @@ def exported_metric_names() -> set[str]:
 def expressions() -> list[tuple[str, str]]:
     """(where, PromQL) of every dashboard target and variable query, and every rule."""
     out = []
-    for name, build in dashboards.DASHBOARDS.items():
+    for name, build in boards().items():
         d = build()
         for p in d["panels"]:
             for t in p.get("targets", []):
@@ -91,9 +98,12 @@ def expressions() -> list[tuple[str, str]]:
         for v in d["templating"]["list"]:
             if v["type"] == "query":
                 out.append((f"dashboards/{name}: variable {v['name']}", v["query"]["query"]))
+        for a in d["annotations"]["list"]:
+            if "expr" in a:
+                out.append((f"dashboards/{name}: annotation {a['name']!r}", a["expr"]))
     for g in alerts.groups():
         for r in g["rules"]:
-            out.append((f"rules: {r['alert']}", r["expr"]))
+            out.append((f"rules: {r.get('alert') or r['record']}", r["expr"]))
     return out
 
 
@@ -111,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mixin.build")
     ap.add_argument("--check", action="store_true", help="fail if the committed files are stale or unsound")
     args = ap.parse_args(argv)
+    # an SLO threshold off vLLM's bucket bounds would render an SLI that never has data
+    if problems := threshold_problems(C.SLOS):
+        for p in problems:
+            print(p, file=sys.stderr)
+        return 1
     wanted = {DASHBOARD_DIR / n: text for n, text in render_dashboards().items()}
     wanted[RULES_FILE] = render_rules()
     if args.check:

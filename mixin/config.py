@@ -61,3 +61,45 @@ RUNBOOK_BASE_URL = RUNBOOK_URL
 # vLLM's own /metrics, scraped next to the exporter (deploy/prometheus/prometheus.yml): its job,
 # whose targets carry a `server` label naming the exporter's server for that vLLM.
 VLLM_JOB = "vllm"
+VLLM_SELECTOR = f'job="{VLLM_JOB}"'
+
+# --- Service levels (SLOs) on vLLM's own /metrics (mixin/slo.py renders them; README "Service levels").
+# Each objective is the share of events that must be good over SLO_WINDOW: requests for the time to
+# first token, the queue time, the whole request's latency and errors; inter-token gaps (every gap
+# between two streamed tokens) for the inter-token latency. A latency's threshold (seconds) must be
+# an upper bound of vLLM's histogram buckets, as vLLM 0.29 to 0.34 ship them by default
+# (mixin/slo_buckets.py; `python -m mixin.build` refuses any other); a server started with
+# `--custom-histogram-buckets` (vLLM 0.32+) that drops it has no such bucket, and
+# VllmSloThresholdNotABucket says so instead of the SLI falling silent. Remove an entry to drop that
+# SLO. The defaults are a start: set them from what your users need and what the Service levels board
+# shows your servers doing today.
+SLO_WINDOW = "30d"
+SLOS: dict[str, dict[str, float]] = {
+    "time_to_first_token": {"objective": 0.99, "threshold_seconds": 2.5},
+    "inter_token_latency": {"objective": 0.99, "threshold_seconds": 0.2},
+    "queue_time": {"objective": 0.99, "threshold_seconds": 1.0},
+    "request_latency": {"objective": 0.99, "threshold_seconds": 60.0},
+    # requests that failed: answered with a 5xx in the access log, or ended by vLLM with an error or
+    # refused by its admission control (503, vLLM 0.32+), whichever counts more (mixin/slo.py says
+    # why), among the requests to the inference endpoints below (or, without the access log, those
+    # vLLM finished that the client did not abort)
+    "errors": {"objective": 0.999},
+}
+# The access log's inference endpoints (the `endpoint` label): probes and /metrics are not traffic.
+SLO_HTTP_ENDPOINTS = ("/v1/(chat/completions|completions|responses|messages|embeddings|audio/transcriptions|"
+                      "audio/translations|rerank|score)|/v2/rerank|/rerank|/score|/pooling|/classify|/invocations|"
+                      "/generate")
+# The SLIs are summed over these labels: every engine (data parallel) and API server of a server in
+# one. vLLM's scrape must carry the exporter's `server` name for it (deploy/prometheus/prometheus.yml),
+# and `host` where the exporter's series have one, so that the access log's errors and vLLM's own
+# count as the same server.
+SLO_BY = ["cluster", "host", "server"]
+# Multi-window, multi-burn-rate alerts (Google's SRE workbook, "Alerting on SLOs"): (long window,
+# short window, share of the SLO_WINDOW's error budget spent in the long window). Each fires when
+# both windows burn faster than that share allows; the short one makes it stop soon after the burn
+# does. Fast burns page (severity critical), slow burns are a ticket (warning).
+SLO_FAST_BURN = [("1h", "5m", 0.02), ("6h", "30m", 0.05)]
+SLO_SLOW_BURN = [("1d", "2h", 0.10), ("3d", "6h", 0.10)]
+# No alert on fewer requests than this in the alert's long window: one slow request out of three
+# is no outage. A server without traffic never alerts (its SLIs have no value then).
+SLO_MIN_REQUESTS = 10

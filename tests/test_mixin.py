@@ -15,6 +15,8 @@ from tests.helpers import ROOT, have
 
 RULES = ROOT / "deploy" / "prometheus" / "rules" / "vllm-log-exporter.rules.yml"
 RULES_TEST = ROOT / "deploy" / "prometheus" / "rules" / "vllm-log-exporter.rules_test.yml"
+# the service levels' promtool tests (mixin/slo.py), on the same rules file
+SLO_RULES_TEST = RULES_TEST.with_name("vllm-log-exporter-slo.rules_test.yml")
 AM = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
 PROM = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 SCHEMA = json.loads((ROOT / "tests" / "schemas" / "grafana-dashboard.schema.json").read_text())
@@ -66,16 +68,18 @@ def test_promtool_check_and_unit_test_the_rules():
     r = run("promtool", "check", "rules", str(RULES))
     rules = sum(len(g["rules"]) for g in alerts.groups())
     assert r.returncode == 0 and f"SUCCESS: {rules} rules found" in r.stdout, r.stdout + r.stderr
-    r = run("promtool", "test", "rules", str(RULES_TEST))
-    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+    for tests in (RULES_TEST, SLO_RULES_TEST):
+        r = run("promtool", "test", "rules", str(tests))
+        assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
 
 
 def test_every_alert_has_a_firing_and_a_quiet_promtool_test():
-    names = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
+    names = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r}
     fires, quiet = set(), set()
-    for t in yaml.safe_load(RULES_TEST.read_text())["tests"]:
-        for a in t.get("alert_rule_test", []):
-            (fires if a["exp_alerts"] else quiet).add(a["alertname"])
+    for tests in (RULES_TEST, SLO_RULES_TEST):
+        for t in yaml.safe_load(tests.read_text())["tests"]:
+            for a in t.get("alert_rule_test", []):
+                (fires if a["exp_alerts"] else quiet).add(a["alertname"])
     assert names - fires == set(), "alerts without a test that fires them"
     assert names - quiet == set(), "alerts without a test that they stay quiet"
 
@@ -83,6 +87,8 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_test():
 def test_every_alert_has_severity_summary_and_description():
     for g in alerts.groups():
         for r in g["rules"]:
+            if "record" in r:
+                continue
             assert r["labels"]["severity"] in ("critical", "warning"), r["alert"]
             assert r["annotations"]["summary"] and len(r["annotations"]["description"]) > 40, r["alert"]
 
@@ -276,7 +282,7 @@ def test_every_alert_pushed_or_rule_based_has_a_runbook_section():
 
     runbook = (ROOT / "docs" / "runbook.md").read_text()
     sections = {line[3:].strip().lower() for line in runbook.splitlines() if line.startswith("## ")}
-    rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+    rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r]
     for r in rules:
         url = r["annotations"]["runbook_url"]
         assert url == f"{C.RUNBOOK_BASE_URL}#{r['alert'].lower()}" and r["alert"].lower() in sections, r["alert"]
@@ -292,11 +298,13 @@ def test_every_rule_links_its_board_and_overrides_change_for_and_severity(monkey
     boards = {json.loads(p.read_text())["uid"] for p in DASHBOARDS}
     for g in alerts.groups():
         for r in g["rules"]:
+            if "record" in r:
+                continue
             url = r["annotations"]["dashboard_url"]
             assert url.startswith(C.GRAFANA_URL + "/d/") and url.split("/d/")[1].split("?")[0] in boards, r["alert"]
             assert ("var-instance=" if g["name"] == "vllm-log-exporter" else "var-server=") in url
     monkeypatch.setattr(C, "ALERT_OVERRIDES", {"VllmEngineStalled": {"for": "3m", "severity": "warning"}})
-    (stalled,) = [r for g in alerts.groups() for r in g["rules"] if r["alert"] == "VllmEngineStalled"]
+    (stalled,) = [r for g in alerts.groups() for r in g["rules"] if r.get("alert") == "VllmEngineStalled"]
     assert stalled["for"] == "3m" and stalled["labels"]["severity"] == "warning"
 
 
@@ -306,4 +314,4 @@ def test_rules_keep_cluster_and_namespace_so_two_clusters_stay_two_alerts():
             for by in re.findall(r"\b(?:by|on) \(([^)]*)\)", r["expr"]):
                 names = [x.strip() for x in by.split(",")]
                 if "server" in names and "host" in names and "instance" in names:
-                    assert "cluster" in names and "namespace" in names, (r["alert"], by)
+                    assert "cluster" in names and "namespace" in names, (r.get("alert") or r["record"], by)
