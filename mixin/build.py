@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from mixin import alerts, dashboards
+from mixin import alerts, dashboards, slo_board
 from mixin import config as C
 from mixin.slo_buckets import threshold_problems
 
@@ -52,7 +52,7 @@ def render_rules() -> str:
 
 def boards() -> dict:
     """Every board: name -> the function that builds it."""
-    return dict(dashboards.DASHBOARDS)
+    return {**dashboards.DASHBOARDS, **slo_board.DASHBOARDS}
 
 
 def render_dashboards() -> dict[str, str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mixin import config as C
 from tests.conftest import SAMPLE, SAMPLE_LMCACHE, SAMPLE_V0
 from tests.helpers import (ROOT, Exporter, Prometheus, dashboard_queries, free_port, grafana_substitute, have, http_get,
                            wait_until)
@@ -79,11 +80,29 @@ class Receiver(_LoopbackServer):
 class StandInVllm(_LoopbackServer):
     """A stand-in for vLLM's own /metrics (no vLLM runs here): a few `vllm:` families in vLLM's
     names, counting up on every scrape, so the dashboards' native panels and the rules that join
-    the `vllm` job have a target."""
+    the `vllm` job have a target. The latency histograms have vLLM 0.32's bucket bounds
+    (mixin/slo_buckets.py) and one observation in ten above every SLO's threshold, so the Service
+    levels board's SLIs have values."""
 
     def __init__(self):
+        from mixin.slo_buckets import BUCKETS, LATENCY_SLIS
+
         self.scrapes = 0
         outer = self
+        thresholds = {histogram: C.SLOS[name]["threshold_seconds"]
+                      for name, (histogram, _, _) in LATENCY_SLIS.items() if name in C.SLOS}
+
+        def histogram(name: str, n: int) -> str:
+            # per scrape: 9 observations at the threshold's bucket (or the first), 1 at the last bound
+            bounds, t = BUCKETS["0.32"][name], thresholds.get(name)
+            at = bounds.index(t) if t in bounds else 0
+            lines = [f"# TYPE {name} histogram\n"]
+            for i, le in enumerate(bounds):
+                lines.append(f'{name}_bucket{{model_name="m",engine="0",le="{le!r}"}} {(9 if i >= at else 0) * n + (n if i == len(bounds) - 1 else 0)}\n')
+            lines.append(f'{name}_bucket{{model_name="m",engine="0",le="+Inf"}} {10 * n}\n')
+            lines.append(f'{name}_count{{model_name="m",engine="0"}} {10 * n}\n')
+            lines.append(f'{name}_sum{{model_name="m",engine="0"}} {3.2 * n}\n')
+            return "".join(lines)
 
         class H(_Quiet):
             def do_GET(self):
@@ -91,12 +110,9 @@ class StandInVllm(_LoopbackServer):
                 n = outer.scrapes
                 body = (
                     "# TYPE vllm:request_success_total counter\n"
-                    f'vllm:request_success_total{{model_name="m",finished_reason="stop"}} {10 * n}\n'
-                    "# TYPE vllm:time_to_first_token_seconds histogram\n"
-                    + "".join(f'vllm:time_to_first_token_seconds_bucket{{model_name="m",le="{le}"}} {c * n}\n'
-                              for le, c in (("0.1", 2), ("0.5", 7), ("1.0", 9), ("+Inf", 10)))
-                    + f'vllm:time_to_first_token_seconds_count{{model_name="m"}} {10 * n}\n'
-                    + f'vllm:time_to_first_token_seconds_sum{{model_name="m"}} {3.2 * n}\n'
+                    f'vllm:request_success_total{{model_name="m",engine="0",finished_reason="stop"}} {10 * n}\n'
+                    f'vllm:request_success_total{{model_name="m",engine="0",finished_reason="error"}} {n}\n'
+                    + "".join(histogram(h, n) for h in sorted(BUCKETS["0.32"]))
                     # what the boards' vLLM job variable looks for (vLLM 0.32 exports it per engine)
                     + "# TYPE vllm:num_requests_running gauge\n"
                     + 'vllm:num_requests_running{model_name="m",engine="0"} 1\n'
