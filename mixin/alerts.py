@@ -1,8 +1,10 @@
 """Prometheus alert rules for vLLM servers watched by vllm-log-exporter.
 
-Every alert carries ``severity`` (critical: the server stopped serving; warning: it serves badly)
-and ``summary``/``description`` annotations that say what happened and where to look. Every alert
-has a promtool unit test in deploy/prometheus/rules/vllm-log-exporter.rules_test.yml.
+Every alert carries ``severity`` (critical: the server stopped serving, or burns an SLO's error
+budget fast; warning: it serves badly) and ``summary``/``description`` annotations that say what
+happened and where to look. Every alert has a promtool unit test in
+deploy/prometheus/rules/vllm-log-exporter.rules_test.yml (the service levels' groups, rendered by
+mixin/slo.py and appended here, in vllm-log-exporter-slo.rules_test.yml).
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def slo_board() -> dict:
         description="The traffic the SLIs are taken over: requests vLLM finished (its own /metrics) and requests "
                     "to the inference endpoints in the access log. Without traffic the SLIs have no value, and no "
                     "alert fires.")
-    b.timeseries("KV cache usage and requests waiting", [
+    b.timeseries("KV cache usage (the fullest engine)", [
         (f"max by (server) (vllm_log_kv_cache_usage_ratio{{{SE}}})", "KV cache {{server}}"),
     ], "percentunit", min_=0, max_=1, w=8, steps=[(None, GOOD), (C.KV_CACHE_FULL_RATIO, BAD)], line=True,
         description=f"From the log's stats windows: the fullest engine's KV cache. Above the dashed line "
