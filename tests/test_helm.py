@@ -184,7 +184,8 @@ def test_default_render_is_the_daemonset_alone_and_locked_down(rendered):
 def test_every_feature_on(rendered):
     docs = rendered["all-on"]
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == sorted(["ConfigMap"] * 4 + ["DaemonSet", "PodMonitor", "PrometheusRule", "Service",
+    boards = len(list((ROOT / "dashboards").glob("*.json")))  # one ConfigMap each, and the exporter's config
+    assert kinds == sorted(["ConfigMap"] * (1 + boards) + ["DaemonSet", "PodMonitor", "PrometheusRule", "Service",
                                                 "ServiceAccount", "ServiceMonitor"])
     pod = one(docs, "DaemonSet")["spec"]["template"]["spec"]
     (c,) = pod["containers"]
