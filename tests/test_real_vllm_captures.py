@@ -1,35 +1,62 @@
-"""Real vLLM 0.32.0 runs (CPU build, tiny random-weight Llama), captured here by
-tools/capture_vllm_run.py, read back in a second: the fast regression sample for what the live tier
-(tests/test_live_vllm.py) checks against a running server. Each log comes with its ground truth
-(``*.truth.json``): what the client was answered, and vLLM's own /metrics counters after its last
-stats window (``vllm_final``)."""
+"""Real vLLM runs (CPU builds of 0.29-0.32, tiny random-weight Llama), captured here by
+tools/capture_vllm_run.py (``--to-fixture``), read back in seconds: the fast regression sample for
+what the live tier (tests/test_live_vllm.py) checks against a running server. Each log comes with
+its ground truth (``*.truth.json``): the exit status, what the client was answered, and vLLM's own
+/metrics counters after its last stats window (``vllm_final``, scraped at ``vllm_final_t``).
+
+The first tests are the 0.32 captures of the first live tier; those after them run every scenario
+on every release captured (``tests/fixtures/vllm-<release>-cpu/``)."""
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import math
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from exporter.alerts.from_events import Alerts
+from exporter.commands.report import read_run
 from exporter.framing.clock import Clock
 from exporter.metrics import Metrics
-from exporter.stream.pipeline import Pipeline
+from exporter.offline.backfill import backfill
+from exporter.offline.passes import Pass
 from exporter.offline.report.stats import RunStats
+from exporter.stream.pipeline import Pipeline
 from tests.conftest import FIXTURES
 from tests.helpers import samples
 
 CAPTURES = FIXTURES / "vllm-0.32-cpu"
+RELEASES = sorted((p.name.split("-")[1] for p in FIXTURES.glob("vllm-*-cpu") if p.is_dir()),
+                  key=lambda v: tuple(int(x) for x in v.split(".")))
 
 
-def read(scenario: str):
+def captured(*scenarios: str):
+    """pytest params (release, scenario) for every release that has the scenario's capture."""
+    return [pytest.param(r, s, id=f"{r}-{s}") for r in RELEASES for s in scenarios
+            if (FIXTURES / f"vllm-{r}-cpu" / f"{s}.log.gz").exists()]
+
+
+def log_lines(scenario: str, release: str = "0.32") -> list[str]:
+    raw = (FIXTURES / f"vllm-{release}-cpu" / f"{scenario}.log.gz").read_bytes()
+    return gzip.decompress(raw).decode("utf-8", "replace").splitlines()
+
+
+def read(scenario: str, release: str = "0.32", stats_interval: float | None = None, until: float | None = None):
     """The capture through the daemon's path (batches, then the end-of-input flush): metrics,
-    report statistics, the alerts the exporter would push, and the events."""
-    lines = gzip.decompress((CAPTURES / f"{scenario}.log.gz").read_bytes()).decode("utf-8", "replace").splitlines()
-    truth = json.loads((CAPTURES / f"{scenario}.truth.json").read_text())
+    report statistics, the alerts the exporter would push, and the events. ``stats_interval``: the
+    exporter's configured one (default: what vLLM ran with); ``until``: metrics from the events
+    logged before that log time only."""
+    captures = FIXTURES / f"vllm-{release}-cpu"
+    lines = log_lines(scenario, release)
+    truth = json.loads((captures / f"{scenario}.truth.json").read_text())
     pipe = Pipeline(Clock(year=2026))
-    m = Metrics(process_metrics=False, stats_interval=truth["stats_interval"])
+    m = Metrics(process_metrics=False, stats_interval=stats_interval or truth["stats_interval"])
+    m.warnings = []
+    m.interval_warning = lambda *a: m.warnings.append(a)
     m.add_server("s")
     stats, alerts, events = RunStats(), Alerts(), []
     for i in range(0, len(lines), 256):
@@ -39,7 +66,7 @@ def read(scenario: str):
         stats.add_access(access, span)
         events += evs
     events += pipe.flush()
-    m.observe_many("s", events)
+    m.observe_many("s", [e for e in events if until is None or e.ts is None or e.ts < until])
     for ev in events:
         stats.add(ev)
     alerts.observe("s", events, now=0.0)
@@ -49,6 +76,7 @@ def read(scenario: str):
         return sum(v for (n, lbls), v in s.items()
                    if n == name and all(dict(lbls).get(k) == w for k, w in labels.items()))
 
+    read.metrics, read.alerts = m, alerts  # for the tests that look further
     return truth, val, stats.summary(), [a.labels["alertname"] for a in alerts.active.values()], events
 
 
@@ -116,3 +144,143 @@ def test_sigterm_to_every_process_at_once_with_streams_in_flight_is_a_stop():
     assert val("vllm_log_errors_total") == 0 and alerts == []
     assert val("vllm_log_server_stops_total") == 1 and val("vllm_log_server_state", state="stopped") == 1
     assert val("vllm_log_requests_running") == 0
+
+
+# -- every release: failed starts, stops and deaths at WARNING level, the stats clock ---------------
+
+REFUSALS = {  # scenario -> (reason, words of the root cause the notification must hold)
+    "failed_start": ("kv_cache_too_small", "KV cache is needed"),
+    "missing_model": ("model_not_found", "no-such-model"),
+    "port_in_use": ("address_in_use", "Address already in use"),
+    "bad_value": ("bad_argument", "gpu_memory_utilization"),
+    "bad_choice": ("bad_argument", "invalid choice: 'float33'"),
+}
+
+
+@pytest.mark.parametrize("release,scenario", captured(*REFUSALS))
+def test_every_refused_start_is_one_failed_start_with_the_reason_of_its_exception(release, scenario):
+    """A model path that is not there, a port taken, a value out of range, an argparse choice: vLLM
+    prints its banner (argparse: not even that), a traceback or two lines, and exits non-zero before
+    it serves. One VllmStartupFailed with the reason, the root cause's words in its description, and
+    the server left `failed`."""
+    reason, words = REFUSALS[scenario]
+    truth, val, report, alerts, events = read(scenario, release)
+    assert truth["exit_code"] not in (0, None) and truth.get("refused_for", reason) == reason
+    assert val("vllm_log_errors_total", kind="startup_failure") == 1 and val("vllm_log_errors_total") == 1
+    assert val("vllm_log_startup_failures_total", reason=reason) == 1 and val("vllm_log_startup_failures_total") == 1
+    assert alerts == ["VllmStartupFailed"]
+    (alert,) = read.alerts.active.values()
+    assert alert.annotations["reason"] == reason and words in alert.annotations["description"]
+    assert val("vllm_log_server_state", state="failed") == 1 and val("vllm_log_server_state") == 1
+    (sf,) = report["startup_failures"]
+    assert sf["reason"] == reason
+
+
+@pytest.mark.parametrize("release,scenario", captured(*REFUSALS))
+def test_a_refused_starts_untimed_lines_take_their_neighbours_time_in_backfill_and_report(release, scenario, tmp_path):
+    """A bare traceback (Python's own, as the process dies) and argparse's error carry no time; in
+    ``backfill`` and ``report`` they take the time of the lines around them (the file's mtime in a
+    log with no stamp at all, as argparse's), so the failed start is on the log's clock."""
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join(log_lines(scenario, release)) + "\n")
+    stamps = [e.ts for e in Pass(str(log), Clock(year=2026)) if e.ts is not None]
+    first_t, last_t = (min(stamps), max(stamps)) if stamps else (log.stat().st_mtime,) * 2
+    out = io.StringIO()
+    scan = Pass(str(log), Clock(year=2026), neighbour_times=True)
+    backfill((("event", e) for e in scan), Metrics(process_metrics=False), "s", out, step=1.0)
+    failures = [line for line in out.getvalue().splitlines()
+                if line.startswith("vllm_log_startup_failures_total{") and f'reason="{REFUSALS[scenario][0]}"' in line]
+    assert failures, "no sample of the failed start"
+    first = min(float(line.split()[2]) for line in failures if float(line.split()[1]) == 1)
+    assert first_t <= first <= last_t + 1.0
+    _, summary = read_run(str(log), Clock(year=2026), None, None)
+    (sf,) = summary["startup_failures"]
+    assert sf["ts"] is not None and first_t <= sf["ts"] <= last_t
+
+
+@pytest.mark.parametrize("release,scenario", captured("warning_stop"))
+def test_a_stop_at_warning_level_is_a_stop(release, scenario):
+    """VLLM_LOGGING_LEVEL=WARNING hides every INFO stop line; what remains (0.32's force-kill
+    warning, uvicorn's own Shutting down) still makes it a stop, the server `stopped`, nobody paged."""
+    truth, val, report, alerts, events = read(scenario, release)
+    assert truth["signal_sent"] == "SIGTERM" and truth["exit_code"] == 0
+    assert val("vllm_log_server_stops_total") == 1 and val("vllm_log_server_state", state="stopped") == 1
+    assert val("vllm_log_errors_total") == 0 and alerts == []
+
+
+@pytest.mark.parametrize("release,scenario", captured("warning_kill"))
+def test_a_killed_engine_at_warning_level_is_one_death_not_a_stop(release, scenario):
+    truth, val, report, alerts, events = read(scenario, release)
+    assert truth["signal_sent"] == "SIGKILL (EngineCore)"
+    assert val("vllm_log_errors_total", kind="engine_dead") == 1 and val("vllm_log_errors_total") == 1
+    assert val("vllm_log_server_stops_total") == 0 and val("vllm_log_server_state", state="dead") == 1
+    assert alerts == ["VllmEngineDead"]
+
+
+# dp2's capture stopped with streams in flight and has no scrape time to cut its windows at
+TOKEN_RUNS = ("traffic", "preemption", "interval5", "json_config")
+
+
+@pytest.mark.parametrize("release,scenario", captured(*TOKEN_RUNS))
+def test_generated_and_computed_prompt_tokens_are_within_1_percent_of_vllms_counters(release, scenario):
+    """Tokens are throughput x window, the window read from the log (exporter.metrics.windows): the
+    first one from the API server's ready line, the rest from the lines' spacing, whatever the
+    exporter was told (10 s here; interval5 ran vLLM at 5 s, the others at 2 s). Sub-second stamps
+    (json_config) hold 1 % on three windows. Whole-second stamps (vLLM's own header) leave the first
+    window's length uncertain by up to a second, which the log cannot narrow: those runs are held to
+    1 % plus that second's worth of the first window's throughput."""
+    truth = json.loads((FIXTURES / f"vllm-{release}-cpu" / f"{scenario}.truth.json").read_text())
+    until = math.floor(truth["vllm_final_t"]) if "vllm_final_t" in truth else None
+    t, val, report, alerts, events = read(scenario, release, stats_interval=10.0, until=until)
+    v = truth["vllm_final"]
+    windows = [e for e in events if e.kind == "engine_stats" and (until is None or e.ts < until)]
+    busy = [e for e in windows if e.fields.get("generation_tokens_per_second") or e.fields.get("prompt_tokens_per_second")]
+    assert len(busy) >= 3
+    precise = any(e.ts % 1 for e in windows)
+    for name, field, vllm in (("vllm_log_generation_tokens_total", "generation_tokens_per_second", "generation_tokens"),
+                              ("vllm_log_computed_prompt_tokens_total", "prompt_tokens_per_second",
+                               "local_compute_prompt_tokens")):
+        rounding = 0.0 if precise else busy[0].fields[field] * 1.0
+        assert abs(val(name) - v[vllm]) <= 0.01 * v[vllm] + rounding, (name, val(name), v[vllm], rounding)
+
+
+@pytest.mark.parametrize("release,scenario", captured("interval5"))
+def test_the_stats_interval_is_read_from_the_log_and_a_wrong_setting_is_warned_about(release, scenario):
+    truth, val, report, alerts, events = read(scenario, release, stats_interval=10.0)
+    assert truth["stats_interval"] == 5.0
+    assert val("vllm_log_stats_interval_seconds") == pytest.approx(5.0, abs=0.1)
+    ((server, seen, configured),) = read.metrics.warnings
+    assert server == "s" and seen == pytest.approx(5.0, abs=0.1) and configured == 10.0
+
+
+@pytest.mark.parametrize("release,scenario", captured("preemption"))
+def test_preemptions_the_log_never_printed_are_absent_not_a_measured_zero(release, scenario):
+    """vLLM's V1 logger resets its preemption count before it checks it (v1/metrics/loggers.py
+    log() -> _update_stats() -> _reset()), so 'Preemptions:' is never printed, here beside vLLM's
+    own count of them under KV pressure."""
+    truth, val, report, alerts, events = read(scenario, release)
+    assert truth["vllm_final"]["preemptions"] > 0
+    assert not any("Preemptions:" in line for line in log_lines(scenario, release))
+    assert any(e.fields.get("waiting", 0) > 0 and e.fields.get("kv_cache_usage", 0) > 0.9
+               for e in events if e.kind == "engine_stats")
+    s = samples(read.metrics.render().decode())
+    assert not [k for k in s if k[0] == "vllm_log_preemptions_total"]
+    assert val("vllm_log_server_stops_total") == 1 and alerts == []
+
+
+@pytest.mark.parametrize("release,scenario", captured("json_config"))
+def test_json_records_of_a_users_logging_config_have_their_time_in_backfill(release, scenario, tmp_path):
+    """VLLM_LOGGING_CONFIG_PATH with python-json-logger writing an ISO 8601 "time" key: the records
+    are read, and backfill puts every sample on the records' clock (sub-second)."""
+    truth, val, report, alerts, events = read(scenario, release)
+    assert "time" in json.loads(next(x for x in log_lines(scenario, release) if x.startswith("{")))
+    assert val("vllm_log_stats_windows_total") >= 3 and val("vllm_log_server_stops_total") == 1 and alerts == []
+    timed = [e.ts for e in events if e.kind == "engine_stats"]
+    assert timed and all(t is not None for t in timed) and any(t % 1 for t in timed)
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join(log_lines(scenario, release)) + "\n")
+    out = io.StringIO()
+    info = backfill((("event", e) for e in Pass(str(log), Clock(year=2026), neighbour_times=True)),
+                    Metrics(process_metrics=False), "s", out, step=1.0)
+    assert info["snapshots"] > 10 and abs(info["first"] - min(timed)) < 120
+    assert "vllm_log_generation_tokens_total" in out.getvalue()

