@@ -70,3 +70,16 @@ def test_backfilled_window_gauges_go_idle_two_intervals_after_the_last_stats_lin
     # the interval is 10 s: busy at +10 and +20, idle from +30 on (more than 2 intervals after the line)
     assert values[10] == 359.0 and values[20] == 359.0
     assert values[30] == 0.0 and values[90] == 0.0
+
+
+def test_untimed_events_take_the_time_of_their_neighbours():
+    """exporter.offline.passes.NeighbourTimes: before the first stamp, the first stamp after; then the
+    one before; in a log with none, the fallback (the file's mtime)."""
+    from exporter.offline.passes import NeighbourTimes
+    from exporter.parsers.events import Event
+
+    t = NeighbourTimes(fallback=5.0)
+    out = t.fill([Event("a"), Event("b", ts=10.0)]) + t.fill([Event("c"), Event("d", ts=12.0), Event("e")])
+    assert [(e.kind, e.ts) for e in out] == [("a", 10.0), ("b", 10.0), ("c", 10.0), ("d", 12.0), ("e", 12.0)]
+    t = NeighbourTimes(fallback=5.0)
+    assert t.fill([Event("a")]) == [] and [(e.kind, e.ts) for e in t.end()] == [("a", 5.0)]

@@ -151,3 +151,26 @@ def test_parse_explain_shows_what_a_json_record_became():
     assert rows[0][1] == "parsed" and "engine_stats" in rows[0][2]
     assert "engine_dead" in rows[1][2] and "traceback" in rows[1][2] and "cuda_error" in rows[1][2]
     assert "access_log" in rows[2][2]
+
+
+# The time keys of common JSON formatters (exporter.framing.json_records.TIME_KEYS), each the same
+# instant: 2026-12-04T18:07:07.802341Z.
+_T = 1796407627.802341
+
+
+@pytest.mark.parametrize("key,value", [
+    ("time", "2026-12-04T18:07:07.802341+00:00"),   # python-json-logger timestamp="time", Bunyan, slog
+    ("timestamp", "2026-12-04T18:07:07.802341Z"),   # python-json-logger timestamp=True, structlog
+    ("@timestamp", "2026-12-04T18:07:07.802341Z"),  # Logstash, ECS
+    ("ts", _T),                                      # zap: epoch seconds
+    ("time", int(_T * 1000)),                        # pino: epoch milliseconds
+    ("created", _T),                                 # a dumped LogRecord
+    ("asctime", "2026-12-04 18:07:07,802"),          # vLLM's own JSON_FORMAT (local time: UTC here)
+])
+def test_a_user_formatter_s_time_key_gives_the_record_its_time(key, value):
+    record = {"levelname": "INFO", "name": "vllm.v1.metrics.loggers", "message": "Engine 000: Avg prompt throughput: "
+              "1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache "
+              "usage: 1.0%, Prefix cache hit rate: 0.0%", key: value}
+    _, events = feed([json.dumps(record)])
+    (ev,) = [e for e in events if e.kind == "engine_stats"]
+    assert ev.ts == pytest.approx(_T, abs=0.001)

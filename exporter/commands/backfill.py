@@ -21,8 +21,12 @@ def run(args, clock: Clock) -> int:
     rules = load_rules(getattr(args, "rules", None))
     metrics = Metrics(process_metrics=False, stats_interval=args.stats_interval)
     metrics.set_rules(rules)  # the user's rules' series too, as the daemon makes them
+    metrics.interval_warning = lambda server, seen, configured: print(
+        f"vllm-log-exporter: {server}: the log's stats lines come every {seen:.2f} s, not --stats-interval "
+        f"{configured:g} s: token counters use the log's", file=sys.stderr)
     pending: list[str] = []
-    scan = Pass(args.log, clock, on_result=pending.append, max_line=args.max_line_bytes, rules=rules)
+    scan = Pass(args.log, clock, on_result=pending.append, max_line=args.max_line_bytes, rules=rules,
+                neighbour_times=True)
 
     def items():
         for ev in scan:

@@ -35,7 +35,7 @@ def read_run(path: str, clock: Clock, since: float | None, until: float | None,
     """A log's RunStats and summary: what ``report`` prints and ``compare`` lines up, one code path.
     ``rules``: the user's rules (a section each)."""
     stats = RunStats(since, until, rules=rules)
-    scan = Pass(path, clock, max_line=max_line, rules=rules)
+    scan = Pass(path, clock, max_line=max_line, rules=rules, neighbour_times=True)
     if since is None and until is None:
         for events, access, span in scan.batches():
             for ev in events:

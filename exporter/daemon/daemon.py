@@ -18,6 +18,12 @@ from exporter.web.server import make_app
 log = structlog.get_logger("vllm_log_exporter")
 
 
+def _interval_warning(server: str, seen: float, configured: float) -> None:
+    log.warning("the log's stats lines come at another interval than --stats-interval (VLLM_LOG_STATS_INTERVAL "
+                "of the server?): token counters use the log's", server=server, log_interval_s=round(seen, 2),
+                configured_s=configured)
+
+
 class Daemon:
     def __init__(self, cfg: Config, metrics: Metrics | None = None, web_config=None, reload=None):
         """``reload`` builds a fresh (Config, WebConfig | None) from the same flags and files, for SIGHUP."""
@@ -28,6 +34,7 @@ class Daemon:
         # the user's rules (exporter.config.rules): their parsers join every stream, their series the metrics
         self.metrics.set_rules(cfg.rules)
         families = rule_families(cfg.rules)
+        self.metrics.interval_warning = _interval_warning
         clock = Clock(year=cfg.year, tz=cfg.tzinfo())
         saved = {}
         if cfg.state_file:

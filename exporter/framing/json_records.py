@@ -8,7 +8,8 @@ vLLM 0.34 logs one JSON object per line with ``--logging-config.formatter json``
 logging_configuration example) may give only ``message`` and the extras. An exception is one
 ``exc_info`` string holding the whole traceback with its newlines (a list of lines is taken too).
 The OpenTelemetry-style shape proposed in vllm-project/vllm#54769 (``body``, ``severity_text``,
-``timestamp``) is read the same way.
+``timestamp``) is read the same way. The time is any of the common JSON formatters' keys
+(``TIME_KEYS``), so a record from a user's own logging config has one too.
 
 A record becomes the frame of its message (level, logger, process, pid, time from its keys) and,
 when it carries ``exc_info``, one frame per traceback line after it with the same header: exactly
@@ -109,25 +110,52 @@ def _text(value, limit: int) -> str | None:
     return None
 
 
+# Where JSON formatters put the time, first found wins: python-json-logger's asctime (vLLM's own
+# JSON_FORMAT) and its timestamp=True / timestamp="KEY" ISO 8601 key; OTel's and structlog's
+# "timestamp"; Bunyan, pino, GCP's structured logging, Go's slog: "time"; Logstash and ECS:
+# "@timestamp"; zap: "ts" (epoch seconds); a formatter that dumps the LogRecord: "created".
+TIME_KEYS = ("asctime", "time", "timestamp", "@timestamp", "ts", "created")
+
+
 def _record_time(rec: dict, clock: Clock) -> float | None:
-    """``asctime`` ("2026-12-04 18:07:07,802", local time) or an OTel ``timestamp`` (RFC 3339, or a
-    number since the epoch: seconds, milliseconds, microseconds or nanoseconds, told apart by size).
-    None for a time no log was written at (exporter.framing.clock.plausible)."""
-    t = rec.get("asctime")
-    if isinstance(t, str):
+    """The record's time from the first of TIME_KEYS it has: a text time (asctime, ISO 8601 / RFC
+    3339) or a number since the epoch (seconds, milliseconds, microseconds or nanoseconds, told apart
+    by size). None for a time no log was written at (exporter.framing.clock.plausible)."""
+    for key in TIME_KEYS:
+        t = rec.get(key)
+        if t is None:
+            continue
+        if isinstance(t, str):
+            return _text_time(t[:64], clock)
+        if isinstance(t, (int, float)) and not isinstance(t, bool):
+            return epoch_seconds(float(t)) if -1e30 < t < 1e30 else None  # (float() of a huge int overflows)
+        return None
+    return None
+
+
+def _text_time(t: str, clock: Clock) -> float | None:
+    """asctime ("2026-12-04 18:07:07,802", local time) or ISO 8601 / RFC 3339 ("2026-12-04T18:07:07.802341+00:00",
+    "...Z"; without an offset: local time), or an epoch number written as a string."""
+    t = t.strip()
+    if len(t) >= 19 and t[10] == " " and (len(t) == 19 or t[19] in ",."):
         try:
             dt = datetime.strptime(t[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=clock.tz)
             ts = plausible(dt.timestamp())
         except (ValueError, OverflowError, OSError):  # (year 1 west of UTC is year 0)
             return None
-        frac = t[20:23] if len(t) > 20 and t[19] in ",." else ""
+        frac = t[20:26] if len(t) > 20 else ""
         return None if ts is None else ts + (int(frac) / 10 ** len(frac) if frac.isdigit() else 0.0)
-    t = rec.get("timestamp")
-    if isinstance(t, (int, float)) and not isinstance(t, bool):
-        return epoch_seconds(float(t)) if -1e30 < t < 1e30 else None  # (float() of a huge int overflows)
-    if isinstance(t, str):
-        try:
-            return plausible(datetime.fromisoformat(t[:40].replace("Z", "+00:00")).timestamp())
-        except (ValueError, OverflowError, OSError):
-            return None
-    return None
+    if t[-1:] in "Zz":
+        t = t[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(t)
+    except ValueError:
+        if t.replace(".", "", 1).isdigit() and len(t) < 40:  # an epoch number written as a string
+            return epoch_seconds(float(t))
+        return None
+    try:
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=clock.tz)
+        return plausible(dt.timestamp())
+    except (ValueError, OverflowError, OSError):
+        return None

@@ -7,8 +7,10 @@ Emitted (label ``engine``: 0-63, or ``aggregated`` for vLLM's aggregated DP line
     CPU backend), vllm_log_swap_kv_cache_usage_ratio (V0's CPU swap space),
     vllm_log_prefix_cache_hit_ratio, vllm_log_external_prefix_cache_hit_ratio, vllm_log_mm_cache_hit_ratio,
     vllm_log_computed_prompt_tokens_total (prompt tokens the engine computed: not prefix-cache hits,
-    not KV transferred in), vllm_log_generation_tokens_total (both estimated: window average x window
-    length), vllm_log_preemptions_total, vllm_log_stats_windows_total,
+    not KV transferred in), vllm_log_generation_tokens_total (both window average x window length,
+    the length read from the log: exporter.metrics.windows), vllm_log_stats_interval_seconds (the
+    interval the log shows), vllm_log_preemptions_total (absent unless a line carried the field: V1's logger never
+    prints it, see its HELP), vllm_log_stats_windows_total,
     vllm_log_engine_stalled (1: the last window was busy and no window came for 3 intervals),
     vllm_log_estimated_flops_per_second_per_device, vllm_log_estimated_memory_bytes_per_second_per_device
     (vLLM's analytic MFU line, 0.34+ with --enable-mfu-metrics)
@@ -23,6 +25,7 @@ import time
 from exporter.parsers.events import Event
 from exporter.stream.incidents import busy_window
 from exporter.metrics.labels import DEVICES, engine_label
+from exporter.metrics.windows import StatsClock
 
 IDLE_AFTER_WINDOWS = 2  # stats intervals without a stats line before an engine's window gauges read 0
 STALLED_AFTER_WINDOWS = 3  # ... and, when its last window was busy, before it reads stalled
@@ -61,7 +64,11 @@ class EngineMetrics:
                                "counted every prompt token): compare with vLLM's "
                                "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}, not vllm:prompt_tokens_total.", SE)
         self.gen_tokens = c("vllm_log_generation_tokens", "Generated tokens, estimated as window average x window length.", SE)
-        self.preemptions = c("vllm_log_preemptions", "Preemptions reported by stats windows.", SE)
+        self.preemptions = c("vllm_log_preemptions", "Preemptions the stats lines reported ('Preemptions: N', "
+                             "logged only in a window that had some). Absent until a line carries it: vLLM's V1 "
+                             "logger (0.11 to 0.32 at least) resets its count before it checks it, so the field "
+                             "is never printed and the log cannot tell preemptions; vLLM's own "
+                             "vllm:num_preemptions_total can.", SE)
         self.windows = c("vllm_log_stats_windows", "Engine stats lines seen.", SE)
         self.est_flops = w("vllm_log_estimated_flops_per_second_per_device", "vLLM's analytic estimate of the "
                            "floating-point operations per second each device ran in the last window (its 'MFU: x "
@@ -73,6 +80,14 @@ class EngineMetrics:
                          "or tokens produced) and no stats line came for 3 intervals since: vLLM logs one every "
                          "interval while it works.", SE)
 
+        self.stats_interval_g = w("vllm_log_stats_interval_seconds", "The stats interval the log shows (vLLM's "
+                                  "VLLM_LOG_STATS_INTERVAL): the mean spacing of consecutive stats lines. Token "
+                                  "counters use it (or the lines' own spacing, where stamps carry sub-second "
+                                  "time) instead of the configured --stats-interval.", SE)
+        # The log's own clock for window lengths; interval_warning(server, seen, configured) is told
+        # once per server when the log's interval is not the configured one.
+        self.interval_warning = None
+        self._clock = StatsClock(self.stats_interval, warn=lambda *a: self.interval_warning and self.interval_warning(*a))
         self._last_window: dict[tuple[str, str], float] = {}  # log time of each engine's last window
         self._window_seen: dict[tuple[str, str], float] = {}  # when it was read (monotonic)
         self._busy: dict[tuple[str, str], bool] = {}  # whether that last window was busy
@@ -94,18 +109,19 @@ class EngineMetrics:
         throughput and request gauges read 0. ``now`` is monotonic time (the daemon), or log time
         with ``log_time`` (backfill)."""
         seen = self._last_window if log_time else self._window_seen
-        limit = IDLE_AFTER_WINDOWS * self.stats_interval
-        stall = STALLED_AFTER_WINDOWS * self.stats_interval
+        interval = self._clock.interval  # the log's, per engine
         stalled = self.stalled.values
         # Under data parallel vLLM logs an engine's window only when that engine sent it outputs: an
         # engine given no more requests goes quiet after a window that still counted its last one
         # (vllm-ascend#10049 shows engines missing from the log while /metrics has them). While
         # another engine of the same server still logs, one engine's silence is no stall; a hung DP
         # engine is still reported by vLLM's own hang warnings (shm broadcast waits).
-        logging = {k[0] for k, t in seen.items() if now - t <= stall}
+        logging = {k[0] for k, t in seen.items() if now - t <= STALLED_AFTER_WINDOWS * interval(k)}
         for key, t in seen.items():
             quiet = now - t
-            if quiet > limit:
+            iv = interval(key)
+            stall = STALLED_AFTER_WINDOWS * iv
+            if quiet > IDLE_AFTER_WINDOWS * iv:
                 for values in self._idle_values:
                     if values.get(key):
                         values[key] = 0.0
@@ -116,6 +132,11 @@ class EngineMetrics:
         for d in (self._last_window, self._window_seen, self._busy):
             for key in [k for k in d if k[0] == server]:
                 del d[key]
+        self._clock.forget(server)
+
+    def _engine_ready(self, server: str, ev: Event) -> None:
+        """An engine core said it is ready (its init engine line): the first stats window starts."""
+        self._clock.ready(server, ev.ts)
 
     def _engine_down(self, server: str) -> None:
         """The engine died or was stopped: it runs nothing and holds no KV cache from now on (the
@@ -154,27 +175,29 @@ class EngineMetrics:
         v = f.get("kv_cache_usage")
         if v is not None:
             self.kv_usage.values[(server, eng, _device(f))] = float(v)
-        # A window's length is the logging interval; a longer gap means vLLM hid idle windows at
-        # DEBUG, and the window that ends now is still one interval long.
         self._window_seen[key] = time.monotonic()
         # a window logged after a stop or death (requests in flight at SIGTERM) must not arm the
         # stall check of an engine that is gone
         self._busy[key] = busy_window(f) and not self._gone(server)
         self.stalled.values[key] = 0.0
-        last = self._last_window.get(key)
-        dt = self.stats_interval
+        prompt = max(0.0, f.get("prompt_tokens_per_second") or 0.0)
+        gen = max(0.0, f.get("generation_tokens_per_second") or 0.0)
+        dt = self._clock.window(key, ev.ts, bool(prompt or gen))
         if ev.ts is not None:
-            if last is not None and 0 < ev.ts - last < dt:
-                dt = ev.ts - last
             self._last_window[key] = ev.ts
+        iv = self._clock.shown(key)
+        if iv is not None:
+            self.stats_interval_g.values[key] = iv
         c = self.prompt_tokens.values
-        c[key] = c.get(key, 0.0) + max(0.0, f.get("prompt_tokens_per_second", 0.0)) * dt
+        c[key] = c.get(key, 0.0) + prompt * dt
         c = self.gen_tokens.values
-        c[key] = c.get(key, 0.0) + max(0.0, f.get("generation_tokens_per_second", 0.0)) * dt
+        c[key] = c.get(key, 0.0) + gen * dt
         c = self.windows.values
         c[key] = c.get(key, 0.0) + 1.0
-        c = self.preemptions.values
-        c[key] = c.get(key, 0.0) + max(0, f.get("preemptions") or 0)
+        p = f.get("preemptions")
+        if p is not None:  # absent until a line carries the field: see the family's HELP
+            c = self.preemptions.values
+            c[key] = c.get(key, 0.0) + max(0, p)
         mfu = f.get("mfu")
         if isinstance(mfu, dict):  # vllm-project/vllm#30738's segment inside the stats line
             self._on_mfu(server, ev, mfu, eng)

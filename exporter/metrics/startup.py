@@ -127,7 +127,11 @@ class StartupMetrics:
         if "kv_cache_bytes" in f and (server, w) not in self.kv_mem.values:
             self._set(self.kv_mem, (server, w), f["kv_cache_bytes"])
 
+    def _on_supported_tasks(self, server, ev, f):
+        self._engine_ready(server, ev)  # the API server has its engine client: vLLM's stats logger exists
+
     def _on_init_engine(self, server, ev, f):
+        self._engine_ready(server, ev)
         engine = self._dp_engine(server, ev)
         if "seconds" in f:
             self._set(self.init_secs, (server, engine), f["seconds"])

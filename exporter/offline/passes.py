@@ -16,17 +16,70 @@ from exporter.stream.pipeline import Pipeline
 from exporter.framing.lines import MAX_LINE_BYTES, LineSplitter
 
 PROGRESS_MIN_BYTES = 8 << 20
+MAX_UNTIMED_WAITING = 10_000  # events held for a time before the log's first stamp (then sent untimed)
 CHUNK = 1 << 17  # smaller chunks stay in the CPU caches (bench/compare.py: ~5-10 % faster than 1 MiB)
 BAD_LINES_SHOWN = 10
 
 
+class NeighbourTimes:
+    """Events of lines that carry no time (argparse's error, a bare traceback Python printed as the
+    process died, uvicorn's lines) take the time of the event before them, or, before the log's
+    first stamp, of the first stamped event after them; in a log with no stamp at all, ``fallback``
+    (the file's modification time: when its process last wrote). So ``backfill`` and ``report``
+    place them on the log's clock instead of dropping them. The daemon needs none of this: it
+    stamps what it reads with the time it read it."""
+
+    def __init__(self, fallback: float | None = None):
+        self.last: float | None = None
+        self.waiting: list[Event] = []
+        self.fallback = fallback
+
+    def fill(self, events: list[Event]) -> list[Event]:
+        if self.last is not None and not self.waiting and all(ev.ts is not None for ev in events):
+            if events:
+                self.last = events[-1].ts
+            return events
+        out: list[Event] = []
+        for ev in events:
+            if ev.ts is None:
+                if self.last is not None:
+                    ev.ts = self.last
+                elif len(self.waiting) < MAX_UNTIMED_WAITING:
+                    self.waiting.append(ev)
+                    continue
+            else:
+                if self.waiting:
+                    for w in self.waiting:
+                        w.ts = ev.ts
+                    out.extend(self.waiting)
+                    self.waiting = []
+                self.last = ev.ts
+            out.append(ev)
+        return out
+
+    def end(self) -> list[Event]:
+        out, self.waiting = self.waiting, []
+        for ev in out:
+            ev.ts = self.fallback
+        return out
+
+
 class Pass:
-    """Iterate the events of ``path``; ``results`` counts lines by result along the way."""
+    """Iterate the events of ``path``; ``results`` counts lines by result along the way. With
+    ``neighbour_times``, untimed events get their neighbours' time (:class:`NeighbourTimes`)."""
 
     def __init__(self, path: str, clock: Clock, progress: bool | None = None, on_result=None,
-                 max_line: int = MAX_LINE_BYTES, rules=()):
-        """``rules``: the user's rules (exporter.config.rules specs), tried after the built-in families."""
+                 max_line: int = MAX_LINE_BYTES, rules=(), neighbour_times: bool = False):
+        """``rules``: the user's rules (exporter.config.rules specs), tried after the built-in families;
+        ``neighbour_times``: untimed events get their neighbours' time (:class:`NeighbourTimes`)."""
         self.on_result = on_result
+        self.times: NeighbourTimes | None = None
+        if neighbour_times:
+            try:
+                fallback = os.stat(path).st_mtime if path != "-" else None
+            except OSError:
+                fallback = None
+            self.times = NeighbourTimes(fallback)
         self.path = path
         self.clock = clock
         self.max_line = max_line
@@ -102,12 +155,14 @@ class Pass:
         """(events, access-log counts, their time span) per chunk, through the pipeline's batch path."""
         feed = self.pipeline.feed_batch
         results = self.results
+        times = self.times
         for lines in self.line_lists():
             counts, events, access, span = feed(lines)
             for k, n in counts.items():
                 results[k] += n
-            yield events, access, span
-        yield self.pipeline.flush(), {}, (None, None)
+            yield (times.fill(events) if times else events), access, span
+        last = self.pipeline.flush()
+        yield (times.fill(last) + times.end() if times else last), {}, (None, None)
 
     def __iter__(self) -> Iterator[Event]:
         """Every event, line by line (each access line an event of its own, with its timestamp)."""
@@ -115,11 +170,13 @@ class Pass:
         results = self.results
         on_result = self.on_result
         join = self.pipeline.join_parts
+        times = self.times
         for lines in self.line_lists():
             for line in join(lines):
                 r, events = feed(line)
                 results[r] += 1
-                yield from events
+                yield from (times.fill(events) if times and events else events)
                 if on_result is not None:
                     on_result(r)
-        yield from self.pipeline.flush()
+        last = self.pipeline.flush()
+        yield from (times.fill(last) + times.end() if times else last)

@@ -60,6 +60,7 @@ PARSERS: tuple[Parser, ...] = (
     startup.VERSION,
     startup.ENGINE_CONFIG,
     startup.WARMUP,
+    startup.SUPPORTED_TASKS,
     shm_broadcast.PARSER,
     stats_disabled.PARSER,
     lifecycle.PARSER,

@@ -21,6 +21,7 @@ KINDS = (
     "model_load",
     "cuda_graph",
     "init_engine",
+    "supported_tasks",
     "version",
     "model",
     "engine_config",
@@ -75,7 +76,8 @@ DERIVED_KINDS = frozenset({"engine_death", "server_stop", "start_failed", "start
 # Error kinds, in the order an alert cares about them.
 ERROR_KINDS = ("oom", "cuda_error", "nccl_error", "engine_dead", "startup_failure", "traceback")
 # Why a start-up failed (exporter.parsers.startup_failure), a bounded label.
-STARTUP_FAILURE_REASONS = ("kv_cache_too_small", "no_kv_memory", "weights_oom", "bad_argument", "other")
+STARTUP_FAILURE_REASONS = ("kv_cache_too_small", "no_kv_memory", "weights_oom", "bad_argument", "model_not_found",
+                           "address_in_use", "other")
 
 
 @dataclass(slots=True)

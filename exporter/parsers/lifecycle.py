@@ -14,7 +14,13 @@ the server is still starting is a failed start. Wordings, from vLLM's source:
   - 0.6.3 to 0.22 (``entrypoints/launcher.py``): ``Shutting down FastAPI HTTP server.``, logged only
     when its signal handler cancelled the server (a dead engine ends the server without it); 0.6.0:
     ``Gracefully stopping http server``.
-  - uvicorn's own ``Shutting down`` is *not* one: a dead engine's server logs it too.
+  - at ``VLLM_LOGGING_LEVEL=WARNING`` (or ERROR) none of the above is logged. What is left: 0.32's
+    ``[shutdown] Process manager: force killing remaining processes count=N`` (``v1/utils.py``, a
+    WARNING, when the engine core does not exit at once), and uvicorn's own ``Shutting down`` /
+    ``Application shutdown complete.`` (uvicorn's loggers, INFO whatever vLLM's level; 0.29-0.32
+    checked on real runs). These are *weak* signs: a dead engine's server logs them too, and a
+    failed start's cleanup force-kills too, so exporter.lifecycle takes them only from a server that
+    was serving (or whose start it never saw) and that no death signal came before.
 """
 
 from __future__ import annotations
@@ -34,6 +40,11 @@ _STOPS = {
     "Gracefully stopping http server": "Gracefully stopping http server",
 }
 _READY = ("Application startup complete", "Starting vLLM API server")
+_WEAK_STOPS = {
+    "Process manager: force killing remaining processes": "Process manager: force killing remaining processes",
+}
+# uvicorn's, matched as the whole message (a request's log may say anything)
+_UVICORN_STOPS = {"Shutting down": "uvicorn: Shutting down", "Application shutdown complete.": "uvicorn: Shutting down"}
 
 
 def _parse(frame: Frame) -> list[Event] | None:
@@ -48,11 +59,20 @@ def _parse(frame: Frame) -> list[Event] | None:
     for sig in _READY:
         if sig in msg:
             return [Event("ready", {"signature": sig})]
+    for needle, sig in _WEAK_STOPS.items():
+        if needle in msg:
+            return [Event("shutdown", {"signature": sig, "weak": True, "message": msg[:300]})]
+    sig = _UVICORN_STOPS.get(msg.strip())
+    if sig is not None and (frame.uvicorn or frame.header is None):
+        return [Event("shutdown", {"signature": sig, "weak": True, "message": msg.strip()})]
     return None
 
 
 # Where vLLM prints them (the trust boundary): a stop makes the next errors part of it, so a stop or a
-# start only from an INFO record (or uvicorn's line), their words first.
-PARSER = Parser("lifecycle", tuple(_STOPS) + _READY, _parse, where(
-    INFO_LEVELS | {"WARNING"}, start=r"(?:\[shutdown\] (?:API server: shutdown triggered|EngineCore: trigger received signal=)|[Ss]hutting down "
-          r"FastAPI HTTP server|Gracefully stopping http server|Application startup complete|Starting vLLM API server)"))
+# start only from an INFO record (or uvicorn's line), a weak stop from the WARNING v1/utils.py logs or
+# uvicorn's whole message, their words first.
+PARSER = Parser("lifecycle", tuple(_STOPS) + _READY + tuple(_WEAK_STOPS) + tuple(_UVICORN_STOPS), _parse, where(
+    INFO_LEVELS | {"WARNING"}, start=r"(?:\[shutdown\] (?:API server: shutdown triggered|EngineCore: trigger received signal=|"
+          r"Process manager: force killing remaining processes)|[Ss]hutting down "
+          r"FastAPI HTTP server|Gracefully stopping http server|Application startup complete|Starting vLLM API server|"
+          r"(?:Shutting down|Application shutdown complete\.)\s*$)"))

@@ -10,6 +10,9 @@
   ``engine_config`` with ``max_model_len``.
 - ``init engine (profile, create kv cache, warmup model) took 47.53 s (compilation: 12.64 s)``
   (0.20+; older ``took 12.34 seconds``).
+- ``Supported tasks: ['generate']`` (``entrypoints/launchers/api_server/entry.py`` in 0.29-0.32):
+  the API server's first line once its engine client (and so vLLM's stats logger, whose first
+  window starts then) exists: 7 ms after it on a sub-second-stamped 0.32 run here -> ``supported_tasks``.
 - ``[backbone] Initial profiling/warmup run took 0.01 s`` (``compilation/monitor.py:91`` in 0.32:
   ``"%sInitial profiling/warmup run took %.2f s"``, the prefix ``"[tag] "`` or empty) -> ``warmup``.
 """
@@ -34,6 +37,7 @@ _ENGINE_INIT = re.compile(r"Initializing an? (?:V\d )?LLM engine \(v?([^)\s]+)\)
 _CONFIG_ITEM = re.compile(r"(?:^|, )([a-z_]+)=('[^']*'|\"[^\"]*\"|[^,]*)")
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
 _MAX_MODEL_LEN = re.compile(r"^Using max model len (\d+)$")
+_TASKS = re.compile(r"^Supported tasks: ([\[(].{0,500}[\])])$")
 _WARMUP = re.compile(r"^(?:\[([^\]\s]+)\] )?Initial profiling/warmup run took ([\d.]+) s$")
 
 # the engine config dump's "speculative_config=SpeculativeConfig(method='ngram', model=None, num_spec_tokens=4)"
@@ -99,6 +103,19 @@ def _version(frame: Frame) -> list[Event] | None:
     return None
 
 
+def _tasks(frame: Frame) -> list[Event] | None:
+    m = _TASKS.match(frame.message)
+    if not m:
+        return None
+    try:
+        tasks = ast.literal_eval(m.group(1))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(tasks, (list, tuple)):
+        return None
+    return [Event("supported_tasks", {"tasks": [str(t)[:40] for t in tasks[:16]]})]
+
+
 def _warmup(frame: Frame) -> list[Event] | None:
     m = _WARMUP.match(frame.message)
     if not m:
@@ -161,3 +178,5 @@ ENGINE_CONFIG = Parser("engine_config", ("LLM engine (", "non-default args: ", "
                                                 r"Using max model len )"))
 WARMUP = Parser("warmup", ("profiling/warmup run took ",), _warmup, where(
     INFO_LEVELS, start=r"(?:\[[^\]\s]+\] )?Initial profiling/warmup run took "))
+SUPPORTED_TASKS = Parser("supported_tasks", ("Supported tasks: ",), _tasks, where(
+    INFO_LEVELS, start=r"Supported tasks: "))

@@ -1,5 +1,6 @@
 """Why a server did not start: the KV cache too small for one max-length request, no memory left
-for the cache blocks, an unknown architecture or argument, the engine core failing to initialise.
+for the cache blocks, an unknown architecture or argument, a model that cannot be found, a port
+taken, the engine core failing to initialise.
 
 vLLM raises these as exceptions at start-up, so they usually end a traceback (whose exception line
 the traceback joiner runs through the error parsers) or stand alone in the EngineCore's ERROR lines.
@@ -14,6 +15,19 @@ Wordings, from vLLM's source:
 - both: "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` ..."
 - "Model architectures ['X'] are not supported for now" / argparse's "error: unrecognized
   arguments" and "error: argument --x: invalid choice": ``bad_argument``
+- an out-of-range value (``--gpu-memory-utilization 1.7``): 0.29-0.32 validate their config
+  dataclasses with pydantic, whose exception line is "1 validation error for CacheConfig" (the field
+  and the rule follow on lines of their own): ``bad_argument``
+- a model that cannot be found (``model_not_found``): a local path that is not there reaches
+  huggingface_hub as a repo id, "Repo id must be in the form 'repo_name' or
+  'namespace/repo_name': '/models/x'" (HFValidationError, vLLM 0.29-0.32 on a real run here);
+  transformers' "... is not a local folder and is not a valid model identifier", "does not appear
+  to have a file named config.json"; vLLM's "Invalid repository ID or local directory specified";
+  huggingface_hub's RepositoryNotFoundError ("Repository Not Found for url") and, offline,
+  LocalEntryNotFoundError
+- a port already taken (``address_in_use``): ``OSError: [Errno 98] Address already in use`` from
+  the API server's bind (0.29-0.32, before the engine starts), uvicorn's "error while attempting to
+  bind on address (...): address already in use"
 - "Engine core initialization failed. See root cause above." / "EngineCore failed to start" /
   "WorkerProc failed to start": ``other`` (the root cause, when it is one of the above, comes first and is counted by its reason)
 """
@@ -37,6 +51,12 @@ _V0_TOO_SMALL = re.compile(r"max seq len \((\d+)\) is larger than the maximum nu
                            r"KV cache \((\d+)\)")
 _ARCH = re.compile(r"Model architectures? \[?([^\]]*?)\]? (?:are|is) not supported")
 _ARGPARSE = re.compile(r"error: (unrecognized arguments: .*|argument [^:]+: .*)$")
+# a config dataclass or the engine's arguments, not a request model (those are a client's 400)
+_VALIDATION = re.compile(r"\d+ validation errors? for (\w*(?:Config|Args))\b")
+_MODEL_NOT_FOUND = ("Repo id must be in the form", "is not a local folder and is not a valid model identifier",
+                    "does not appear to have a file named config.json", "Invalid repository ID or local directory",
+                    "RepositoryNotFoundError", "Repository Not Found for url", "LocalEntryNotFoundError")
+_ADDRESS_IN_USE = ("Address already in use", "address already in use")
 
 
 def _parse(frame: Frame) -> list[Event] | None:
@@ -57,6 +77,12 @@ def _parse(frame: Frame) -> list[Event] | None:
         fields = {"reason": "bad_argument", "architecture": m.group(1).strip("'\" ")[:200]}
     elif (m := _ARGPARSE.search(msg)):
         fields = {"reason": "bad_argument", "argument": m.group(1)[:300]}
+    elif (m := _VALIDATION.search(msg)):
+        fields = {"reason": "bad_argument", "config": m.group(1)[:100]}
+    elif any(w in msg for w in _MODEL_NOT_FOUND):
+        fields = {"reason": "model_not_found"}
+    elif any(w in msg for w in _ADDRESS_IN_USE):
+        fields = {"reason": "address_in_use"}
     elif any(w in msg for w in ("Engine core initialization failed", "EngineCore failed to start",
                                 "WorkerProc failed to start")):
         fields = {"reason": "other"}
@@ -69,11 +95,21 @@ def _parse(frame: Frame) -> list[Event] | None:
 PARSER = Parser(
     "startup_failure",
     ("max seq len", "No available memory for the cache blocks", "not supported", "error: unrecognized arguments",
-     "error: argument", "Engine core initialization failed", "EngineCore failed to start", "WorkerProc failed to start"),
+     "error: argument", "Engine core initialization failed", "EngineCore failed to start", "WorkerProc failed to start",
+     "validation error", *_MODEL_NOT_FOUND, *_ADDRESS_IN_USE),
     _parse,
     # an exception's line (its type first), an ERROR record of the engine core, argparse's usage error
     where(PROBLEM_LEVELS, start=UNREAD_HEADER_P + EXCEPTION_P + r"(?:To serve at least one request with the models?'s max "
                                 r"seq len|The model's max seq len \(|No available memory for the cache blocks|"
                                 r"Model architectures? |Engine core initialization failed|EngineCore failed to start|"
-                                r"WorkerProc failed to start|\S+(?: \S+)?: error: (?:unrecognized arguments|argument ))"),
+                                r"WorkerProc failed to start|\S+(?: \S+)?: error: (?:unrecognized arguments|argument )|"
+                                # pydantic's config validation; a model that cannot be found (the path or
+                                # id, without spaces, before transformers' words; huggingface_hub's
+                                # exception types); the bind's error and uvicorn's
+                                r"\d+ validation errors? for \w*(?:Config|Args)\b|Repo id must be in the form|"
+                                r"\S+ (?:is not a local folder and is not a valid model identifier|does not appear "
+                                r"to have a file named config\.json)|Invalid repository ID or local directory|"
+                                r"Repository Not Found for url|\[Errno (?:98|48|10048)\] Address already in use|"
+                                r"(?:\[Errno \d+\] )?error while attempting to bind on address )"
+                                r"|" + UNREAD_HEADER_P + r"[\w.]*(?:RepositoryNotFoundError|LocalEntryNotFoundError)\b"),
 )

@@ -10,7 +10,11 @@ order and adds the events the metrics, the report and the alerts count, so the t
 
 - ``engine_death``: one per death (the first signal's fields), not during a stop or a start-up.
 - ``server_stop``: one per stop that was asked for (``[shutdown] API server: shutdown triggered``,
-  a signal the engine core received, a ``KeyboardInterrupt``).
+  a signal the engine core received, a ``KeyboardInterrupt``; at WARNING level, where vLLM logs
+  none of those, a weak sign (exporter.parsers.lifecycle) from a server that was serving).
+- a start that fails is one ``start_failed`` whatever the log gives: a reason vLLM's exception
+  names, or an uncaught traceback (printed bare, without a log header: the process died of it)
+  while the server was starting.
 - ``start_failed``: one per failed start, at its first signal; ``start_failure_reason``: each
   reason the log gives for it, once, and ``other`` (with the root cause's exception line) when the
   failed start is over without one: at the next start, after ``FAILED_START_QUIET_SECONDS`` without
@@ -22,6 +26,10 @@ get ``fields["during"] = "stop" | "start"``: consumers do not count them as erro
 
 A death or failed start with no start between is one until its signals are more than
 ``DEATH_WINDOW_SECONDS`` apart in log time (a log that holds no version banner).
+
+At WARNING level the version banner (INFO) is not logged, so a new start after a stop or a death
+is seen by its first start-up failure coming from a process the run before did not have (its pid),
+or more than ``RESTART_AFTER_SECONDS`` of log time after the stop.
 """
 
 from __future__ import annotations
@@ -35,6 +43,10 @@ STARTING, SERVING, STOPPED, DEAD, FAILED = "starting", "serving", "stopped", "de
 STATES = (STARTING, SERVING, STOPPED, DEAD, FAILED)
 DEATH_WINDOW_SECONDS = 300.0
 FAILED_START_QUIET_SECONDS = 10.0
+RESTART_AFTER_SECONDS = 60.0
+MAX_PIDS = 64  # the processes of one run remembered (a DP server has a few per engine)
+# a weak stop sign (exporter.parsers.lifecycle) is a stop only from these states
+WEAK_STOP_STATES = (None, SERVING)
 # the kinds Lifecycle acts on; every other event passes untouched
 # a process of vLLM's ended or a GPU faulted: the engine is gone, as with engine_dead (a worker that
 # dies during a stop or a start-up belongs to those)
@@ -86,13 +98,19 @@ class Lifecycle:
         self._fail: _FailedStart | None = None
         self._cause: str | None = None  # the first unexplained traceback since the start
         self._oom_ts: float | None = None  # the host OOM killer's last notice (log time)
+        self._pids: set[int] = set()  # processes of the current run (a later pid: a new start)
+        self._end_ts: float | None = None  # log time of the stop or death that ended the run
 
     # -- feeding --------------------------------------------------------------------------------
 
     def feed(self, events: list[Event]) -> list[Event]:
         """The events with the derived ones added after the signal that made them."""
         out: list[Event] | None = None
+        pids = self._pids
         for i, ev in enumerate(events):
+            pid = ev.pid
+            if pid is not None and pid not in pids and len(pids) < MAX_PIDS and self.state not in (STOPPED, DEAD):
+                pids.add(pid)
             if self._fail is not None and not self._fail.closed and ev.ts is not None \
                     and self._fail.last_ts is not None and ev.ts - self._fail.last_ts > FAILED_START_QUIET_SECONDS:
                 out = events[:i] if out is None else out
@@ -122,14 +140,13 @@ class Lifecycle:
     def _step(self, ev: Event, out: list[Event]) -> None:
         kind, f, state = ev.kind, ev.fields, self.state
         if kind == "version":
-            self._close(out)
-            self._fail, self._death_ts, self._cause = None, None, None
-            self._to(STARTING, ev, out)
+            self._start(ev, out)
         elif kind in ("ready", "engine_stats"):
             if state in (None, STARTING):
                 self._to(SERVING, ev, out)
         elif kind == "shutdown":
-            self._stop(ev, out)
+            if not f.get("weak") or state in WEAK_STOP_STATES:
+                self._stop(ev, out)
         elif kind in DEATH_SIGNALS:
             if "message" not in f:
                 f["message"] = death_words(kind, f)
@@ -141,6 +158,9 @@ class Lifecycle:
             else:
                 self._death(ev, out)
         elif kind == "startup_failure":
+            if state in (STOPPED, DEAD) and self._new_run(ev):
+                self._start(ev, out)  # a start whose banner was not logged (WARNING level)
+                state = self.state
             if state == STOPPED:
                 f["during"] = "stop"
             elif state == DEAD and not self._far(self._death_ts, ev.ts):
@@ -162,6 +182,15 @@ class Lifecycle:
                     self._fail.cause = cause_line(f)
             elif self.state == DEAD and not self._far(self._death_ts, ev.ts):
                 f["during"] = "death"  # the death's aftermath (cleanup errors), not a new error
+            elif self.state == STARTING and f.get("uncaught"):
+                # printed by Python itself as the process died of it: the start failed; the
+                # exception line is the reason's words
+                cause = cause_line(f)
+                if self._cause is None:
+                    self._cause = cause
+                self._failed(Event(ev.kind, {**f, "message": cause or ""}, ev.ts, ev.process, ev.pid, ev.line),
+                             "other", out)
+                f["during"] = "start"
             elif self.state == STARTING and self._cause is None:
                 self._cause = cause_line(f)
 
@@ -196,6 +225,20 @@ class Lifecycle:
         else:
             self._death(signal, out)
 
+    def _start(self, ev: Event, out: list[Event]) -> None:
+        self._close(out)
+        self._fail, self._death_ts, self._cause, self._end_ts = None, None, None, None
+        self._pids.clear()  # (the same set: feed holds it)
+        if ev.pid is not None:
+            self._pids.add(ev.pid)
+        self._to(STARTING, ev, out)
+
+    def _new_run(self, ev: Event) -> bool:
+        """Whether a start-up failure after a stop or death comes from a later start."""
+        if ev.pid is not None and self._pids and ev.pid not in self._pids:
+            return True
+        return self._end_ts is not None and ev.ts is not None and ev.ts - self._end_ts > RESTART_AFTER_SECONDS
+
     def _to(self, state: str, ev: Event, out: list[Event]) -> None:
         if state != self.state:
             self.state = state
@@ -203,7 +246,8 @@ class Lifecycle:
 
     def _stop(self, ev: Event, out: list[Event]) -> None:
         if self.state in (None, STARTING, SERVING):
-            out.append(_derived("server_stop", ev, {k: v for k, v in ev.fields.items() if k != "kinds"}))
+            out.append(_derived("server_stop", ev, {k: v for k, v in ev.fields.items() if k not in ("kinds", "weak")}))
+            self._end_ts = ev.ts
             self._to(STOPPED, ev, out)
 
     def _death(self, ev: Event, out: list[Event]) -> None:
@@ -211,6 +255,7 @@ class Lifecycle:
         if ev.ts is not None:
             self._death_ts = ev.ts if new or self._death_ts is None else max(self._death_ts, ev.ts)
         if new:
+            self._end_ts = ev.ts
             out.append(_derived("engine_death", ev, dict(ev.fields)))
             self.state = None  # a new death is a change even from DEAD
             self._to(DEAD, ev, out)

@@ -88,7 +88,11 @@ class OpenTraceback:
                 self.phase = "exception"
                 self.extra = 0
         else:
-            if not s or s.startswith(_CHAIN) or msg[:1] in (" ", "\t"):
+            if s and msg[:1] == " " and self.extra < MAX_EXCEPTION_EXTRA_LINES and "validation error" in self.exceptions[-1][0]:
+                # pydantic's "1 validation error for CacheConfig" gives the rule broken indented below
+                self.exceptions[-1].append(s)
+                self.extra += 1
+            elif not s or s.startswith(_CHAIN) or msg[:1] in (" ", "\t"):
                 pass
             elif self.extra < MAX_EXCEPTION_EXTRA_LINES and not parse_frame(f):
                 # Exception messages run on (CUDA's "CUDA kernel errors might be asynchronously ...").
@@ -116,6 +120,8 @@ class OpenTraceback:
             fields["exception"], fields["message"] = None, ""
         if self.where:
             fields["where"] = self.where
+        if self.header is None:
+            fields["uncaught"] = True  # printed by Python's excepthook, not a logger: the process died of it
         out = [Event("traceback", fields)]
         seen = set()
         for lines in self.exceptions:
@@ -124,6 +130,10 @@ class OpenTraceback:
             if not evs and len(lines) > 1:
                 text = " ".join(lines)
                 evs = parse_errors(Frame(raw=text, message=text))
+            elif len(lines) > 1:
+                for ev in evs:  # pydantic names the field and the rule on lines of their own
+                    if ev.kind == "startup_failure":
+                        ev.fields["message"] = " ".join(lines)[:500]
             for ev in evs:
                 if ev.kind not in seen:
                     seen.add(ev.kind)

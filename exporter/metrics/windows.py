@@ -1,0 +1,126 @@
+"""How long each stats window was, read from the log instead of assumed.
+
+vLLM's ``LoggingStatLogger`` (``v1/metrics/loggers.py``, read in 0.29-0.32) prints each window's
+throughput as the tokens it counted since its last ``log()`` call over the time since that call.
+The API server calls ``log()`` every ``VLLM_LOG_STATS_INTERVAL`` seconds (an ``asyncio.sleep``
+loop in the app's lifespan), so a window is one interval, except:
+
+- the first one runs from the logger's creation, when the API server got its engine client (7 ms
+  before its ``Supported tasks: [...]`` line on a sub-second-stamped 0.32 run here; 0.4 s after the
+  engine core's ``init engine (...) took N s`` line), to the first call an interval after the HTTP
+  server came up: longer than the interval by the API server's own start-up (0.6 s on that run,
+  30 % of a 2 s interval);
+- a window whose throughputs and the previous window's are all 0 is logged at DEBUG: hidden. So
+  after a line with non-zero throughput the next line always comes one interval later (only these
+  gaps measure the interval), and a line after an all-zero line may follow hidden windows: its own
+  window is still one interval.
+
+Tokens are throughput x window, the window being: after a busy line, the gap to it when the stamps
+carry sub-second time (journald, CRI, JSON records), else the interval the log shows (the mean of
+the gaps after busy lines: whole-second stamps' rounding averages out) unless the gap is more than
+a second off it (the loop held up: the gap), and not past two intervals (lines lost, a hang: the
+interval); after an all-zero line, the
+interval; for the first line after a start, the time since the engine's ready line when that is
+under two intervals (one more second for whole-second stamps), else the interval. The interval the
+log shows replaces the configured one (``--stats-interval``) once ``MIN_GAPS`` gaps agree; when they
+differ by more than ``DISAGREE`` the exporter warns once per server. Pure bookkeeping: events' log
+times in, seconds out.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable
+
+MIN_GAPS = 2  # gaps after busy lines before the log's interval replaces the configured one
+MAX_GAPS = 32  # the recent gaps the estimate is made of (vLLM's interval can change at a restart only)
+DISAGREE = 0.1  # relative difference between the log's interval and the configured one worth a warning
+
+Key = tuple  # (server, engine)
+
+
+class StatsClock:
+    def __init__(self, configured: float, warn: Callable[[str, float, float], None] | None = None):
+        self.configured = configured
+        self.warn = warn  # (server, the log's interval, the configured one), once per server
+        self._last: dict[Key, tuple[float, bool]] = {}  # log time of the key's last line, was it busy
+        self._gaps: dict[Key, deque] = {}
+        self._interval: dict[Key, float] = {}
+        self._ready: dict[str, float] = {}  # log time of the server's last engine-ready line since its start
+        self._precise: set[str] = set()  # servers whose stamps carry sub-second time
+        self._warned: set[str] = set()
+
+    def forget(self, server: str) -> None:
+        """A new start (or a server gone): its windows begin again; what it showed is kept for the warning."""
+        for d in (self._last, self._gaps, self._interval):
+            for key in [k for k in d if k[0] == server]:
+                del d[key]
+        self._ready.pop(server, None)
+
+    def ready(self, server: str, ts: float | None) -> None:
+        """The engine core reported ready: the first window starts about now."""
+        if ts is not None:
+            self._ready[server] = ts
+            if ts % 1:
+                self._precise.add(server)
+
+    def interval(self, key: Key) -> float:
+        """The key's stats interval: as the log shows it, else the configured one."""
+        return self._interval.get(key, self.configured)
+
+    def shown(self, key: Key) -> float | None:
+        """The key's interval as the log shows it, None until it does."""
+        return self._interval.get(key)
+
+    def window(self, key: Key, ts: float | None, busy: bool) -> float:
+        """The length (s) of the window of the stats line of ``key`` logged at ``ts``; ``busy``:
+        the line's prompt or generation throughput is not 0."""
+        server = key[0]
+        if ts is None:
+            return self.interval(key)
+        if ts % 1:
+            self._precise.add(server)
+        precise = server in self._precise
+        last = self._last.get(key)
+        self._last[key] = (ts, busy)
+        if last is None:
+            shown = self._interval.get(key)
+            est = shown or self.configured
+            ready = self._ready.get(server)
+            since = ts - ready if ready is not None else -1.0
+            if 0 < since <= 2 * est + (0 if precise else 1):
+                # never shorter than an interval the log showed (whole seconds: rounding)
+                return since if precise or shown is None else max(since, shown)
+            return est
+        gap = ts - last[0]
+        if last[1] and gap > 0:
+            self._observe(key, gap, precise)
+            est = self.interval(key)
+            if gap > 2 * est + (0 if precise else 1):
+                return est  # lines lost, or the server silent (hung): the window is still one interval
+            # whole seconds: a gap within the rounding of the interval is the interval
+            return gap if precise or abs(gap - est) > 1.0 else est
+        return self.interval(key)
+
+    def _observe(self, key: Key, gap: float, precise: bool) -> None:
+        gaps = self._gaps.get(key)
+        if gaps is None:
+            gaps = self._gaps[key] = deque(maxlen=MAX_GAPS)
+        gaps.append(gap)
+        if len(gaps) < MIN_GAPS:
+            return
+        ordered = sorted(gaps)
+        median = ordered[len(ordered) // 2]
+        # a gap far from the others is the event loop held up, or lines lost: not the interval
+        slack = 0.5 * median + (0 if precise else 1.0)
+        near = [g for g in gaps if abs(g - median) <= slack]
+        if len(near) < MIN_GAPS:
+            return
+        est = sum(near) / len(near)
+        self._interval[key] = est
+        server = key[0]
+        if server not in self._warned and abs(est - self.configured) > DISAGREE * self.configured \
+                and (precise or abs(est - self.configured) > 0.5):
+            self._warned.add(server)
+            if self.warn is not None:
+                self.warn(server, est, self.configured)
