@@ -267,3 +267,25 @@ def test_what_vllm_032_says_at_start_up_and_while_serving_lands_on_its_series():
     s2 = samples(m2.render().decode())
     assert value(s2, "vllm_log_engine_stalled", server="s", engine="0") == 1
     assert value(s2, "vllm_log_shm_broadcast_waits_total", server="s") == 2
+
+
+def test_the_stats_clock_reads_window_lengths_from_the_log():
+    """exporter.metrics.windows: the first window from the ready line, then the gaps after busy lines
+    (sub-second stamps: each gap; whole seconds: their mean), the interval after an all-zero line
+    (vLLM hid the idle windows between), and one warning when the configured interval is not the log's."""
+    from exporter.metrics.windows import StatsClock
+
+    warned = []
+    c = StatsClock(10.0, warn=lambda *a: warned.append(a))
+    c.ready("s", 100.25)
+    key = ("s", "0")
+    assert c.window(key, 102.85, True) == pytest.approx(2.6)       # first: since the ready line
+    assert c.window(key, 104.86, True) == pytest.approx(2.01)      # sub-second: the gap itself
+    assert c.window(key, 106.86, False) == pytest.approx(2.0)
+    assert c.window(key, 160.87, True) == pytest.approx(2.005)     # after an all-zero line: the interval
+    assert warned == [("s", pytest.approx(2.005, abs=0.01), 10.0)]
+    w = StatsClock(2.0)
+    # whole seconds: a window is the mean of the gaps so far (their rounding averages out), not its own gap
+    for t, expect in ((0, 2.0), (2, 2.0), (5, 2.5), (7, 7 / 3), (9, 2.25)):
+        assert w.window(key, float(1000 + t), True) == pytest.approx(expect)
+    assert w.window(key, 1030.0, True) == pytest.approx(2.25)  # past two intervals: lines lost, one interval

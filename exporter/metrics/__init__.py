@@ -209,6 +209,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         a gone one must not stay in /metrics for ever. Returns how many series went."""
         n = self._table.forget(server)
         self.reset_server(server)
+        self._clock.drop(server)
         self._models.pop(server, None)
         for key in [k for k in self._position_keys if k[0] == server]:
             del self._position_keys[key]

@@ -57,6 +57,12 @@ class StatsClock:
                 del d[key]
         self._ready.pop(server, None)
 
+    def drop(self, server: str) -> None:
+        """A server gone for good: nothing of it is kept."""
+        self.forget(server)
+        self._precise.discard(server)
+        self._warned.discard(server)
+
     def ready(self, server: str, ts: float | None) -> None:
         """The engine core reported ready: the first window starts about now."""
         if ts is not None:
