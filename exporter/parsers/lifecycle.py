@@ -14,9 +14,10 @@ the server is still starting is a failed start. Wordings, from vLLM's source:
   - 0.6.3 to 0.22 (``entrypoints/launcher.py``): ``Shutting down FastAPI HTTP server.``, logged only
     when its signal handler cancelled the server (a dead engine ends the server without it); 0.6.0:
     ``Gracefully stopping http server``.
-  - at ``VLLM_LOGGING_LEVEL=WARNING`` (or ERROR) none of the above is logged. What is left: 0.32's
-    ``[shutdown] Process manager: force killing remaining processes count=N`` (``v1/utils.py``, a
-    WARNING, when the engine core does not exit at once), and uvicorn's own ``Shutting down`` /
+  - at ``VLLM_LOGGING_LEVEL=WARNING`` (or ERROR) none of the above is logged. What is left:
+    ``[shutdown] Process manager: force killing remaining processes count=N`` (``v1/utils.py``
+    0.29-0.32, a WARNING, when an engine core does not exit at once; ``Subprocess manager`` for API
+    server processes), and uvicorn's own ``Shutting down`` /
     ``Application shutdown complete.`` (uvicorn's loggers, INFO whatever vLLM's level; 0.29-0.32
     checked on real runs). These are *weak* signs: a dead engine's server logs them too, and a
     failed start's cleanup force-kills too, so exporter.lifecycle takes them only from a server that
@@ -40,9 +41,9 @@ _STOPS = {
     "Gracefully stopping http server": "Gracefully stopping http server",
 }
 _READY = ("Application startup complete", "Starting vLLM API server")
-_WEAK_STOPS = {
-    "Process manager: force killing remaining processes": "Process manager: force killing remaining processes",
-}
+# "[shutdown] Process manager: ..." (the engine cores) and "[shutdown] Subprocess manager: ..." (other
+# API servers), v1/utils.py in 0.29-0.32
+_WEAK_STOPS = {"manager: force killing remaining processes": "force killing remaining processes"}
 # uvicorn's, matched as the whole message (a request's log may say anything)
 _UVICORN_STOPS = {"Shutting down": "uvicorn: Shutting down", "Application shutdown complete.": "uvicorn: Shutting down"}
 
