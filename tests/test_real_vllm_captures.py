@@ -208,8 +208,8 @@ def test_a_stop_at_warning_level_is_a_stop(release, scenario):
     assert val("vllm_log_errors_total") == 0 and alerts == []
 
 
-@pytest.mark.parametrize("release,scenario", captured("warning_kill"))
-def test_a_killed_engine_at_warning_level_is_one_death_not_a_stop(release, scenario):
+@pytest.mark.parametrize("release,scenario", captured("kill_engine", "warning_kill"))
+def test_a_killed_engine_is_one_death_not_a_stop_at_info_and_warning_level(release, scenario):
     truth, val, report, alerts, events = read(scenario, release)
     assert truth["signal_sent"] == "SIGKILL (EngineCore)"
     assert val("vllm_log_errors_total", kind="engine_dead") == 1 and val("vllm_log_errors_total") == 1
@@ -218,6 +218,19 @@ def test_a_killed_engine_at_warning_level_is_one_death_not_a_stop(release, scena
 
 
 # dp2's capture stopped with streams in flight and has no scrape time to cut its windows at
+@pytest.mark.parametrize("release,scenario", captured("traffic"))
+def test_traffic_on_every_release_counts_what_the_client_and_vllm_counted_and_is_a_stop(release, scenario):
+    truth, val, report, alerts, events = read(scenario, release)
+    v = truth["vllm_final"]
+    for key, n in truth["client_responses"].items():
+        method, endpoint, status = key.split(" ")
+        assert val("vllm_log_http_requests_total", method=method, endpoint=endpoint, status=status) == n, key
+    assert val("vllm_log_spec_decode_accepted_tokens_total") == pytest.approx(v["spec_decode_accepted_tokens"], rel=0.02)
+    assert val("vllm_log_spec_decode_drafted_tokens_total") == pytest.approx(v["spec_decode_draft_tokens"], rel=0.02)
+    assert val("vllm_log_server_stops_total") == 1 and val("vllm_log_server_state", state="stopped") == 1
+    assert val("vllm_log_errors_total") == 0 and alerts == []
+
+
 TOKEN_RUNS = ("traffic", "preemption", "interval5", "json_config")
 
 
