@@ -37,6 +37,9 @@ DEFAULT_VERSION = "0.32.0"
 # The releases captured and tested here (each pins torch==2.13.0+cpu, the wheel these machines carry).
 RELEASES = ("0.29.0", "0.30.0", "0.31.0", "0.32.0")
 LIVE_RELEASES_ENV = "VLLM_LIVE_RELEASES"
+# Releases whose CPU build does not start with ngram speculative decoding (0.30.0's worker dies warming
+# up: "TypeError: Cannot inspect kernel parameters for function"); their traffic runs go without it.
+NO_NGRAM_SPEC = frozenset({"0.30.0"})
 CACHE_ROOT = Path("/var/cache/vllm-log-exporter")
 MARKER = ".vllm-log-exporter-ready"
 # PyPI's builds of these are CUDA builds: present next to CPU torch they break `import transformers`.
