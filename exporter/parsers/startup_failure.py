@@ -56,7 +56,10 @@ _VALIDATION = re.compile(r"\d+ validation errors? for (\w*(?:Config|Args))\b")
 _MODEL_NOT_FOUND = ("Repo id must be in the form", "is not a local folder and is not a valid model identifier",
                     "does not appear to have a file named config.json", "Invalid repository ID or local directory",
                     "RepositoryNotFoundError", "Repository Not Found for url", "LocalEntryNotFoundError")
-_ADDRESS_IN_USE = ("Address already in use", "address already in use")
+# the bind's exception (Linux 98, macOS 48, Windows 10048) and uvicorn's own error; not parallel.py's
+# "Address already in use. Retrying with a new port." (a WARNING: vLLM picks another port itself)
+_ADDRESS_IN_USE = re.compile(r"\[Errno (?:98|48|10048)\] Address already in use|error while attempting to bind on "
+                             r"address .*: address already in use")
 
 
 def _parse(frame: Frame) -> list[Event] | None:
@@ -81,7 +84,7 @@ def _parse(frame: Frame) -> list[Event] | None:
         fields = {"reason": "bad_argument", "config": m.group(1)[:100]}
     elif any(w in msg for w in _MODEL_NOT_FOUND):
         fields = {"reason": "model_not_found"}
-    elif any(w in msg for w in _ADDRESS_IN_USE):
+    elif _ADDRESS_IN_USE.search(msg):
         fields = {"reason": "address_in_use"}
     elif any(w in msg for w in ("Engine core initialization failed", "EngineCore failed to start",
                                 "WorkerProc failed to start")):
@@ -96,7 +99,7 @@ PARSER = Parser(
     "startup_failure",
     ("max seq len", "No available memory for the cache blocks", "not supported", "error: unrecognized arguments",
      "error: argument", "Engine core initialization failed", "EngineCore failed to start", "WorkerProc failed to start",
-     "validation error", *_MODEL_NOT_FOUND, *_ADDRESS_IN_USE),
+     "validation error", *_MODEL_NOT_FOUND, "Address already in use", "address already in use"),
     _parse,
     # an exception's line (its type first), an ERROR record of the engine core, argparse's usage error
     where(PROBLEM_LEVELS, start=UNREAD_HEADER_P + EXCEPTION_P + r"(?:To serve at least one request with the models?'s max "
