@@ -73,7 +73,7 @@ def _parse(frame: Frame) -> list[Event] | None:
 # start only from an INFO record (or uvicorn's line), a weak stop from the WARNING v1/utils.py logs or
 # uvicorn's whole message, their words first.
 PARSER = Parser("lifecycle", tuple(_STOPS) + _READY + tuple(_WEAK_STOPS) + tuple(_UVICORN_STOPS), _parse, where(
-    INFO_LEVELS | {"WARNING"}, start=r"(?:\[shutdown\] (?:API server: shutdown triggered|EngineCore: trigger received signal=|"
-          r"Process manager: force killing remaining processes)|[Ss]hutting down "
+    INFO_LEVELS | {"WARNING"}, start=r"(?:\[shutdown\] (?:API server: (?:shutdown triggered|shutting down FastAPI HTTP server)|EngineCore: trigger received signal=|"
+          r"(?:Sub)?[Pp]rocess manager: force killing remaining processes)|[Ss]hutting down "
           r"FastAPI HTTP server|Gracefully stopping http server|Application startup complete|Starting vLLM API server|"
           r"(?:Shutting down|Application shutdown complete\.)\s*$)"))
