@@ -289,3 +289,54 @@ def test_the_stats_clock_reads_window_lengths_from_the_log():
     for t, expect in ((0, 2.0), (2, 2.0), (5, 2.5), (7, 7 / 3), (9, 2.25)):
         assert w.window(key, float(1000 + t), True) == pytest.approx(expect)
     assert w.window(key, 1030.0, True) == pytest.approx(2.25)  # past two intervals: lines lost, one interval
+
+
+def test_a_first_window_between_whole_second_stamps_is_the_mean_of_what_they_allow_above_the_interval():
+    """Whole-second stamps an interval apart say the first window lies in [interval, interval + 1)
+    (never shorter: vLLM's logger exists before the loop that calls it), 1/3 s past the interval on
+    average; a second more is (interval, interval + 2), its middle. The seconds gained are credited
+    once the log shows the interval (the exporter may be configured with another one)."""
+    from exporter.metrics.windows import StatsClock, first_window
+
+    assert first_window(2.0, 2.0) == pytest.approx(2 + 1 / 3)
+    assert first_window(3.0, 2.0) == pytest.approx(3.0)
+    assert first_window(3.0, 2.5) == pytest.approx(3.0952, abs=1e-4)  # the triangle cut at -0.5 (numerically)
+    assert first_window(1.0, 2.0) == 2.0  # the stamps contradict the interval: the interval
+    c = StatsClock(10.0)
+    key = ("s", "0")
+    c.ready("s", 100.0)
+    assert c.window(key, 102.0, True) == pytest.approx(2.0) and c.first_pending(key)
+    assert c.window(key, 104.0, True) == pytest.approx(2.0) and c.first_extra(key) == 0.0
+    c.window(key, 106.0, True)
+    assert c.first_extra(key) == pytest.approx(1 / 3) and c.first_extra(key) == 0.0 and not c.first_pending(key)
+    c.forget("s")
+    c.ready("s", 200.0)
+    c.window(key, 203.0, True)  # a second more than the interval: nothing to add
+    c.window(key, 205.0, True)
+    c.window(key, 207.0, True)
+    assert c.first_extra(key) == 0.0
+
+
+def test_the_first_windows_gained_seconds_are_counted_at_its_own_throughput():
+    """0.32's whole-second lines (the API server's ready line, then windows 2 s apart): the first
+    window is counted 2 s at once, and its 1/3 s more at its own throughput when the third line shows
+    the interval; the configured interval (10 s) plays no part."""
+    h = "(APIServer pid=1) INFO 12-04 22:21:{:02d} [{}] "
+    stats = ("Engine 000: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, "
+             "Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%")
+    lines = [h.format(25, "entry.py:136") + "Supported tasks: ['generate']",
+             h.format(27, "loggers.py:335") + stats.format(600.0, 300.0),
+             h.format(29, "loggers.py:335") + stats.format(60.0, 30.0),
+             h.format(31, "loggers.py:335") + stats.format(6.0, 3.0)]
+    m = Metrics(process_metrics=False, stats_interval=10.0)
+    m.add_server("s")
+    _, events = run_lines(lines)
+    m.observe_many("s", events[:3])
+    s = samples(m.render().decode())
+    assert value(s, "vllm_log_generation_tokens_total", server="s", engine="0") == pytest.approx(2 * 300 + 2 * 30)
+    m.observe_many("s", events[3:])
+    s = samples(m.render().decode())
+    assert value(s, "vllm_log_generation_tokens_total", server="s", engine="0") == pytest.approx(
+        (2 + 1 / 3) * 300 + 2 * 30 + 2 * 3)
+    assert value(s, "vllm_log_computed_prompt_tokens_total", server="s", engine="0") == pytest.approx(
+        (2 + 1 / 3) * 600 + 2 * 60 + 2 * 6)

@@ -91,6 +91,7 @@ class EngineMetrics:
         self._last_window: dict[tuple[str, str], float] = {}  # log time of each engine's last window
         self._window_seen: dict[tuple[str, str], float] = {}  # when it was read (monotonic)
         self._busy: dict[tuple[str, str], bool] = {}  # whether that last window was busy
+        self._first_tps: dict[tuple[str, str], tuple[float, float]] = {}  # a first window's throughputs, until final
         self._idle_values = tuple(fam.values for fam in (self.prompt_tps, self.gen_tps, self.running,
                                                           self.waiting, self.swapped, self.est_flops, self.est_bytes))
         # what describes a running engine's load; hit rates describe the windows that were
@@ -129,7 +130,7 @@ class EngineMetrics:
                     stalled[key] = 1.0
 
     def _forget_windows(self, server: str) -> None:
-        for d in (self._last_window, self._window_seen, self._busy):
+        for d in (self._last_window, self._window_seen, self._busy, self._first_tps):
             for key in [k for k in d if k[0] == server]:
                 del d[key]
         self._clock.forget(server)
@@ -183,15 +184,23 @@ class EngineMetrics:
         prompt = max(0.0, f.get("prompt_tokens_per_second") or 0.0)
         gen = max(0.0, f.get("generation_tokens_per_second") or 0.0)
         dt = self._clock.window(key, ev.ts, bool(prompt or gen))
+        if self._clock.first_pending(key) and key not in self._first_tps:
+            self._first_tps[key] = (prompt, gen)
+        extra = self._clock.first_extra(key)
+        if extra:  # the first window, longer than counted: its throughputs over the seconds it gained
+            p0, g0 = self._first_tps.pop(key, (0.0, 0.0))
+            prompt_extra, gen_extra = p0 * extra, g0 * extra
+        else:
+            prompt_extra = gen_extra = 0.0
         if ev.ts is not None:
             self._last_window[key] = ev.ts
         iv = self._clock.shown(key)
         if iv is not None:
             self.stats_interval_g.values[key] = iv
         c = self.prompt_tokens.values
-        c[key] = c.get(key, 0.0) + prompt * dt
+        c[key] = c.get(key, 0.0) + prompt * dt + prompt_extra
         c = self.gen_tokens.values
-        c[key] = c.get(key, 0.0) + gen * dt
+        c[key] = c.get(key, 0.0) + gen * dt + gen_extra
         c = self.windows.values
         c[key] = c.get(key, 0.0) + 1.0
         p = f.get("preemptions")

@@ -21,7 +21,13 @@ the gaps after busy lines: whole-second stamps' rounding averages out) unless th
 a second off it (the loop held up: the gap), and not past two intervals (lines lost, a hang: the
 interval); after an all-zero line, the
 interval; for the first line after a start, the time since the engine's ready line when that is
-under two intervals (one more second for whole-second stamps), else the interval. The interval the
+under two intervals (one more second for whole-second stamps), else the interval. With whole-second
+stamps that time is the difference of two truncated stamps: the true one lies within a second of
+it (a triangle: both fractions unknown), and it is never shorter than the interval (the logger
+exists before the loop that calls it starts). Once the log shows the interval, the first window is
+the mean of that triangle above the interval, and the seconds it adds are credited then
+(``first_extra``): +1/3 s when the stamps' difference is the interval itself (0.30-0.32 runs here,
+where the window was 0.46-0.72 s longer), nothing when it is a second more. The interval the
 log shows replaces the configured one (``--stats-interval``) once ``MIN_GAPS`` gaps agree; when they
 differ by more than ``DISAGREE`` the exporter warns once per server. Pure bookkeeping: events' log
 times in, seconds out.
@@ -49,10 +55,12 @@ class StatsClock:
         self._ready: dict[str, float] = {}  # log time of the server's last engine-ready line since its start
         self._precise: set[str] = set()  # servers whose stamps carry sub-second time
         self._warned: set[str] = set()
+        self._first: dict[Key, float] = {}  # whole seconds: the first window's stamps' difference, until the interval shows
+        self._extra: dict[Key, float] = {}  # seconds the first window gained once it did, not yet taken
 
     def forget(self, server: str) -> None:
         """A new start (or a server gone): its windows begin again; what it showed is kept for the warning."""
-        for d in (self._last, self._gaps, self._interval):
+        for d in (self._last, self._gaps, self._interval, self._first, self._extra):
             for key in [k for k in d if k[0] == server]:
                 del d[key]
         self._ready.pop(server, None)
@@ -95,8 +103,12 @@ class StatsClock:
             ready = self._ready.get(server)
             since = ts - ready if ready is not None else -1.0
             if 0 < since <= 2 * est + (0 if precise else 1):
-                # never shorter than an interval the log showed (whole seconds: rounding)
-                return since if precise or shown is None else max(since, shown)
+                if precise:
+                    return since
+                if shown is None:
+                    self._first[key] = since  # revised once the log shows the interval (first_extra)
+                    return since
+                return first_window(since, shown)
             return est
         gap = ts - last[0]
         if last[1] and gap > 0:
@@ -107,6 +119,14 @@ class StatsClock:
             # whole seconds: a gap within the rounding of the interval is the interval
             return gap if precise or abs(gap - est) > 1.0 else est
         return self.interval(key)
+
+    def first_extra(self, key: Key) -> float:
+        """Seconds the key's first window gained since it was counted (once: 0.0 after)."""
+        return self._extra.pop(key, 0.0)
+
+    def first_pending(self, key: Key) -> bool:
+        """The key's first window may still gain seconds (its throughputs are worth keeping)."""
+        return key in self._first
 
     def _observe(self, key: Key, gap: float, precise: bool) -> None:
         gaps = self._gaps.get(key)
@@ -124,9 +144,32 @@ class StatsClock:
             return
         est = sum(near) / len(near)
         self._interval[key] = est
+        since = self._first.pop(key, None)
+        if since is not None and not precise:
+            extra = first_window(since, est) - since
+            if extra > 0:
+                self._extra[key] = extra
         server = key[0]
         if server not in self._warned and abs(est - self.configured) > DISAGREE * self.configured \
                 and (precise or abs(est - self.configured) > 0.5):
             self._warned.add(server)
             if self.warn is not None:
                 self.warn(server, est, self.configured)
+
+
+def first_window(since: float, interval: float) -> float:
+    """The expected length of a first window whose whole-second stamps are ``since`` apart: the true
+    difference is ``since`` + (the later stamp's fraction - the earlier one's), a triangle on
+    (since - 1, since + 1), and the window is at least ``interval``: the triangle's mean above it."""
+    low = interval - since  # where the triangle is cut, relative to its peak
+    if low <= -1.0:
+        return since
+    if low >= 1.0:
+        return interval  # the stamps say less than the interval: take the interval
+    if low >= 0.0:
+        mass = (1.0 - low) ** 2 / 2
+        moment = 1 / 6 - low ** 2 / 2 + low ** 3 / 3
+    else:
+        mass = 0.5 - low - low ** 2 / 2
+        moment = 1 / 6 - low ** 2 / 2 - low ** 3 / 3
+    return since + moment / mass
