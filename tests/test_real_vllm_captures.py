@@ -302,3 +302,35 @@ def test_json_records_of_a_users_logging_config_have_their_time_in_backfill(rele
                     Metrics(process_metrics=False), "s", out, step=1.0)
     assert info["snapshots"] > 10 and abs(info["first"] - min(timed)) < 120
     assert "vllm_log_generation_tokens_total" in out.getvalue()
+
+
+ALL_CAPTURES = [pytest.param(p.parent.name.split("-")[1], p.name[:-len(".log.gz")],
+                             id=f"{p.parent.name.split('-')[1]}-{p.name[:-len('.log.gz')]}")
+                for p in sorted(FIXTURES.glob("vllm-*-cpu/*.log.gz"))]
+
+
+def _end_state(truth: dict) -> str:
+    if truth["exit_code"] not in (0, None) and not truth.get("signal_sent"):
+        return "failed"  # refused to start
+    return "dead" if truth["signal_sent"].startswith("SIGKILL") else "stopped"
+
+
+@pytest.mark.parametrize("release,scenario", ALL_CAPTURES)
+def test_the_server_state_is_right_at_the_end_of_every_capture_in_the_daemon_and_in_backfill(release, scenario, tmp_path):
+    """Refused: failed; its engine core killed: dead; SIGTERM (at any level, streams in flight or
+    not, hung until the harness's SIGKILL or not): stopped. Never starting or serving after the exit."""
+    truth, val, report, alerts, events = read(scenario, release)
+    want = _end_state(truth)
+    assert val("vllm_log_server_state", state=want) == 1 and val("vllm_log_server_state") == 1, want
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join(log_lines(scenario, release)) + "\n")
+    out = io.StringIO()
+    backfill((("event", e) for e in Pass(str(log), Clock(year=2026), neighbour_times=True)),
+             Metrics(process_metrics=False, stats_interval=truth["stats_interval"]), "s", out, step=1.0)
+    last: dict[str, tuple[float, float]] = {}
+    for line in out.getvalue().splitlines():
+        if line.startswith("vllm_log_server_state{"):
+            series, value, ts = line.rsplit(" ", 2)
+            if series not in last or float(ts) >= last[series][0]:
+                last[series] = (float(ts), float(value))
+    assert {s for s, (_, v) in last.items() if v == 1} == {next(s for s in last if f'state="{want}"' in s)}, last
