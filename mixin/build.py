@@ -78,6 +78,14 @@ def exported_metric_names() -> set[str]:
                 m.observe(server, ev)
         for ev in pipe.flush():
             m.observe(server, ev)
+    # a series absent until a line carries its field: 'Preemptions: N' in a V1 stats line (the parser's
+    # format; vLLM 0.11-0.32's logger never prints it, exporter.metrics.engine), in no sample
+    m.add_server("s3")
+    pipe = Pipeline(Clock(year=2026))
+    for ev in pipe.feed("(APIServer pid=1) INFO 12-04 10:00:00 [loggers.py:335] Engine 000: Avg prompt throughput: "
+                        "1.0 tokens/s, Avg generation throughput: 1.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
+                        "Preemptions: 2, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%")[1] + pipe.flush():
+        m.observe("s3", ev)
     # a server read from kubelet's pod log layout: its pod info comes from the path, not from a line
     m.set_pod("s0", "llm", "vllm-0", "vllm")
     names = set()

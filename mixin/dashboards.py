@@ -308,7 +308,10 @@ def overview() -> dict:
     b.timeseries("Preemptions", [
         (f"sum by (server) (increase(vllm_log_preemptions_total{{{SE}}}[$__rate_interval]))", "{{server}}")],
         "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 80},
-        description="Requests preempted (their KV cache freed, to be recomputed): the KV cache ran out.")
+        description="Requests preempted (their KV cache freed, to be recomputed): the KV cache ran out. Empty for "
+                    "vLLM 0.11-0.32 (V1): its stats line never prints 'Preemptions:' (the logger resets the count "
+                    "before it checks it), so the log cannot tell; vLLM's vllm:num_preemptions_total can. Requests "
+                    "waiting beside a full KV cache are the sign the log gives.")
     b.timeseries("Estimated compute and memory traffic per device (MFU)", [
         (f"vllm_log_estimated_flops_per_second_per_device{{{SE}}}", "FLOP/s {{server}} e{{engine}}"),
         (f"vllm_log_estimated_memory_bytes_per_second_per_device{{{SE}}}", "bytes/s {{server}} e{{engine}}"),
