@@ -230,8 +230,11 @@ def test_traffic_on_every_release_counts_what_the_client_and_vllm_counted_and_is
     for key, n in truth["client_responses"].items():
         method, endpoint, status = key.split(" ")
         assert val("vllm_log_http_requests_total", method=method, endpoint=endpoint, status=status) == n, key
-    assert val("vllm_log_spec_decode_accepted_tokens_total") == pytest.approx(v["spec_decode_accepted_tokens"], rel=0.02)
-    assert val("vllm_log_spec_decode_drafted_tokens_total") == pytest.approx(v["spec_decode_draft_tokens"], rel=0.02)
+    if "--speculative-config" in truth["server_args"]:
+        assert val("vllm_log_spec_decode_accepted_tokens_total") == pytest.approx(v["spec_decode_accepted_tokens"], rel=0.02)
+        assert val("vllm_log_spec_decode_drafted_tokens_total") == pytest.approx(v["spec_decode_draft_tokens"], rel=0.02)
+    else:  # 0.30.0 does not start with ngram speculative decoding: its traffic ran without
+        assert not v.get("spec_decode_drafts") and val("vllm_log_spec_decode_drafted_tokens_total") == 0
     assert val("vllm_log_server_stops_total") == 1 and val("vllm_log_server_state", state="stopped") == 1
     assert val("vllm_log_errors_total") == 0 and alerts == []
 
@@ -336,3 +339,33 @@ def test_the_server_state_is_right_at_the_end_of_every_capture_in_the_daemon_and
             if series not in last or float(ts) >= last[series][0]:
                 last[series] = (float(ts), float(value))
     assert {s for s, (_, v) in last.items() if v == 1} == {next(s for s in last if f'state="{want}"' in s)}, last
+
+
+def _at_error_level(lines: list[str]) -> list[str]:
+    """A capture as VLLM_LOGGING_LEVEL=ERROR would have logged it: vLLM's INFO and WARNING records gone,
+    uvicorn's lines kept (its loggers have their own level)."""
+    import re
+
+    below = re.compile(r"^(?:\([^)]*\) )?(?:DEBUG|INFO|WARNING) \d\d-\d\d \d\d:\d\d:\d\d ")
+    return [line for line in lines if not below.match(line)]
+
+
+@pytest.mark.parametrize("release,scenario", captured("kill_engine", "warning_kill"))
+def test_at_error_level_a_killed_engine_is_still_one_death(release, scenario):
+    from tests.conftest import run_lines
+
+    _, events = run_lines(_at_error_level(log_lines(scenario, release)), derived=True)
+    assert [e.kind for e in events if e.kind in ("engine_death", "server_stop")] == ["engine_death"]
+
+
+@pytest.mark.xfail(strict=True, reason="at ERROR level a stop with requests in flight logs what a death logs "
+                   "(EngineDeadError, then uvicorn's shutdown); only uvicorn's 'Finished server process', "
+                   "after a death alone, tells them apart, and the stream does not hold a death back for it "
+                   "(docs/vllm-line-history.md, 'At VLLM_LOGGING_LEVEL=ERROR')")
+@pytest.mark.parametrize("release,scenario", [pytest.param("0.29", "traffic", id="0.29-traffic"),
+                                              pytest.param("0.32", "group_sigterm", id="0.32-group_sigterm")])
+def test_at_error_level_a_stop_with_requests_in_flight_is_a_stop(release, scenario):
+    from tests.conftest import run_lines
+
+    _, events = run_lines(_at_error_level(log_lines(scenario, release)), derived=True)
+    assert [e.kind for e in events if e.kind in ("engine_death", "server_stop")] == ["server_stop"]
