@@ -108,7 +108,7 @@ def _tasks(frame: Frame) -> list[Event] | None:
     if not m:
         return None
     try:
-        tasks = ast.literal_eval(m.group(1))
+        tasks = literal_eval(m.group(1))
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
     if not isinstance(tasks, (list, tuple)):
