@@ -71,6 +71,16 @@ def test_the_pipeline_uses_it_and_attributes_the_engine():
     assert (a[0].line, b[0].line) == (1, 2)
 
 
+def test_a_logger_with_two_line_numbers_reads_the_same_both_ways():
+    # hypothesis found "[loggers.py:3:4]": the fast path read the file "loggers.py:3" (stem "loggers"),
+    # the usual path "loggers.py:3:4" (stem "py:3", refused by the family's where): they disagreed
+    stats = next(line for line in PERIODIC if "Avg prompt throughput" in line and "[loggers.py:" in line)
+    head, _, rest = stats.partition("[loggers.py:")
+    mangled = head + "[loggers.py:3:" + rest
+    assert mangled != stats
+    check(mangled)
+
+
 @settings(max_examples=3000, deadline=None)
 @given(st.sampled_from(PERIODIC), st.lists(st.tuples(st.integers(0, 400), st.sampled_from(
     ["", "0", "9", ".", "%", ",", ", ", " ", "(", ")", "[", "]", "Engine 001: ", "nan", "-", "[0m", "x", ":", "5.5",

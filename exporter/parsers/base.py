@@ -39,9 +39,14 @@ def logger_stem(logger: str) -> str:
     record's ``vllm.v1.metrics.loggers`` -> ``loggers``."""
     stem = _STEMS.get(logger)
     if stem is None:
-        name, colon, line = logger.rpartition(":")
-        if not colon or not line.isdigit():
-            name = logger
+        # Every trailing ":N" goes ("loggers.py:3:4" as a mangled wrapper can frame it), so the usual
+        # path and the fast path (which reads the file from the wrapper itself) agree on the stem.
+        name = logger
+        while True:
+            head, colon, line = name.rpartition(":")
+            if not colon or not line.isdigit():
+                break
+            name = head
         name = name.rpartition("/")[2]
         stem = name[:-3] if name.endswith(".py") else name.rpartition(".")[2]
         if len(_STEMS) > 4096:
