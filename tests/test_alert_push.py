@@ -139,3 +139,15 @@ def test_a_failed_start_is_held_back_until_its_reason_or_root_cause_is_known():
     b = Alerts()
     b.observe("s", [first], now=1000.0)
     assert b.pending(now=1005.0) == [] and len(b.pending(now=1000.0 + 13)) == 1
+
+
+def test_pushed_alerts_carry_the_labels_given_and_keep_their_own():
+    """``labels`` (host, the pod's target labels, external labels) join the alert's; they cannot
+    change what the alert says of itself."""
+    a = Alerts(instance="10.0.0.5:10825", labels={"host": "gpu-1", "namespace": "monitoring", "job": "vle"})
+    oom = Event("oom", {"message": "torch.OutOfMemoryError: CUDA out of memory."}, 1000.0, "EngineCore", 9)
+    a.observe("llm/vllm-0", [oom], now=1000.0)
+    (alert,) = a.pending(now=1000.0)
+    assert alert.labels == {"alertname": "VllmCudaOutOfMemory", "severity": "critical", "server": "llm/vllm-0",
+                            "kind": "oom", "job": "vle", "instance": "10.0.0.5:10825", "host": "gpu-1",
+                            "namespace": "monitoring"}

@@ -166,6 +166,26 @@ def test_alertmanager_urls_from_flag_env_and_file_and_a_bad_one_refused(tmp_path
               environ={})
 
 
+def test_pushed_alerts_instance_and_labels_from_flags_env_and_file(tmp_path):
+    """What the rule's copy of a pushed alert gets from the scrape and the external labels, so the
+    two merge (the Helm chart passes the pod's IP and node through the downward API)."""
+    path = cfg_file(tmp_path, "alertmanager: {urls: ['http://am:9093'], labels: {prometheus: monitoring/k8s, "
+                              "host: from-file}}\nsources: [{name: a, type: stdin}]\n")
+    cfg = build(args("--config", path, "--alertmanager.instance", "fd00::7:10825", "--alertmanager.label", "host=gpu-1",
+                     "--alertmanager.label", "pod=vle-abc12"), environ={})
+    assert cfg.alertmanager_instance == "[fd00::7]:10825"  # as Prometheus writes an IPv6 target
+    assert cfg.alertmanager_labels == {"prometheus": "monitoring/k8s", "host": "gpu-1", "pod": "vle-abc12"}
+    env = {"VLLM_LOG_EXPORTER_ALERTMANAGER_INSTANCE": "10.1.2.3:10825",
+           "VLLM_LOG_EXPORTER_ALERTMANAGER_LABELS": "host=gpu-2, cluster=eu"}
+    cfg = build(args("--demo"), environ=env)
+    assert (cfg.alertmanager_instance, cfg.alertmanager_labels) == ("10.1.2.3:10825", {"host": "gpu-2", "cluster": "eu"})
+    for label, words in (("server=x", "'server' is set by the alert itself"), ("instance=x", "--alertmanager.instance"),
+                         ("host", "is not NAME=VALUE"), ("9host=x", "not a Prometheus label name"),
+                         ("__name__=x", "not a Prometheus label name"), ("host=", "1-1024 characters")):
+        with pytest.raises(ConfigError, match=words):
+            build(args("--demo", "--alertmanager.label", label), environ={})
+
+
 def test_forget_gone_after_from_flag_env_and_file_and_its_bounds(tmp_path):
     assert build(args("--source", "/tmp/x.log", "--forget-gone-after", "60"), environ={}).forget_gone_after == 60
     assert build(args("--source", "/tmp/x.log"), environ={}).forget_gone_after == 900

@@ -19,6 +19,11 @@ No Kubernetes cluster runs here: kind, k3s, minikube and kwok are on no registry
   Containerfile (our own tags, removed afterwards), reading kubelet-layout CRI files from a hostPath,
   scraped by a real Prometheus: a pod's lines counted exactly, and the pod replaced (kube down, kube
   play) resuming from its state file on the hostPath.
+  Pushed alerts are left out there: podman 4.3's kube play fills only metadata.name and .uid from
+  the downward API and expands no `$(VAR)`; tests/test_helm_alerts.py runs the pod's arguments as
+  kubelet would, against a real Prometheus and Alertmanager.
+- The NetworkPolicy is checked as rendered and by the validator only: enforcing it takes a
+  cluster's network plugin.
 """
 
 from __future__ import annotations
@@ -50,7 +55,11 @@ ALL_ON = {
     "pods": {"namespaces": ["llm", "team-*"], "podName": "vllm-*", "container": "vllm", "fromStart": True,
              "forgetGoneAfterSeconds": 300},
     "alertmanager": {"urls": ["http://alertmanager-operated.monitoring:9093", "https://am2.example:9093"],
-                     "username": "exporter", "passwordSecret": "am-auth", "caSecret": "am-ca"},
+                     "username": "exporter", "passwordSecret": "am-auth", "caSecret": "am-ca",
+                     "labels": {"prometheus": "monitoring/kube-prometheus-stack-prometheus", "cluster": "eu-1"}},
+    "networkPolicy": {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+                                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}},
+                               {"ipBlock": {"cidr": "10.20.0.0/16"}}]},
     "webConfig": {"existingSecret": "exporter-web"},
     "service": {"scheme": "https", "annotations": {"a": "b"}, "labels": {"team": "llm"}},
     "serviceMonitor": {
@@ -143,14 +152,23 @@ def test_helm_lint_strict(helm, tmp_path, variant):
 def test_helm_refuses_what_cannot_work(helm, tmp_path):
     for values, words in (({"alertmanager": {"urls": ["http://am:9093"], "username": "u"}}, "passwordSecret"),
                           ({"pods": {"namespaces": []}}, "pods.namespaces"),
-                          ({"serviceMonitor": {"enabled": True}, "service": {"enabled": False}}, "service.enabled")):
+                          ({"serviceMonitor": {"enabled": True}, "service": {"enabled": False}}, "service.enabled"),
+                          # an empty list of peers would let every pod in
+                          ({"networkPolicy": {"from": []}}, "networkPolicy.from"),
+                          # the state's hostPath: /var/lib/<one name>, nowhere else on the node
+                          ({"state": {"hostPath": "/"}}, "state.hostPath"),
+                          ({"state": {"hostPath": "/etc"}}, "state.hostPath"),
+                          ({"state": {"hostPath": "/var/lib/../etc"}}, "state.hostPath"),
+                          ({"state": {"hostPath": "/var/lib/a/b"}}, "state.hostPath"),
+                          ({"state": {"hostPath": "/var/lib/"}}, "state.hostPath"),
+                          ({"state": {"hostPath": "/var/lib/.."}}, "state.hostPath")):
         r = run(helm, "template", "vle", CHART, "-f", values_file(tmp_path, values), check=False)
         assert r.returncode != 0 and words in r.stderr, r.stderr
 
 
 def test_default_render_is_the_daemonset_alone_and_locked_down(rendered):
     docs = rendered["default"]
-    assert sorted(d["kind"] for d in docs) == ["ConfigMap", "DaemonSet", "Service", "ServiceAccount"]
+    assert sorted(d["kind"] for d in docs) == ["ConfigMap", "DaemonSet", "NetworkPolicy", "Service", "ServiceAccount"]
     ds = one(docs, "DaemonSet")
     pod = ds["spec"]["template"]["spec"]
     (c,) = pod["containers"]
@@ -179,13 +197,22 @@ def test_default_render_is_the_daemonset_alone_and_locked_down(rendered):
     assert config["sources"] == [{"name": "pods", "type": "file", "path": "/var/log/pods/*_vllm-*_*/*/*.log",
                                   "server_label": "file", "from_start": False}]
     assert "alertmanager" not in config and "web" not in config
+    # /metrics answers the named peers only (prometheus-operator's Prometheus in `monitoring` by default)
+    policy = one(docs, "NetworkPolicy")["spec"]
+    assert policy["podSelector"] == ds["spec"]["selector"] and policy["policyTypes"] == ["Ingress"]
+    assert policy["ingress"] == [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                                            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}],
+                                  "ports": [{"port": "metrics", "protocol": "TCP"}]}]
+    assert [p["name"] for p in c["ports"]] == ["metrics"]  # the port the policy names
+    # no pushed alerts: none of the downward API's values are asked for
+    assert [e["name"] for e in c["env"]] == ["VLLM_LOG_EXPORTER_WEB_LISTEN_ADDRESS"]
 
 
 def test_every_feature_on(rendered):
     docs = rendered["all-on"]
     kinds = sorted(d["kind"] for d in docs)
     boards = len(list((ROOT / "dashboards").glob("*.json")))  # one ConfigMap each, and the exporter's config
-    assert kinds == sorted(["ConfigMap"] * (1 + boards) + ["DaemonSet", "PodMonitor", "PrometheusRule", "Service",
+    assert kinds == sorted(["ConfigMap"] * (1 + boards) + ["DaemonSet", "NetworkPolicy", "PodMonitor", "PrometheusRule", "Service",
                                                 "ServiceAccount", "ServiceMonitor"])
     pod = one(docs, "DaemonSet")["spec"]["template"]["spec"]
     (c,) = pod["containers"]
@@ -194,7 +221,19 @@ def test_every_feature_on(rendered):
     assert config["alertmanager"] == {
         "urls": ALL_ON["alertmanager"]["urls"],
         "basic_auth": {"username": "exporter", "password_file": "/etc/vllm-log-exporter/alertmanager-auth/password"},
-        "tls_config": {"ca_file": "/etc/vllm-log-exporter/alertmanager-ca/ca.crt"}}
+        "tls_config": {"ca_file": "/etc/vllm-log-exporter/alertmanager-ca/ca.crt"},
+        "labels": {"prometheus": "monitoring/kube-prometheus-stack-prometheus", "cluster": "eu-1"}}
+    # each pod's own labels, as the rule's copy gets them from the scrape (tests/test_helm_alerts.py
+    # checks the two merge in a real Alertmanager)
+    assert [a for a in c["args"] if a.startswith("--alertmanager.")] == [
+        "--alertmanager.instance=$(POD_IP):10825", "--alertmanager.label=host=$(NODE_NAME)",
+        "--alertmanager.label=namespace=$(POD_NAMESPACE)", "--alertmanager.label=pod=$(POD_NAME)",
+        "--alertmanager.label=container=exporter", "--alertmanager.label=endpoint=metrics",
+        "--alertmanager.label=service=vle-vllm-log-exporter"]
+    fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"] if "valueFrom" in e}
+    assert fields == {"POD_IP": "status.podIP", "NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace",
+                      "POD_NAME": "metadata.name"}
+    assert one(docs, "NetworkPolicy")["spec"]["ingress"][0]["from"] == ALL_ON["networkPolicy"]["from"]
     assert [s["path"] for s in config["sources"]] == ["/var/log/pods/llm_vllm-*_*/vllm/*.log",
                                                       "/var/log/pods/team-*_vllm-*_*/vllm/*.log"]
     assert config["sources"][0]["name"] == "pods-llm" and config["sources"][1]["name"].startswith("pods-")
@@ -254,7 +293,7 @@ def test_the_glob_picks_the_chosen_pods_from_kubelets_layout(rendered, tmp_path)
     for source in config["sources"]:
         found |= set(matches(source["path"].replace("/var/log/pods", str(tmp_path))))
     assert found == {str(tmp_path / rel) for rel, picked in files.items() if picked}
-    assert {server_for(p) for p in found} == {"vllm-7d9f-abcde", "vllm-0"}
+    assert {server_for(p) for p in found} == {"llm/vllm-7d9f-abcde", "team-a/vllm-0"}
 
 
 # --- schemas -------------------------------------------------------------------------------------
@@ -271,7 +310,7 @@ def test_kubernetes_validate_strict_on_every_kubernetes_object(rendered):
                     continue  # no schema in kubernetes-validate: see the next test
                 kubernetes_validate.validate(doc, version, strict=True)
                 checked.add(doc["kind"])
-    assert checked == {"ServiceAccount", "ConfigMap", "Service", "DaemonSet"}
+    assert checked == {"ServiceAccount", "ConfigMap", "Service", "DaemonSet", "NetworkPolicy"}
     # and the validator does refuse what it should: a misspelt field, a wrong type
     ds = json.loads(json.dumps(one(rendered["default"], "DaemonSet")))
     ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]["readOnlyRootFileSystem"] = True
@@ -409,13 +448,15 @@ def as_pod(docs: list[dict], name: str, host_port: int) -> str:
 
 def test_daemonset_pod_under_podman_kube_play_counts_exactly_and_resumes(helm, exporter_image, tmp_path):
     env, _, image = exporter_image
-    logs, state = tmp_path / "pods", tmp_path / "state"
+    port = free_port()
+    # the chart takes /var/lib/<one name> only (the pod writes nowhere else on the node): one of the
+    # test's own, removed at the end
+    logs, state = tmp_path / "pods", Path(f"/var/lib/vle-test-state-{port}")
     vllm = logs / "llm_vllm-a-7d9f_0a1b-2c3d" / "vllm" / "0.log"
     router = logs / "llm_router-5c6d_3d4e-5f6a" / "router" / "0.log"
     other = logs / "team-b_vllm-b-1234_4e5f-6a7b" / "vllm" / "0.log"
     for path in (vllm, router, other):
         append(path, range(10))  # already there: the exporter starts at their end
-    port = free_port()
     repository, tag = image.rsplit(":", 1)
     docs = render(helm, tmp_path, {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
@@ -434,12 +475,12 @@ def test_daemonset_pod_under_podman_kube_play_counts_exactly_and_resumes(helm, e
         return float(result[0]["value"][1]) if result else None
 
     def served():
-        return value('sum(vllm_log_http_requests_total{server="vllm-a-7d9f"})')
+        return value('sum(vllm_log_http_requests_total{server="llm/vllm-a-7d9f"})')
 
     try:
         run("podman", "kube", "play", kube, env=env, timeout=180)
         prom.start()
-        wait_until(lambda: value('vllm_log_exporter_source_up{server="vllm-a-7d9f"}') == 1, 60, 0.5,
+        wait_until(lambda: value('vllm_log_exporter_source_up{server="llm/vllm-a-7d9f"}') == 1, 60, 0.5,
                    what="the pod following vllm-a's log, scraped by Prometheus")
         append(vllm, range(10, 40))
         append(router, range(10, 20))
@@ -448,8 +489,8 @@ def test_daemonset_pod_under_podman_kube_play_counts_exactly_and_resumes(helm, e
         time.sleep(3)  # three more scrapes: nothing more may come
         assert served() == 30
         # only the chosen pod: not the router, not the other namespace
-        assert [s["metric"]["server"] for s in prom.query("vllm_log_exporter_source_up")] == ["vllm-a-7d9f"]
-        assert value('vllm_log_kubernetes_pod_info{server="vllm-a-7d9f",namespace="llm",pod="vllm-a-7d9f",'
+        assert [s["metric"]["server"] for s in prom.query("vllm_log_exporter_source_up")] == ["llm/vllm-a-7d9f"]
+        assert value('vllm_log_kubernetes_pod_info{server="llm/vllm-a-7d9f",namespace="llm",pod="vllm-a-7d9f",'
                      'container="vllm"}') == 1
         wait_until(lambda: (state / "vle-vllm-log-exporter" / "state.json").exists(), 10, 0.2,
                    what="the state file on the hostPath")
@@ -467,10 +508,11 @@ def test_daemonset_pod_under_podman_kube_play_counts_exactly_and_resumes(helm, e
 
         # the pod deleted: kubelet removes its directory, and its series go forgetGoneAfterSeconds later
         shutil.rmtree(vllm.parent.parent)
-        wait_until(lambda: not prom.query('{server="vllm-a-7d9f"}'), 30, 0.5, what="the deleted pod's series dropped")
+        wait_until(lambda: not prom.query('{server="llm/vllm-a-7d9f"}'), 30, 0.5, what="the deleted pod's series dropped")
     except AssertionError as e:
         logs_out = run("podman", "pod", "logs", f"vle-helm-{port}", env=env, check=False)
         raise AssertionError(f"{e}\nlast value: {served()}\npod logs:\n{logs_out.stdout[-4000:]}{logs_out.stderr[-2000:]}") from e
     finally:
         prom.stop()
         run("podman", "kube", "down", kube, env=env, timeout=120, check=False)
+        shutil.rmtree(state, ignore_errors=True)

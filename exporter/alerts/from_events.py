@@ -4,8 +4,9 @@ Which events: an OOM, a dead engine, a CUDA or NCCL error, a failed start-up. Th
 word on the exit (systemd's exit status and result, compose's exit code) is added to the dead
 engine's or failed start's alert as ``exit_status`` and ``unit_result``, which is posted again with it. Each becomes an
 alert with the labels the rule-based alerts carry for the same thing (``alertname``, ``server``,
-``kind``, ``severity``, and ``job``/``instance`` as Prometheus labels the exporter), so Alertmanager
-merges the pushed one and the rule's into one alert, one notification. Annotations hold the
+``kind``, ``severity``, ``job``/``instance`` as Prometheus labels the exporter, and whatever else the
+scrape and Prometheus add, given as ``labels``: ``host``, and on Kubernetes the exporter pod's own
+target labels), so Alertmanager merges the pushed one and the rule's into one alert, one notification. Annotations hold the
 exception line and the numbers the message gives (GPU, bytes asked for, free), bounded to 1 KiB.
 
 Deaths and failed starts are exporter.stream.lifecycle's ``engine_death`` and ``start_failed``: a routine
@@ -106,6 +107,9 @@ class Alerts:
 
     instance: str = ""
     job: str = "vllm-log-exporter"
+    # labels the rule's copy gets from the scrape and Prometheus' external labels (on Kubernetes:
+    # host, namespace, pod, container, endpoint, service; prometheus, cluster), so the two still merge
+    labels: dict[str, str] = field(default_factory=dict)
     runbook_url: str = RUNBOOK_URL
     active: dict[tuple, Alert] = field(default_factory=dict)
 
@@ -125,8 +129,8 @@ class Alerts:
             if rule is None:
                 continue
             alertname, summary = rule
-            labels = {"alertname": alertname, "severity": "critical", "server": server,
-                      "kind": _KIND_LABEL.get(ev.kind, ev.kind), "job": self.job}
+            labels = {"job": self.job, **self.labels, "alertname": alertname, "severity": "critical",
+                      "server": server, "kind": _KIND_LABEL.get(ev.kind, ev.kind)}
             if self.instance:
                 labels["instance"] = self.instance
             description, extra = _description(ev)

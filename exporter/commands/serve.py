@@ -41,6 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alertmanager.url", dest="alertmanager_urls", action="append", metavar="URL",
                    help="also push the log's own alerts (OOM, dead engine, GPU error, failed start) to this "
                         "Alertmanager, e.g. http://127.0.0.1:9093; repeatable")
+    p.add_argument("--alertmanager.instance", dest="alertmanager_instance", default=None, metavar="HOST:PORT",
+                   help="the pushed alerts' `instance` label: the address Prometheus scrapes this exporter at "
+                        "(default: the listen address)")
+    p.add_argument("--alertmanager.label", dest="alertmanager_labels", action="append", metavar="NAME=VALUE",
+                   help="a label for the pushed alerts, as the rules' copies get it from the scrape or Prometheus' "
+                        "external labels (e.g. host=gpu-1), so the two merge in Alertmanager; repeatable")
     p.add_argument("--log.level", dest="log_level", default=None, help="debug, info, warning or error (default info)")
     p.add_argument("--log.format", dest="log_format", default=None,
                    help="auto (console on a TTY, else JSON), console or json")

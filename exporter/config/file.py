@@ -12,7 +12,7 @@ from exporter.config.settings import SOURCE_TYPES, Config, ConfigError, SourceCo
 
 _TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "forget_gone_after_seconds", "state_file", "sources",
              "alertmanager", "max_line_bytes", "rules", "rule_files"}
-_AM_KEYS = {"urls", "instance", "basic_auth", "tls_config"}
+_AM_KEYS = {"urls", "instance", "labels", "basic_auth", "tls_config"}
 _WEB_KEYS = {"listen_address", "telemetry_path", "config_file", "max_connections"}
 _LOG_KEYS = {"level", "format"}
 _TS_KEYS = {"year", "timezone"}
@@ -144,6 +144,13 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
         cfg.origin["alertmanager_urls"] = p + "alertmanager.urls"
     if am.get("instance") is not None:
         cfg.alertmanager_instance = _typed(am["instance"], str, p + "alertmanager.instance")
+        cfg.origin["alertmanager_instance"] = p + "alertmanager.instance"
+    labels = am.get("labels")
+    if labels is not None:
+        if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+            raise ConfigError(f"{p}alertmanager.labels: expected a mapping of label names to strings")
+        cfg.alertmanager_labels = dict(labels)
+        cfg.origin["alertmanager_labels"] = p + "alertmanager.labels"
     auth = _expect(am.get("basic_auth"), {"username", "password_file"}, p + "alertmanager.basic_auth")
     if auth:
         cfg.alertmanager_username = _typed(auth.get("username"), str, p + "alertmanager.basic_auth.username")

@@ -86,6 +86,21 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
     elif ENV_PREFIX + "ALERTMANAGER_URL" in env:
         cfg.alertmanager_urls = [u.strip() for u in env[ENV_PREFIX + "ALERTMANAGER_URL"].split(",") if u.strip()]
         cfg.origin["alertmanager_urls"] = ENV_PREFIX + "ALERTMANAGER_URL"
+    v, w = pick(getattr(args, "alertmanager_instance", None), "--alertmanager.instance", "ALERTMANAGER_INSTANCE")
+    if v is not None:
+        cfg.alertmanager_instance, cfg.origin["alertmanager_instance"] = v, w
+    pairs = getattr(args, "alertmanager_labels", None)
+    where_labels = "--alertmanager.label"
+    if not pairs and ENV_PREFIX + "ALERTMANAGER_LABELS" in env:
+        pairs = [x for x in env[ENV_PREFIX + "ALERTMANAGER_LABELS"].split(",") if x.strip()]
+        where_labels = ENV_PREFIX + "ALERTMANAGER_LABELS"
+    if pairs:
+        for pair in pairs:
+            name, eq, val = pair.strip().partition("=")
+            if not eq:
+                raise ConfigError(f"{where_labels}: {pair!r} is not NAME=VALUE")
+            cfg.alertmanager_labels[name.strip()] = val.strip()  # over the file's, name by name
+        cfg.origin["alertmanager_labels"] = where_labels
     rule_files = list(getattr(args, "rules", None) or [])
     where_rules = "--rules"
     if not rule_files and ENV_PREFIX + "RULES" in env:

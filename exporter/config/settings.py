@@ -20,6 +20,7 @@ forget_gone_after_seconds: 900         # a glob's server (pod) whose files are g
 alertmanager:                          # push the log's own alerts (OOM, dead engine, ...) as well
   urls: []                             # e.g. [http://127.0.0.1:9093]
   instance: null                       # their `instance` label (default: the listen address)
+  labels: {}                           # more labels, as the rules' copies get them: {host: gpu-1}
 max_line_bytes: 1048576                # the longest line read whole; a longer one keeps its first
                                        # and last parts (counted, warned once per source)
 state_file: null                       # where each source stopped (file offset, journal cursor,
@@ -31,7 +32,7 @@ sources:
   - name: grandpa                      # the `server` label
     type: file                         # file | stdin | journald | container | demo
     path: /var/log/vllm/grandpa.log    # file; a glob (/var/log/pods/*_vllm-*/*/*.log) follows every match
-    server_label: name                 # glob: `name`, or `file` for each file's pod name (or stem)
+    server_label: name                 # glob: `name`, or `file`: each file's <namespace>/<pod> (or stem)
     from_start: false                  # file, journald, container: read what is already there
   - name: other
     type: container
@@ -66,6 +67,24 @@ ENV_PREFIX = "VLLM_LOG_EXPORTER_"
 # stage; tests/test_line_bound.py checks the two agree).
 MAX_LINE_BYTES, MIN_LINE_BYTES, MAX_MAX_LINE_BYTES = 1 << 20, 16 << 10, 64 << 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# what a pushed alert's labels say of itself (exporter.alerts.from_events): not to be overridden
+ALERT_OWN_LABELS = ("alertname", "server", "kind", "severity", "instance")
+
+
+def instance_address(value: str, where: str) -> str:
+    """An ``instance`` label as Prometheus writes a target's address: an IPv6 host in brackets. A
+    chart can only join the pod's IP and the port (``$(POD_IP):10825``), so ``fd00::1:10825``
+    becomes ``[fd00::1]:10825``; anything else is kept as given."""
+    value = value.strip()
+    if not value:
+        raise ConfigError(f"{where}: empty")
+    host, _, port = value.rpartition(":")
+    if host.count(":") >= 1 and not host.startswith("[") and port.isdigit():
+        return f"[{host}]:{port}"
+    return value
 
 
 class ConfigError(Exception):
@@ -123,6 +142,8 @@ class Config:
     max_line_bytes: int = MAX_LINE_BYTES  # the bound on a logical line (exporter.framing.lines)
     alertmanager_urls: list[str] = field(default_factory=list)  # where the log's own alerts are pushed
     alertmanager_instance: str | None = None  # the `instance` label of pushed alerts (default: listen address)
+    # more labels of pushed alerts: what the rule's copy gets from the scrape and external labels
+    alertmanager_labels: dict[str, str] = field(default_factory=dict)
     alertmanager_username: str | None = None
     alertmanager_password_file: str | None = None
     alertmanager_ca_file: str | None = None
@@ -217,6 +238,18 @@ def validate(cfg: Config, where: str = "config") -> Config:
         if not re.match(r"^https?://[^/\s]+", url):
             raise ConfigError(f"{at('alertmanager_urls', 'alertmanager.urls')}: {url!r} is not an http(s) URL "
                               "(e.g. http://127.0.0.1:9093)")
+    if cfg.alertmanager_instance is not None:
+        cfg.alertmanager_instance = instance_address(cfg.alertmanager_instance,
+                                                     at("alertmanager_instance", "alertmanager.instance"))
+    for name, val in cfg.alertmanager_labels.items():
+        w = at("alertmanager_labels", "alertmanager.labels")
+        if not _LABEL_NAME.match(name) or name.startswith("__"):
+            raise ConfigError(f"{w}: {name!r} is not a Prometheus label name")
+        if name in ALERT_OWN_LABELS:
+            raise ConfigError(f"{w}: {name!r} is set by the alert itself"
+                              + (" (use alertmanager.instance / --alertmanager.instance)" if name == "instance" else ""))
+        if not val or len(val) > 1024:
+            raise ConfigError(f"{w}: {name}: the value must be 1-1024 characters")
     if cfg.alertmanager_password_file and not os.access(cfg.alertmanager_password_file, os.R_OK):
         raise ConfigError(f"{where}: alertmanager.basic_auth.password_file: {cfg.alertmanager_password_file!r} "
                           "cannot be read")

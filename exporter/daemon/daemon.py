@@ -46,7 +46,8 @@ class Daemon:
             from exporter.alerts.from_events import Alerts
 
             # the instance label Prometheus gives this exporter by default: its scrape address
-            self.alerts = Alerts(instance=cfg.alertmanager_instance or cfg.listen_address)
+            self.alerts = Alerts(instance=cfg.alertmanager_instance or cfg.listen_address,
+                                 labels=dict(cfg.alertmanager_labels))
         self.runners: list[SourceRunner | GlobRunner] = []
         for sc in cfg.sources:
             if sc.type == "file" and sc.is_glob:

@@ -8,6 +8,7 @@ starting them as files appear and forgetting a pod's series after its files are 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import structlog
@@ -182,28 +183,74 @@ class GlobRunner:
         self.glob = file_glob
         self.name = sc.name
         self.children: dict[str, tuple[SourceRunner, asyncio.Task]] = {}
+        self.blind: set[str] = set()  # servers whose directory cannot be listed
         self.missing: dict[str, int] = {}
         # servers (pods) with no file left, and since when (monotonic): their series go after forget_after
         self.forget_after = forget_after
         self.gone: dict[str, float] = {}
+        # where a match's real path may lie (exporter.sources.file_glob)
+        self.roots = file_glob.roots(sc.path)
+        # what the last look reported, so each is said once (and its end once)
+        self.refused: dict[str, str] = {}
+        self.unreadable: dict[str, str] = {}
+
+    def _server(self, path: str) -> str:
+        return self.glob.server_for(path) if self.sc.server_label == "file" else self.sc.name
 
     def _child(self, path: str, from_start: bool) -> SourceRunner:
+        """``path``: the real path of a match (a link's target), which is what is followed."""
         from exporter.sources.file import FileSource
 
-        server = self.glob.server_for(path) if self.sc.server_label == "file" else self.sc.name
+        server = self._server(path)
         pod = self.glob.pod_of(path) if self.sc.server_label == "file" else None
         if pod is not None:
             self.metrics.set_pod(server, *pod)
         key, identity = f"{self.sc.name}:{path}", f"file:{path}"
         resume = self.saved[key][1] if key in self.saved and self.saved[key][0] == identity else None
-        return SourceRunner(FileSource(server, path, from_start=from_start, resume=resume, max_line=self.max_line),
+        return SourceRunner(FileSource(server, path, from_start=from_start, resume=resume, max_line=self.max_line,
+                                       within=self.roots),
                             self.metrics, self.clock, identity, key, alerts=self.alerts, max_line=self.max_line,
                             families=self.families)
 
+    def _report(self, look, now: float) -> None:
+        """Links out of the tree and directories that cannot be listed: a warning each when first
+        seen, and vllm_log_exporter_source_up 0 for the pod whose files they hide (for a directory
+        that is no pod's, under the glob's own name) while they stay so: nothing goes invisible in
+        silence."""
+        for path, real in look.refused.items():
+            if self.refused.get(path) != real:
+                log.warning("file not followed: a symbolic link out of the followed directories", source=self.sc.name,
+                            path=path, target=real, allowed=list(self.roots))
+        self.refused = dict(look.refused)
+        blind: set[str] = set()
+        for d, why in look.unreadable.items():
+            server = (self.glob.server_of_directory(d) if self.sc.server_label == "file" else None) or self.sc.name
+            blind.add(server)
+            if d not in self.unreadable:
+                log.warning("directory cannot be listed: the logs in it are not read; retrying", source=self.sc.name,
+                            directory=d, error=why, server=server, uid=os.geteuid(), gid=os.getegid())
+        for d in self.unreadable.keys() - look.unreadable.keys():
+            log.info("directory readable again (or gone)", source=self.sc.name, directory=d)
+        self.unreadable = dict(look.unreadable)
+        for server in blind:
+            self.metrics.add_server(server)
+            self.metrics.set_source_up(server, False)
+            self.gone.pop(server, None)
+        for server in self.blind - blind:
+            children = [r for r, _ in self.children.values() if r.name == server]
+            if children:  # readable again: its files' sources say how they are
+                self.metrics.set_source_up(server, any(r.is_up for r in children))
+            elif server == self.sc.name:
+                self.metrics.forget_server(server)
+            else:  # gone with its pod: forgotten as a pod is
+                self.gone.setdefault(server, now)
+        self.blind = blind
+
     def scan(self, first: bool, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
-        found = self.glob.matches(self.sc.path)
-        for path in found:
+        look = self.glob.look(self.sc.path)
+        found = set(look.files.values())
+        for path in sorted(found):
             self.missing.pop(path, None)
             if path not in self.children:
                 # files there at start begin where configured; later ones are new from their first line
@@ -220,6 +267,7 @@ class GlobRunner:
                 log.info("file gone, no longer followed", source=self.sc.name, path=path)
                 if runner.name != self.sc.name and all(r.name != runner.name for r, _ in self.children.values()):
                     self.gone.setdefault(runner.name, now)
+        self._report(look, now)
         for server in [s for s in self.gone if any(r.name == s for r, _ in self.children.values())]:
             del self.gone[server]  # a file of it came back (a container restarted in the same pod)
         if self.forget_after > 0:
@@ -256,6 +304,8 @@ class GlobRunner:
         out: dict[str, bool] = {}
         for runner, _ in self.children.values():
             out[runner.name] = out.get(runner.name, False) or runner.is_up
+        for server in self.blind:  # some of its files cannot be seen
+            out[server] = False
         return out
 
     def checkpoints(self) -> dict[str, tuple[str, dict]]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import stat
 import time
 from dataclasses import dataclass
 from typing import AsyncIterator
@@ -124,9 +125,12 @@ def _find_by_inode(path: str, dev: int, ino: int) -> str | None:
 class FileSource:
     def __init__(self, name: str, path: str, from_start: bool = False, poll_interval: float = 0.25,
                  partial_timeout: float = 5.0, max_line: int = MAX_LINE_BYTES, resume: Position | dict | None = None,
-                 notify: bool = True):
+                 notify: bool = True, within: tuple[str, ...] | None = None):
         self.name = name
         self.path = path
+        # a glob's file (exporter.sources.file_glob): what is opened must still be a regular file
+        # inside these directories when it is opened, not only when the glob looked
+        self.within = within
         self.from_start = from_start
         self.poll_interval = poll_interval
         self.notify = notify  # False: poll only (where inotify is known not to work)
@@ -141,7 +145,7 @@ class FileSource:
 
     def _open(self, path: str, quiet: bool = False):
         try:
-            f = open(path, "rb")
+            f = open(path, "rb") if self.within is None else self._open_within(path)
         except OSError as e:
             if not quiet:
                 self._cannot_open(e)
@@ -149,6 +153,27 @@ class FileSource:
         self._open_errno = None
         st = os.fstat(f.fileno())
         return f, (st.st_dev, st.st_ino)
+
+    def _open_within(self, path: str):
+        """Open ``path`` only as a regular file whose real path lies inside ``within``: a directory
+        of the path swapped for a link after the glob looked is caught here, by what was opened.
+        O_NONBLOCK: a FIFO put in its place must not hang the event loop in open()."""
+        from exporter.sources.file_glob import inside
+
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            try:
+                real = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:  # no /proc: the path as it resolves now
+                real = os.path.realpath(path)
+            if not stat.S_ISREG(st.st_mode) or not inside(real, self.within):
+                raise OSError(errno.EXDEV, "not a regular file inside the followed directories", real)
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
 
     def _cannot_open(self, e: OSError) -> None:
         """Why the file is not being read, said once each time the reason changes (it is retried)."""
@@ -160,6 +185,9 @@ class FileSource:
         elif e.errno in (errno.EACCES, errno.EPERM):
             log.warning("cannot read file: permission denied; retrying", source=self.name, path=self.path,
                         uid=os.geteuid(), gid=os.getegid())
+        elif e.errno == errno.EXDEV:
+            log.warning("file not followed: it is no longer a regular file inside the followed directories",
+                        source=self.name, path=self.path, now=e.filename)
         else:
             log.warning("cannot open file; retrying", source=self.name, path=self.path, error=e.strerror or str(e))
 
