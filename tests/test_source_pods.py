@@ -185,6 +185,7 @@ def test_a_pod_directory_that_cannot_be_listed_is_reported_not_invisible(tmp_pat
     try:
         wait_until(lambda: ex.value("vllm_log_exporter_source_up", server="llm/vllm-b") == 0, 15, what="b reported")
         assert ex.value("vllm_log_exporter_source_up", server="llm/vllm-a") == 1
+        assert ex.value("vllm_log_errors_total", server="llm/vllm-b") is None  # never read: absent, not 0
         assert json.loads(http_get(ex.url + "/healthz")[1])["sources"]["llm/vllm-b"] is False
         b.parent.parent.chmod(0o755)
         # a file first seen now is read from its first line: the 6 lines were never counted

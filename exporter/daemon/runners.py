@@ -232,17 +232,15 @@ class GlobRunner:
         for d in self.unreadable.keys() - look.unreadable.keys():
             log.info("directory readable again (or gone)", source=self.sc.name, directory=d)
         self.unreadable = dict(look.unreadable)
-        for server in blind:
-            self.metrics.add_server(server)
+        for server in blind:  # source_up alone: what was never read is absent, not counted as 0
             self.metrics.set_source_up(server, False)
             self.gone.pop(server, None)
         for server in self.blind - blind:
             children = [r for r, _ in self.children.values() if r.name == server]
             if children:  # readable again: its files' sources say how they are
                 self.metrics.set_source_up(server, any(r.is_up for r in children))
-            elif server == self.sc.name:
-                self.metrics.forget_server(server)
-            else:  # gone with its pod: forgotten as a pod is
+            else:  # gone with its pod (or empty): nothing is down any more; the rest goes as a pod's does
+                self.metrics.drop_source_up(server)
                 self.gone.setdefault(server, now)
         self.blind = blind
 

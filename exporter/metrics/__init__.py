@@ -236,6 +236,10 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
     def set_source_up(self, server: str, up: bool) -> None:
         self._set(self.source_up, (server,), 1 if up else 0)
 
+    def drop_source_up(self, server: str) -> None:
+        """A source that was reported down and is no longer there to be up or down."""
+        self.source_up.values.pop((server,), None)
+
     def source_restarted(self, server: str) -> None:
         self.source_restarts.inc((server,))
 
