@@ -91,6 +91,30 @@ def test_quadlet_units_drop_privileges():
         assert c["HealthCmd"] == f"vllm-log-exporter healthcheck {listen}", unit.name
 
 
+def test_every_deployment_that_follows_a_server_keeps_a_state_file_in_a_volume():
+    """A restart must lose nothing: each compose profile but the demo's (a replay) and each Quadlet
+    unit names a state file in a directory that outlives the container. The restart itself is run
+    by test_each_profile_keeps_its_place_across_an_exporter_restart and tests/test_quadlet.py."""
+    import configparser
+
+    cfg = yaml.safe_load(COMPOSE.read_text())
+    for name, svc in cfg["services"].items():
+        if not name.startswith("exporter") or svc.get("profiles") == ["demo"]:
+            continue
+        state = (svc.get("environment") or {}).get("VLLM_LOG_EXPORTER_STATE_FILE")
+        assert state, f"{name} keeps no state file"
+        mounts = {v.split(":")[1]: v.split(":")[0] for v in svc.get("volumes", [])}
+        assert mounts.get(str(Path(state).parent)) in cfg["volumes"], f"{name}: the state file is not in a volume"
+    for unit in sorted((ROOT / "deploy" / "quadlet").glob("*.container")):
+        cp = configparser.ConfigParser(strict=False, interpolation=None)
+        cp.optionxform = str
+        cp.read_string(unit.read_text())
+        c = cp["Container"]
+        state = next(a.split("=", 1)[1] for a in c["Exec"].split() if a.startswith("--state-file="))
+        volumes = [line.split("=", 1)[1] for line in unit.read_text().splitlines() if line.startswith("Volume=")]
+        assert any(v.split(":")[1] == str(Path(state).parent) and not v.startswith("/") for v in volumes), unit.name
+
+
 # --- the real `podman compose up` -------------------------------------------------------------
 
 def _run(cmd, env, timeout=600, check=True, **kw):
@@ -100,7 +124,8 @@ def _run(cmd, env, timeout=600, check=True, **kw):
     return r
 
 
-@pytest.fixture(scope="module")
+# session-wide: tests/test_quadlet.py runs the units with the same images
+@pytest.fixture(scope="session")
 def podman_env(tmp_path_factory):
     if not shutil.which("podman"):
         pytest.skip("podman not installed")
@@ -161,7 +186,7 @@ def standin_names(text: str) -> str:
     return text
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def images(podman_env):
     env, tmp = podman_env
     made = []
@@ -269,6 +294,19 @@ def test_image_follows_a_host_log_file_as_the_compose_file_profile_runs_it(image
         _run(["podman", "rm", "-f", "-t", "1", name], env, check=False)
 
 
+def compose_project(project: Path, moved) -> Path:
+    """A copy of the repo's compose project: the stand-in image names, ports moved by ``moved``."""
+    project.mkdir()
+    for name in ("compose.yaml", "Containerfile", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, project / name)
+    for d in ("deploy", "dashboards", "exporter"):
+        shutil.copytree(ROOT / d, project / d, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("compose.yaml", "Containerfile", "deploy/prometheus/prometheus.yml"):
+        f = project / name
+        f.write_text(moved(standin_names(f.read_text())))
+    return project
+
+
 def test_podman_compose_up_demo_without_grafana(images):
     """The stack as compose.yaml defines it, in a copy that differs only in the stand-in image names
     and in free ports (so a demo already running on 9090/9093/10825 does not stop the test)."""
@@ -282,15 +320,7 @@ def test_podman_compose_up_demo_without_grafana(images):
             text = text.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}")
         return text
 
-    project = tmp / "stack"
-    project.mkdir()
-    for name in ("compose.yaml", "Containerfile", "pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, project / name)
-    for d in ("deploy", "dashboards", "exporter"):
-        shutil.copytree(ROOT / d, project / d, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("compose.yaml", "Containerfile", "deploy/prometheus/prometheus.yml"):
-        f = project / name
-        f.write_text(moved(standin_names(f.read_text())))
+    project = compose_project(tmp / "stack", moved)
     assert "docker.io/prom" not in (project / "compose.yaml").read_text()
     (project / "secrets").mkdir()
     (project / "secrets" / "grafana_admin_password").write_text("smoke-test-only\n")
@@ -349,3 +379,50 @@ def test_the_central_datasource_is_provisioned_from_compose_configuration():
     assert ds["url"] == "$CENTRAL_PROMETHEUS_URL" and ds["uid"] != "vllm-log-prometheus" and not ds["isDefault"]
     env = yaml.safe_load(COMPOSE.read_text())["services"]["grafana"]["environment"]
     assert env["CENTRAL_PROMETHEUS_URL"] == "${CENTRAL_PROMETHEUS_URL:-http://127.0.0.1:9090}"
+
+
+@pytest.mark.parametrize("profile", ["real", "file", "journald"])
+def test_each_profile_keeps_its_place_across_an_exporter_restart(images, tmp_path, profile):
+    """compose.yaml as it is (stand-in image names, a free port), each profile that follows a real
+    server: `podman-compose stop` and `start` of its exporter while the log keeps being written,
+    every line counted once (tests/restarts.py). The demo profile replays a sample: nothing to keep."""
+    from tests.helpers import free_port, value
+    from tests.journal import have_journal_tools
+    from tests.restarts import ContainerFeed, FileFeed, JournalFeed, restart_mid_stream
+
+    env, _ = images
+    port = free_port()
+    project = compose_project(tmp_path / "project", lambda text: text.replace("127.0.0.1:10825", f"127.0.0.1:{port}"))
+    name = f"vle-t-grandpa-{port}"
+    if profile == "real":
+        feed = ContainerFeed(tmp_path / "vllm", env, "localhost/vle-smoke-busybox:latest", name)
+        variables, service, server = {"VLLM_LOG_SOURCE": f"container:{name}", "PODMAN_SOCKET": str(feed.sock)}, "exporter", name
+    elif profile == "file":
+        feed = FileFeed(tmp_path / "logs" / "vllm.log")
+        variables, service, server = {"VLLM_LOG_DIR": str(feed.path.parent)}, "exporter-file", "vllm"
+    else:
+        if not have_journal_tools():
+            pytest.skip("needs systemd-journal-remote")
+        feed = JournalFeed(tmp_path / "journal")
+        variables, service, server = {"VLLM_UNIT": "grandpa", "JOURNAL_DIRECTORY": str(feed.journal.dir)}, \
+            "exporter-journald", "grandpa"
+    run_env = {**env, **variables}
+    compose = [str(VENV_BIN / "podman-compose"), "-p", f"vle-restart-{port}", "-f", str(project / "compose.yaml"),
+               "--profile", profile]
+    url = f"http://127.0.0.1:{port}/metrics"
+
+    def counted():
+        return value(http_get(url, timeout=2)[1], "vllm_log_http_requests_total", server=server)
+
+    try:
+        _run([*compose, "up", "-d", service], run_env, timeout=300, cwd=project)
+        wait_until(lambda: value(http_get(url, timeout=2)[1], "vllm_log_exporter_source_up", server=server) == 1, 60,
+                   what=f"the {profile} profile's exporter following its source")
+        restart_mid_stream(feed, counted, stop=lambda: _run([*compose, "stop", service], run_env, cwd=project),
+                           start=lambda: _run([*compose, "start", service], run_env, cwd=project))
+    except AssertionError as e:
+        logs = _run(["podman", "logs", "--tail", "40", f"vle-restart-{port}_{service}_1"], env, check=False)
+        raise AssertionError(f"{e}\nexporter's log:\n{logs.stdout[-3000:]}{logs.stderr[-3000:]}") from e
+    finally:
+        _run([*compose, "down", "-v", "-t", "1"], run_env, timeout=300, check=False, cwd=project)
+        feed.close()

@@ -18,7 +18,7 @@ No Kubernetes cluster runs here: kind, k3s, minikube and kwok are on no registry
   DaemonSet, so the template is rendered as a kind: Pod), with an image built here from the repo's
   Containerfile (our own tags, removed afterwards), reading kubelet-layout CRI files from a hostPath,
   scraped by a real Prometheus: a pod's lines counted exactly, and the pod replaced (kube down, kube
-  play) resuming from its state file on the hostPath.
+  play) while lines keep coming, resuming from its state file on the hostPath (tests/restarts.py).
   Pushed alerts are left out there: podman 4.3's kube play fills only metadata.name and .uid from
   the downward API and expands no `$(VAR)`; tests/test_helm_alerts.py runs the pod's arguments as
   kubelet would, against a real Prometheus and Alertmanager.
@@ -447,6 +447,8 @@ def as_pod(docs: list[dict], name: str, host_port: int) -> str:
 
 
 def test_daemonset_pod_under_podman_kube_play_counts_exactly_and_resumes(helm, exporter_image, tmp_path):
+    from tests.restarts import FileFeed, restart_mid_stream
+
     env, _, image = exporter_image
     port = free_port()
     # the chart takes /var/lib/<one name> only (the pod writes nowhere else on the node): one of the
@@ -495,16 +497,13 @@ def test_daemonset_pod_under_podman_kube_play_counts_exactly_and_resumes(helm, e
         wait_until(lambda: (state / "vle-vllm-log-exporter" / "state.json").exists(), 10, 0.2,
                    what="the state file on the hostPath")
 
-        # the pod replaced (as a DaemonSet's pod is on an upgrade or eviction); lines keep coming meanwhile
-        run("podman", "kube", "down", kube, env=env, timeout=120)
-        append(vllm, range(40, 65))
-        run("podman", "kube", "play", kube, env=env, timeout=180)
-        # the new process counts from 0: exactly the 25 written while it was away, none of the 30 again
-        wait_until(lambda: served() == 25, 60, 0.5, what="the new pod resuming at the state file's offset")
-        append(vllm, range(65, 70))
-        wait_until(lambda: served() == 30, 30, 0.5, what="lines after the restart")
-        time.sleep(3)
-        assert served() == 30
+        # the pod replaced (as a DaemonSet's pod is on an upgrade or eviction) while lines keep coming:
+        # the new process counts from 0, exactly what was written from the stop on, none of the 30 again
+        feed = FileFeed(vllm, line=cri_access)
+        feed.written = 40
+        restart_mid_stream(feed, served, stop=lambda: run("podman", "kube", "down", kube, env=env, timeout=120),
+                           start=lambda: run("podman", "kube", "play", kube, env=env, timeout=180),
+                           first=0, counted_before=30)
 
         # the pod deleted: kubelet removes its directory, and its series go forgetGoneAfterSeconds later
         shutil.rmtree(vllm.parent.parent)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT
+from tests.test_compose import images, podman_env  # noqa: F401 - fixtures: the exporter image
 
 CACHE = Path(os.environ.get("VLLM_LOG_EXPORTER_IMAGE_CACHE", "/var/tmp/vllm-log-exporter-test-images"))
 UNITS = ROOT / "deploy" / "quadlet"
@@ -96,3 +97,92 @@ def test_a_unit_with_a_key_the_generator_does_not_know_is_refused(quadlet, tmp_p
     dry = subprocess.run([str(quadlet), "-dryrun"], env={**os.environ, "QUADLET_UNIT_DIRS": str(units)},
                          capture_output=True, text=True, timeout=60)
     assert "unsupported key 'ReadOnyl'" in dry.stderr, dry.stderr
+
+
+# --- the units run, and restarted -----------------------------------------------------------------
+
+def unit_commands(service_text: str, subs: dict[str, str], unit: str, run_dir: Path,
+                  name: str) -> dict[str, list[list[str]]]:
+    """The generated service's ExecStart/ExecStop/ExecStopPost as argument lists, as systemd would run
+    them here: specifiers expanded (%t, %N, %n); ``subs`` put the test's paths, image and port in,
+    ``name`` is the container's.
+    Two flags are left out, each needing systemd itself: --cgroups=split (the unit's delegated
+    cgroup) and --sdnotify=conmon (systemd's NOTIFY_SOCKET)."""
+    import shlex
+
+    out: dict[str, list[list[str]]] = {"ExecStart": [], "ExecStop": [], "ExecStopPost": []}
+    for line in service_text.splitlines():
+        key, _, value = line.partition("=")
+        if key not in out:
+            continue
+        value = value.lstrip("-")  # "-": failure ignored
+        value = value.replace("%t", str(run_dir)).replace("%N", unit).replace("%n", f"{unit}.service")
+        args = [a for a in shlex.split(value) if a not in ("--cgroups=split", "--sdnotify=conmon")]
+        for old, new in subs.items():
+            args = [a.replace(old, new) for a in args]
+        if "--name" in args:
+            args[args.index("--name") + 1] = name
+        out[key].append(args)
+    return out
+
+
+@pytest.mark.parametrize("unit", ["vllm-log-exporter", "vllm-log-exporter-journald"])
+def test_the_unit_keeps_its_place_across_a_restart(quadlet, images, tmp_path, unit):
+    """The service the generator makes of each unit, run with podman as systemd would run it
+    (ExecStart; a restart is ExecStop, ExecStopPost, ExecStart), while the vLLM log keeps being
+    written: every line counted once (tests/restarts.py). Debian 12's podman 4.3 runs them, as it
+    runs the units' flags; the image is the one tests/test_compose.py builds from the Containerfile."""
+    from tests.helpers import free_port, http_get, value, wait_until
+    from tests.journal import have_journal_tools
+    from tests.restarts import ContainerFeed, JournalFeed, restart_mid_stream
+    from tests.test_compose import EXPORTER, _run
+
+    env, _ = images
+    out = tmp_path / "generated"
+    out.mkdir()
+    assert generate(quadlet, out).returncode == 0
+    port = free_port()
+    name, volume = f"vle-t-unit-{port}", f"vle-t-state-{port}"
+    subs = {"localhost/vllm-log-exporter:latest": EXPORTER, "127.0.0.1:10825": f"127.0.0.1:{port}",
+            "vllm-log-exporter-container-state:": f"{volume}:",
+            "vllm-log-exporter-state:": f"{volume}:"}
+    if unit == "vllm-log-exporter":
+        feed = ContainerFeed(tmp_path / "vllm", env, "localhost/vle-smoke-busybox:latest", f"vle-t-grandpa-{port}")
+        subs.update({"/run/podman/podman.sock:/run": f"{feed.sock}:/run", "container:grandpa": f"container:{feed.name}"})
+    else:
+        if not have_journal_tools():
+            pytest.skip("needs systemd-journal-remote")
+        feed = JournalFeed(tmp_path / "journal")
+        subs["/var/log/journal:/var/log/journal:ro"] = f"{feed.journal.dir}:/var/log/journal:ro"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    cmds = unit_commands((out / f"{unit}.service").read_text(), subs, unit, run_dir, name)
+    text = " ".join(" ".join(c) for c in cmds["ExecStart"])
+    assert f"{volume}:/var/lib/vllm-log-exporter" in text and "--state-file=/var/lib/vllm-log-exporter/state.json" in text
+    assert "/run/podman/podman.sock" not in text and " /var/log/journal:" not in text  # every host path is the test's
+
+    def start():
+        for c in cmds["ExecStart"]:
+            _run(c, env, timeout=120)
+
+    def stop():
+        for c in cmds["ExecStop"] + cmds["ExecStopPost"]:
+            _run(c, env, timeout=120, check=False)
+
+    url = f"http://127.0.0.1:{port}/metrics"
+
+    def counted():
+        return value(http_get(url, timeout=2)[1], "vllm_log_http_requests_total", server="grandpa")
+
+    try:
+        start()
+        wait_until(lambda: value(http_get(url, timeout=2)[1], "vllm_log_exporter_source_up", server="grandpa") == 1,
+                   60, what=f"{unit} following grandpa")
+        restart_mid_stream(feed, counted, stop, start)
+    except AssertionError as e:
+        logs = _run(["podman", "logs", "--tail", "40", name], env, check=False)
+        raise AssertionError(f"{e}\nexporter's log:\n{logs.stdout[-3000:]}{logs.stderr[-3000:]}") from e
+    finally:
+        stop()
+        _run(["podman", "volume", "rm", "-f", volume], env, check=False)
+        feed.close()
