@@ -190,6 +190,25 @@ async def test_container_created_after_the_source_started(podman):
         await exactly(fw, podman, name)
 
 
+async def test_a_quiet_running_container_is_up_while_it_logs_nothing(podman):
+    """podman 4.3 answers a followed log only once a line passes `since`: a running vLLM that logs
+    nothing after the exporter started (idle) must not be reported down (VllmLogSourceDown would page
+    for an idle server); its next line is read."""
+    name = "vle-t-quiet"
+    podman.container(name, count=3)
+    wait_until(lambda: podman.printed(name) == 3, 20, what="3 printed")
+    await asyncio.sleep(1.1)  # `since` is whole seconds: its lines are all before the source starts
+    # a short request timeout: the 1.5 s the logs request waits for headers pass within the test
+    async with Follow(source(podman, name, request_timeout=1.0)) as fw:
+        await until(lambda: fw.status.ups, 10, what="the source's state")
+        await asyncio.sleep(3)  # twice past the wait for headers
+        assert fw.status.ups and False not in fw.status.ups, fw.status.ups
+        line = '(APIServer pid=1) INFO:     127.0.0.1:3 - "GET /v1/models HTTP/1.1" 200 OK'
+        podman.run("exec", name, "sh", "-c", f"echo '{line}' > /proc/1/fd/1")
+        await until(lambda: numbers(fw.lines) == [3], 20, what="its next line")
+        assert fw.status.ups[-1] is True
+
+
 async def test_tty_container(podman):
     name = "vle-t-tty"
     podman.container(name, count=40, tty=True)

@@ -22,6 +22,8 @@ What was seen against the real podman 4.3 API, and what it takes:
   its first line, and nothing of the old one's replay state applies to it.
 - The checkpoint (id, last stamp, checksums of that second) goes into the state file, so an
   exporter restart resumes where it stopped.
+- A followed log gets no response headers until a line passes ``since``: a running container that
+  logs nothing (an idle vLLM, from the exporter's start on) is up, waiting, not a failure.
 """
 
 from __future__ import annotations
@@ -149,6 +151,7 @@ class ContainerSource:
         self._skip: Counter = Counter()
         self._read_all = False
         self._resumed_id: str | None = None
+        self._quiet_said = False
         if isinstance(resume, dict):
             self._resume(resume)
 
@@ -248,6 +251,27 @@ class ContainerSource:
             raise ConnectionError(f"inspect {self.container}: the answer is not a container ({type(info).__name__})")
         return info
 
+    async def _logs(self, session, running: bool, status: Status):
+        """The followed log's response. podman (4.3) sends its headers only once a line passes
+        ``since``: for a running container that logs nothing (an idle vLLM) no answer comes. The API
+        has just answered the inspect and the container runs, so the source is up, waiting for a
+        line; only a container that is not running, or an API that answers nothing, is a failure."""
+        get = asyncio.ensure_future(session.get(self._logs_url()))
+        try:
+            done, _ = await asyncio.wait({get}, timeout=self.request_timeout * 1.5)
+            if not done:
+                if not running:
+                    raise asyncio.TimeoutError
+                status.up(True)
+                if not self._quiet_said:
+                    self._quiet_said = True
+                    log.info("container running, its log quiet; waiting for lines", source=self.name,
+                             container=self.container)
+            return await get
+        finally:
+            if not get.done():
+                get.cancel()
+
     async def batches(self, status: Status) -> AsyncIterator[list[str]]:
         backoff = self.backoff
         connected_before = False
@@ -262,7 +286,7 @@ class ContainerSource:
                     tty = bool((info.get("Config") or {}).get("Tty"))
                     running = bool((info.get("State") or {}).get("Running"))
                     self._found(info["Id"])
-                    resp = await asyncio.wait_for(session.get(self._logs_url()), self.request_timeout * 1.5)
+                    resp = await self._logs(session, running, status)
                     async with resp as r:
                         if r.status != 200:
                             raise ConnectionError(f"logs {self.container}: HTTP {r.status}")
