@@ -7,6 +7,7 @@ import pytest
 from exporter.parsers.events import DERIVED_KINDS
 from exporter.framing.clock import Clock
 from exporter.stream.pipeline import Pipeline
+from tests.podman import images, podman_env  # noqa: F401 - session fixtures: the podman images
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -19,11 +19,9 @@ import pytest
 import yaml
 
 from tests.helpers import ROOT, http_get, wait_until
-from tests.podman import _busybox_rootfs, _import, podman_environment
+from tests.podman import CACHE, EXPORTER, UPSTREAM, VENV_BIN, _busybox_rootfs, _import, _run, standin_names
 
 COMPOSE = ROOT / "compose.yaml"
-CACHE = Path(os.environ.get("VLLM_LOG_EXPORTER_IMAGE_CACHE", "/var/tmp/vllm-log-exporter-test-images"))
-VENV_BIN = Path(sys.executable).parent
 
 
 def compose_binary() -> Path | None:
@@ -116,105 +114,6 @@ def test_every_deployment_that_follows_a_server_keeps_a_state_file_in_a_volume()
 
 
 # --- the real `podman compose up` -------------------------------------------------------------
-
-def _run(cmd, env, timeout=600, check=True, **kw):
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, **kw)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, cmd))} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return r
-
-
-# session-wide: tests/test_quadlet.py runs the units with the same images
-@pytest.fixture(scope="session")
-def podman_env(tmp_path_factory):
-    if not shutil.which("podman"):
-        pytest.skip("podman not installed")
-    tmp = tmp_path_factory.mktemp("podman")
-    env = {**podman_environment(tmp), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
-    busybox = _busybox_rootfs(tmp)
-    _import(busybox, "localhost/vle-smoke-busybox:latest", 'CMD ["/bin/sh"]', env)
-    try:
-        r = _run(["podman", "run", "--rm", "--network=host", "localhost/vle-smoke-busybox:latest", "/bin/true"], env,
-                 check=False)
-        if r.returncode != 0:
-            pytest.skip(f"containers cannot run here: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
-        yield env, tmp
-    finally:
-        _run(["podman", "rmi", "-f", "localhost/vle-smoke-busybox:latest"], env, check=False)
-
-
-def _python_base(env) -> None:
-    """docker.io/library/python:3.11-slim stand-in: Debian bookworm's Python, pip allowed system-wide."""
-    tarball = CACHE / "python-3.11-slim-standin.tar"
-    if not tarball.exists():
-        if not shutil.which("debootstrap"):
-            pytest.skip("debootstrap not installed: no Python base image can be made")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        root = CACHE / "python-rootfs"
-        shutil.rmtree(root, ignore_errors=True)
-        _run(["debootstrap", "--variant=minbase", "--include=python3,python3-pip", "bookworm", str(root),
-              "http://deb.debian.org/debian"], env, timeout=900)
-        (root / "usr/lib/python3.11/EXTERNALLY-MANAGED").unlink(missing_ok=True)
-        for name, target in (("python", "python3"), ("pip", "pip3")):
-            link = root / "usr/bin" / name
-            if not link.exists():
-                link.symlink_to(target)
-        _run(["tar", "-C", str(root), "-cf", str(tarball) + ".part", "."], env, timeout=300)
-        os.replace(str(tarball) + ".part", tarball)
-        shutil.rmtree(root, ignore_errors=True)
-    with open(tarball, "rb") as f:
-        r = subprocess.run(["podman", "import", "--change", 'CMD ["python3"]', "-", UPSTREAM["docker.io/library/python:3.11-slim"]],
-                           stdin=f, env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-
-
-# Stand-ins live under names of their own, never an upstream one: a user who ran the tests and then
-# the stack must get the real images (compose pulls only what is missing). compose.yaml and the
-# Containerfile are rewritten to these names in temporary copies; every image is removed afterwards.
-UPSTREAM = {
-    "docker.io/prom/prometheus:v2.55.1": "localhost/vle-test-prometheus:standin",
-    "docker.io/prom/alertmanager:v0.27.0": "localhost/vle-test-alertmanager:standin",
-    "docker.io/library/python:3.11-slim": "localhost/vle-test-python:standin",
-    "localhost/vllm-log-exporter:latest": "localhost/vle-test-exporter:latest",
-}
-EXPORTER = UPSTREAM["localhost/vllm-log-exporter:latest"]
-
-
-def standin_names(text: str) -> str:
-    for upstream, ours in UPSTREAM.items():
-        text = text.replace(upstream, ours)
-    return text
-
-
-@pytest.fixture(scope="session")
-def images(podman_env):
-    env, tmp = podman_env
-    made = []
-    try:
-        prom = _busybox_rootfs(tmp, {"/usr/bin/prometheus": "/bin/prometheus", "/usr/bin/promtool": "/bin/promtool",
-                                     "/usr/share/prometheus/web": "/usr/share/prometheus/web"})
-        _import(prom, UPSTREAM["docker.io/prom/prometheus:v2.55.1"], 'ENTRYPOINT ["/bin/prometheus"]', env)
-        made.append(UPSTREAM["docker.io/prom/prometheus:v2.55.1"])
-        # Debian's build reads its notification templates from /usr/share/prometheus/alertmanager.
-        am = _busybox_rootfs(tmp, {"/usr/bin/prometheus-alertmanager": "/bin/alertmanager", "/usr/bin/amtool": "/bin/amtool",
-                                   "/usr/share/prometheus/alertmanager": "/usr/share/prometheus/alertmanager"})
-        _import(am, UPSTREAM["docker.io/prom/alertmanager:v0.27.0"], 'ENTRYPOINT ["/bin/alertmanager"]', env)
-        made.append(UPSTREAM["docker.io/prom/alertmanager:v0.27.0"])
-        _python_base(env)
-        made.append(UPSTREAM["docker.io/library/python:3.11-slim"])
-        # The repo's own Containerfile on the stand-in base; PyPI is reached through this machine's
-        # TLS proxy, hence the CA bundle.
-        containerfile = tmp / "Containerfile"
-        containerfile.write_text(standin_names((ROOT / "Containerfile").read_text()))
-        # --layers=false: no intermediate images left behind to clean up
-        _run(["podman", "build", "--network=host", "--pull=never", "--layers=false",
-              "-v", "/etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro",
-              "-t", EXPORTER, "-f", str(containerfile), str(ROOT)], env, timeout=900)
-        made.append(EXPORTER)
-        yield env, tmp
-    finally:
-        _run(["podman", "rmi", "-f", *made], env, check=False)
-
 
 def test_image_runs_as_non_root_with_a_read_only_root(images):
     env, _ = images

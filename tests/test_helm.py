@@ -396,7 +396,7 @@ def exporter_image(tmp_path_factory):
     env = {**podman_environment(tmp), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     tarball = IMAGE_CACHE / "python-3.11-slim-standin.tar"
     if not tarball.exists():
-        from tests.test_compose import _python_base
+        from tests.podman import _python_base
 
         _python_base(env)  # makes the cached rootfs tarball (and imports it under test_compose's tag)
         run("podman", "rmi", "-f", "localhost/vle-test-python:standin", env=env, check=False)

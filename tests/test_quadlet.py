@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT
-from tests.test_compose import images, podman_env  # noqa: F401 - fixtures: the exporter image
 
 CACHE = Path(os.environ.get("VLLM_LOG_EXPORTER_IMAGE_CACHE", "/var/tmp/vllm-log-exporter-test-images"))
 UNITS = ROOT / "deploy" / "quadlet"
@@ -135,7 +134,7 @@ def test_the_unit_keeps_its_place_across_a_restart(quadlet, images, tmp_path, un
     from tests.helpers import free_port, http_get, value, wait_until
     from tests.journal import have_journal_tools
     from tests.restarts import ContainerFeed, JournalFeed, restart_mid_stream
-    from tests.test_compose import EXPORTER, _run
+    from tests.podman import EXPORTER, _run
 
     env, _ = images
     out = tmp_path / "generated"
