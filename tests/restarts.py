@@ -86,11 +86,15 @@ class ContainerFeed:
         (tmp / "logger.sh").write_text(LOGGER)
         self.service = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{self.sock}"],
                                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(lambda: self.sock.exists(), 20, 0.05, what="podman API socket")
-        r = subprocess.run(["podman", "run", "-d", "--name", name, "--network=none", "-v", f"{tmp / 'ctl'}:/ctl:ro",
-                            "-v", f"{tmp / 'logger.sh'}:/logger.sh:ro", image, "/bin/sh", "/logger.sh"],
-                           env=env, capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
+        try:
+            wait_until(lambda: self.sock.exists(), 20, 0.05, what="podman API socket")
+            r = subprocess.run(["podman", "run", "-d", "--name", name, "--network=none", "-v", f"{tmp / 'ctl'}:/ctl:ro",
+                                "-v", f"{tmp / 'logger.sh'}:/logger.sh:ro", image, "/bin/sh", "/logger.sh"],
+                               env=env, capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+        except BaseException:
+            self.close()  # the API service must not outlive a feed that could not start
+            raise
 
     def write(self, n: int) -> None:
         self.written += n

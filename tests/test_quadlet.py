@@ -157,8 +157,12 @@ def test_the_unit_keeps_its_place_across_a_restart(quadlet, images, tmp_path, un
     run_dir.mkdir()
     cmds = unit_commands((out / f"{unit}.service").read_text(), subs, unit, run_dir, name)
     text = " ".join(" ".join(c) for c in cmds["ExecStart"])
-    assert f"{volume}:/var/lib/vllm-log-exporter" in text and "--state-file=/var/lib/vllm-log-exporter/state.json" in text
-    assert "-v /run/podman/podman.sock:" not in text and "-v /var/log/journal:" not in text  # host paths: the test's
+    try:
+        assert f"{volume}:/var/lib/vllm-log-exporter" in text and "--state-file=/var/lib/vllm-log-exporter/state.json" in text
+        assert "-v /run/podman/podman.sock:" not in text and "-v /var/log/journal:" not in text  # host paths: the test's
+    except AssertionError:
+        feed.close()  # its podman API service and container must not outlive the test
+        raise
 
     def start():
         for c in cmds["ExecStart"]:
