@@ -125,8 +125,12 @@ async def until(cond, timeout=30, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def exactly(fw, podman, name, timeout=30):
-    """Wait until every line the container printed arrived; then nothing more may come."""
+async def exactly(fw, podman, name, timeout=30, total=None):
+    """Wait until every line the container printed arrived; then nothing more may come. ``total``:
+    how many it prints in all by now, waited for first (else a check can pass while it still prints,
+    and the lines it prints after it have 0.5 s to arrive)."""
+    if total is not None:
+        await until(lambda: podman.printed(name) == total, timeout, what=f"{name} to print {total} lines")
     await until(lambda: len(numbers(fw.lines)) >= podman.printed(name), timeout,
                 what=f"{podman.printed(name)} lines of {name} (have {len(numbers(fw.lines))})")
     await asyncio.sleep(0.5)
@@ -137,11 +141,11 @@ async def test_restart_stop_start_and_no_reconnect_loop_while_stopped(podman):
     name = "vle-t-restart"
     podman.container(name, count=30, delay="0.01")
     async with Follow(source(podman, name, from_start=True)) as fw:
-        await exactly(fw, podman, name)
+        await exactly(fw, podman, name, total=30)
         podman.run("restart", name)
-        await exactly(fw, podman, name)
+        await exactly(fw, podman, name, total=60)
         podman.run("restart", "-t", "1", name)
-        await exactly(fw, podman, name)
+        await exactly(fw, podman, name, total=90)
         assert podman.printed(name) == 90
         podman.run("stop", "-t", "1", name)
         await until(lambda: fw.status.ups and fw.status.ups[-1] is False, 10, what="source down")
@@ -151,7 +155,7 @@ async def test_restart_stop_start_and_no_reconnect_loop_while_stopped(podman):
         assert True not in fw.status.ups[ups_before:], fw.status.ups
         podman.run("start", name)
         await until(lambda: fw.status.ups[-1] is True, 20, what="source up again")
-        await exactly(fw, podman, name)
+        await exactly(fw, podman, name, total=120)
     assert podman.printed(name) == 120
 
 
