@@ -18,6 +18,20 @@ def test_entry_decoding():
     assert entry_to_lines({"MESSAGE": "a\nb"}) == ["a", "b"]
 
 
+def test_the_service_managers_entries_carry_its_tag():
+    """PID 1's (or a user manager's) word on the unit reads as `journalctl -o short` shows it, so that
+    framing knows it for systemd's and a program's own bare "Stopping ..." is not taken for its stop job."""
+    pid1 = {"MESSAGE": "Stopping vLLM server...", "SYSLOG_IDENTIFIER": "systemd", "UNIT": "vllm.service",
+            "_PID": "1", "__REALTIME_TIMESTAMP": "1785811461123456"}
+    assert entry_to_lines(pid1) == ["2026-08-04T02:44:21.123456Z systemd[1]: Stopping vLLM server..."]
+    user = dict(pid1, UNIT=None, _PID="1800", MESSAGE="vllm.service: Failed with result 'timeout'.")
+    del user["UNIT"]
+    user["USER_UNIT"] = "vllm.service"
+    assert entry_to_lines(user) == ["2026-08-04T02:44:21.123456Z systemd[1800]: vllm.service: Failed with result 'timeout'."]
+    own = {"MESSAGE": "Stopping server loop...", "SYSLOG_IDENTIFIER": "vllm", "_SYSTEMD_UNIT": "vllm.service"}
+    assert entry_to_lines(own) == ["Stopping server loop..."]
+
+
 def test_follow_command_never_tails_and_resumes_after_the_cursor():
     s = JournaldSource("gp", "grandpa", directory="/host/journal", resume={"cursor": "s=1;i=2"})
     cmd = s.command()

@@ -249,7 +249,22 @@ def test_a_systemd_stop_without_vllm_s_own_stop_line_is_a_stop_not_a_death(exit_
     "(APIServer pid=1) INFO 12-04 10:00:00 [x.py:1] Stopping profiler...",  # vLLM's own record
     "Dec 04 10:00:00 gpu1 sshd[77]: Stopping sessions...",                 # another program's tag
     "Stopping now, really",                                                # no job line
+    # Mooncake's metadata server (mooncake/http_metadata_server.py 0.3.4-0.3.13, print) in the unit's own
+    # output: untagged, names no unit (catalogue/findings.md row 9)
+    "Stopping server loop...",
+    "2026-08-04T02:44:21.123456Z Stopping server loop...",
 ])
 def test_only_systemd_s_own_stop_lines_are_stops(line):
     _, events = run_lines([line])
     assert not [e for e in events if e.kind == "shutdown"]
+
+
+@pytest.mark.parametrize("line", [
+    "Stopping vllm.service...",                                         # a unit with no Description
+    "Stopping vllm.service - vLLM OpenAI server...",                    # the combined status format
+    "2026-08-04T02:44:21.123456Z systemd[1]: Stopping vLLM server...",  # the journald source's, tagged
+    "Aug 04 02:44:21 gpu1 systemd[1]: Stopping vLLM server...",          # journalctl -o short
+])
+def test_systemd_s_stop_job_lines_are_stops(line):
+    _, events = run_lines([line])
+    assert [e.fields["signature"] for e in events if e.kind == "shutdown"] == ["systemd stop"]

@@ -104,6 +104,20 @@ _DASH_HEADER = re.compile(
 )
 # uvicorn's "INFO:     " level prefix (levelname + ':' padded to 9, then a space).
 _UVICORN = re.compile(rf"({_LEVELS}):\s+")
+# The connectors' own record headers, printed by their loggers inside vLLM's processes (findings 10 of
+# catalogue/findings.md): LMCache's (lmcache/logging.py, every release read: "[%(asctime)s] LMCache
+# %(levelname)s: %(message)s (%(filename)s:%(lineno)d:%(name)s)"; 0.2's experimental tree "%(levelname)s
+# LMCache: %(message)s [%(asctime)s] -- %(pathname)s:%(lineno)d"), as pastes also show it: the stamp's "["
+# or the space after the colon lost, a placeholder for the stamp, none at all; and a progress bar that
+# lost its newline before it ("Adding requests: 0%|...| 0/2 [00:00<?, ?it/s](EngineCore_DP0 pid=1) [..."),
+# which a terminal would have redrawn away. NIXL's (nixl/logging.py in nixl-cu12 1.x): "%(asctime)s NIXL
+# %(levelname)-7s %(filename)s:%(lineno)d %(message)s".
+_PROGRESS_GLUE = re.compile(r"(?:Adding requests|Processed prompts)[^\]]*\]")
+_LMCACHE_HEADER = re.compile(
+    rf"(?:\[?(?:(\d{{4}})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:,\d+)?|[^\]\s]*(?: [^\]\s]*)?)\] ?)?LMCache ({_LEVELS}): ?"
+    rf"|({_LEVELS}) LMCache: ")
+_LMCACHE_TRAILER = re.compile(r" \(([\w.-]+\.py):(\d+):[\w.]+\)$| \[[^\]]*\] -- \S*?([\w.-]+\.py):(\d+)$")
+_NIXL_HEADER = re.compile(rf"(\d{{4}})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[,.]\d+)? NIXL ({_LEVELS}) +([\w.-]+):(\d+) ")
 
 # Month abbreviations as journald prints them in common locales (C/en, de, fr, es, it, pt, nl, ru, pl).
 _MONTHS: dict[str, int] = {}
@@ -387,6 +401,11 @@ def frame_general(line: str, clock: Clock) -> Frame:
             text = text[m.end():]
 
     c0 = text[:1]
+    if "LMCache" in text[:240]:
+        rest = _lmcache_header(f, text, clock)
+        if rest is not None:
+            f.message = rest
+            return f
     if c0 in "DIWEC" and c0:
         m = _VLLM_HEADER.match(text)
         if m:
@@ -416,6 +435,11 @@ def frame_general(line: str, clock: Clock) -> Frame:
             if m:
                 f.level = m.group(8)
                 f.logger = m.group(7)
+            else:
+                m = _NIXL_HEADER.match(text)
+                if m:
+                    f.level = m.group(7)
+                    f.logger = f"{m.group(8)}:{m.group(9)}"
         if m:
             f.header = m.group(0)
             if f.ts_source is None:
@@ -428,3 +452,35 @@ def frame_general(line: str, clock: Clock) -> Frame:
             text = text[m.end():]
     f.message = text
     return f
+
+
+def _lmcache_header(f: Frame, text: str, clock: Clock) -> str | None:
+    """LMCache's record header at the start of ``text`` (after vLLM's process tag, where framing reads a
+    vLLM header): its level, its file and line from the record's end, its stamp; the message without
+    them. None when ``text`` does not start with one."""
+    start = 0
+    m = _PROGRESS_GLUE.match(text)
+    if m is not None:  # the bar's redraw was lost: what follows it is the line
+        start = m.end()
+        p = _PROCESS.match(text, start)
+        if p is not None:
+            proc, pid = p.groups()
+            f.process, f.pid = proc, int(pid) if pid is not None else None
+            start = p.end()
+    m = _LMCACHE_HEADER.match(text, start)
+    if m is None:
+        return None
+    f.level = m.group(7) or m.group(8)
+    f.header = text[start:m.end()]
+    if m.group(1) is not None and f.ts_source is None:
+        try:
+            f.ts = datetime(*(int(m.group(i)) for i in range(1, 7)), tzinfo=clock.tz).timestamp()
+            f.ts_source = "vllm"
+        except ValueError:
+            pass
+    text = text[m.end():]
+    t = _LMCACHE_TRAILER.search(text)
+    if t is not None:
+        f.logger = f"{t.group(1)}:{t.group(2)}" if t.group(1) else f"{t.group(3)}:{t.group(4)}"
+        text = text[:t.start()]
+    return text

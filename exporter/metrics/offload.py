@@ -76,10 +76,15 @@ class OffloadMetrics:
     def _on_lmcache(self, server: str, ev: Event, f: dict) -> None:
         op = f.get("op")
         if op in ("store", "retrieve"):
+            # (a retrieve logged without its size and cost, or the pre-v1 engine's chunk lines, hold only some
+            # of these: a series the log never gave stays absent rather than a measured 0; bytes and seconds
+            # go together, so their ratio is over the same moves)
             key = (server, op)
-            self.lmcache_bytes.inc(key, f.get("bytes", 0))
-            self.lmcache_seconds.inc(key, f.get("seconds", 0.0))
-            self.lmcache_tokens.inc(key, f.get("tokens", 0))
+            if "bytes" in f and "seconds" in f:
+                self.lmcache_bytes.inc(key, f["bytes"])
+                self.lmcache_seconds.inc(key, f["seconds"])
+            if "tokens" in f:
+                self.lmcache_tokens.inc(key, f["tokens"])
         elif op == "store_begin":
             self.lmcache_store_skipped.inc((server,), f.get("skipped_tokens", 0))
         elif op == "lookup":

@@ -27,6 +27,9 @@ is in docs/research/issue32-echoes.md):
 - ``VLLM_DEBUG_LOG_API_SERVER_RESPONSE``'s middleware (``serve/middleware/log_response.py``):
   ``response_body={%s}`` (a response's JSON), ``response_body={streaming_complete: content=%r, ...}``.
 
+LMCache's own records (its header, which framing reads) are none of these: ``Request %s failed to load %d
+tokens across %d blocks`` begins with an id too, but its families read the numbers from the record's end.
+
 Recognised by where the record starts (the words before the client's text), or by its logger alone
 for the request logger's files, whose every record is an echo. A record's continuation lines (vLLM
 repeats the record's header on each line of a multi-line message) are its own: the pipeline keeps
@@ -73,6 +76,8 @@ def recognise(frame: Frame) -> str | None:
     "continued" for any record of an echo-only logger, else None."""
     msg = frame.message
     if msg[:1] in _FIRST_LETTERS:
+        if frame.header is not None and "LMCache" in frame.header:
+            return None  # LMCache's own records: its families read them from the words around the id
         for start, record in STARTS:
             if msg.startswith(start):
                 return record

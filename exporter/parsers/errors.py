@@ -53,6 +53,11 @@ _ENGINE_DEAD = (
     "Segfault encountered",
     # 0.32 (v1/engine/core_client.py): the API server's monitor saw the engine core process end
     "engine core exited unexpectedly",
+    # 0.7's V1 engine (v1/engine/core.py, v1/engine/async_llm.py 0.7.3): the busy loop raised (the engine
+    # core then signals the API server with SIGUSR1), the API server's output handler failed (it then kills
+    # its own process tree); later releases log the wordings above
+    "EngineCore hit an exception",
+    "EngineCore output handler hit an error",
 )
 
 
@@ -169,7 +174,8 @@ ENGINE_DEAD = Parser(
                                 r"AsyncLLM output_handler failed|Engine core proc \S+ died unexpectedly|"
                                 r"WorkerProc hit an exception|\w+ is already dead, terminating server process|"
                                 r"Engine background task failed|Engine loop has died|\w+ got fatal signal from worker|"
-                                r"!+ Segfault encountered|(?:\[shutdown\] \w+: )?engine core exited unexpectedly)"),
+                                r"!+ Segfault encountered|(?:\[shutdown\] \w+: )?engine core exited unexpectedly|"
+                                r"EngineCore hit an exception: |EngineCore output handler hit an error: )"),
 )
 
 from exporter.parsers import startup_failure  # noqa: E402 - one family of its own, checked among the errors

@@ -14,7 +14,10 @@ and the CPU-offload pool.
   ``VLLM_CPU_KVCACHE_SPACE``) or ``Auto set (X/T) GiB for KV cache on node N, with R GiB requested
   memory for the worker. C GiB memory was consumed by non-kv usages.``; X is the cache, T the node's
   total memory.
-- ``# GPU blocks: 28123, # CPU blocks: 2048`` / ``# cuda blocks: ...`` (V0) / ``# GPU blocks: N`` (early V1)
+- ``# GPU blocks: 28123, # CPU blocks: 2048`` / ``# cuda blocks: ...`` (V0) / ``# GPU blocks: N`` (early V1) /
+  ``OpenVINO cpu: # device blocks: N; # swap blocks: M`` (V0's OpenVINO executor)
+- ``Overriding num_gpu_blocks=N with num_gpu_blocks_override=M`` (``--num-gpu-blocks-override``, 0.6-0.34):
+  the server runs with M blocks (``gpu_blocks``: M, ``profiled_blocks``: N)
 - ``Created mmap file /dev/shm/vllm_offload_....mmap (8.59 GB)`` (native CPU offload pool)
 """
 
@@ -33,6 +36,9 @@ _MEMORY = re.compile(r"Available KV cache memory: (-?[\d.]+) ?(GiB|GB|MiB)")
 _CPU_MEMORY = re.compile(r"(Explicitly|Auto) set \(([\d.]+)/([\d.]+)\) GiB for KV cache on node (\d+)"
                          r"(?:, with ([\d.]+) GiB requested memory for the worker\. ([\d.]+) GiB memory was consumed)?")
 _BLOCKS = re.compile(r"# (\w+) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
+# --num-gpu-blocks-override: the count the server runs with is the override, not the one profiled
+# (V0 engine/llm_engine.py, V1 v1/core/kv_cache_utils.py and kv_cache_planning.py, 0.6-0.34)
+_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)")
 _MMAP = re.compile(r"Created mmap file (\S+) \(([\d.]+) ?(GB|GiB|MB|MiB|TB|TiB)\)")
 
 
@@ -77,6 +83,10 @@ def _cpu_kv_memory(msg: str) -> list[Event] | None:
 def _blocks(frame: Frame) -> list[Event] | None:
     m = _BLOCKS.search(frame.message)
     if not m:
+        m = _OVERRIDE.match(frame.message)
+        if m:
+            return [Event("gpu_blocks", {"device": "GPU", "gpu_blocks": int(m.group(2)),
+                                         "profiled_blocks": int(m.group(1)), "overridden": True})]
         return None
     fields = {"device": m.group(1), "gpu_blocks": int(m.group(2))}
     if m.group(3) is not None:
@@ -96,5 +106,6 @@ KV_SIZE = Parser("kv_cache_size", (" KV cache size: ", "Maximum concurrency for 
     INFO_LEVELS, start=r"(?:[A-Za-z]+(?: \+ host)? KV cache size: |Maximum concurrency for )"))
 KV_MEMORY = Parser("kv_cache_memory", ("Available KV cache memory: ", " GiB for KV cache on node "), _kv_memory, where(
     INFO_LEVELS, start=r"(?:Available KV cache memory: |(?:Explicitly|Auto) set \()"))
-GPU_BLOCKS = Parser("gpu_blocks", (" blocks: ",), _blocks, where(INFO_LEVELS, start=r"# \w+ blocks: "))
+GPU_BLOCKS = Parser("gpu_blocks", (" blocks: ", "Overriding num_gpu_blocks="), _blocks, where(
+    INFO_LEVELS, start=r"(?:OpenVINO \w+: )?# \w+ blocks: |Overriding num_gpu_blocks=\d+ with "))
 OFFLOAD_POOL = Parser("offload_pool", ("Created mmap file ",), _mmap, where(INFO_LEVELS, start="Created mmap file "))

@@ -37,7 +37,11 @@ behind each is in docs/research/issue28-warning-signs.md.
   - WARNING ``"Failed to allocate memory for the KV cache."`` (``v1/cache_engine.py`` store, 0.3.x).
   - WARNING ``"Local cpu memory under pressure so" " choosing to store only " " %d total chunks of KV
     cache."`` / ``"... choosing to not store the KV cache."`` (0.3.9 - 0.5.6).
-  Every LMCache line holds ``LMCache``; these parsers require it, so vLLM's own wordings never match.
+  - ERROR ``"Memory allocation failed during get_blocking for %s"`` (GPUDirect Storage backends, 0.3.7 -
+    0.5.6): ``disk_load``.
+  Framing reads LMCache's header (its level and file); vLLM prints none of these words, and its own copy
+  of the adapter (``kv_connector/v1/lmcache_integration/vllm_v1_adapter.py``, 0.11.2 - 0.34.0, the path
+  ``LMCacheConnectorV1`` takes with ``use_native``) logs the two short-retrieve lines under vLLM's header.
 - ``jit_during_inference`` (a kernel compiled after warm-up: the latency spike's cause; WARNING,
   ``logger.warning_once`` unless ``--jit-monitor-verbose``):
   - ``triton_utils/jit_monitor.py`` 0.21.0 - 0.24.0: ``"Triton kernel JIT compilation during inference:
@@ -59,8 +63,7 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import EXCEPTION_P, NO_LEVEL, PROBLEM_LEVELS, Parser, where
-from exporter.parsers.lmcache import LMCACHE_P
+from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, Parser, where
 
 # --- vLLM's KV load failure handling ------------------------------------------------------------------
 
@@ -92,11 +95,9 @@ _LMC_UNHEALTHY = re.compile(r"LMCache is unhealthy, skipping (retrieve(?:_layer)
 
 def _lmcache_retrieve(frame: Frame) -> list[Event] | None:
     msg = frame.message
-    if "LMCache" not in msg:
-        return None
     if _LMC_SHORT in msg:
         return [Event("lmcache_retrieve_failed", {"reason": "fewer_tokens", "part": "summary"})]
-    m = _LMC_COUNTS.search(msg)
+    m = _LMC_COUNTS.match(msg)
     if m:
         got, want = int(m.group(1)), int(m.group(2))
         return [Event("lmcache_retrieve_failed", {"reason": "fewer_tokens", "part": "counts", "retrieved_tokens": got,
@@ -105,7 +106,7 @@ def _lmcache_retrieve(frame: Frame) -> list[Event] | None:
     if m:
         return [Event("lmcache_retrieve_failed", {"reason": "blocks_failed", "tokens": int(m.group(1)),
                                                   "blocks": int(m.group(2))})]
-    m = _LMC_UNHEALTHY.search(msg)
+    m = _LMC_UNHEALTHY.match(msg)
     if m:
         return [Event("lmcache_retrieve_failed", {"reason": "unhealthy", "op": m.group(1)})]
     return None
@@ -120,14 +121,14 @@ _LMC_WHERE = (
     ("Failed to allocate memory object, retrying", "transfer_receive"),
     ("Memory allocation failed during sync disk load", "disk_load"),
     ("Memory allocation failed during async disk load", "disk_load"),
+    # GPUDirect Storage backends reading an object back (gds_backend.py 0.3.15+, weka_gds_backend.py 0.3.7)
+    ("Memory allocation failed during get_blocking", "disk_load"),
     ("Failed to allocate memory for the KV cache", "store"),
 )
 
 
 def _lmcache_memory(frame: Frame) -> list[Event] | None:
     msg = frame.message
-    if "LMCache" not in msg:
-        return None
     m = _LMC_BLOCK_SIZE.search(msg)
     if m:
         return [Event("lmcache_memory_unavailable", {"where": "allocator", "bytes": int(m.group(1))})]
@@ -169,17 +170,24 @@ def _jit(frame: Frame) -> list[Event] | None:
 KV_LOAD = Parser("kv_load", ("Recovered from KV load failure", "due to KV load failure"), _kv_load, where(
     PROBLEM_LEVELS, ("scheduler", "async_scheduler"),
     start=r"(?:Recovered from KV load failure: |Failing \d+ request\(s\) due to KV load failure)"))
+# LMCache's short retrieves come from its vLLM adapter (and vLLM's own copy of it, under vLLM's header, whose
+# lines hold no "LMCache") and its engine; "Request %s" before two of them is a request's id.
 LMCACHE_RETRIEVE_FAILED = Parser(
     "lmcache_retrieve_failed",
     ("number of retrieved tokens is less", "Num retrieved tokens", "tokens across", "skipping retrieve"),
     _lmcache_retrieve,
-    where((NO_LEVEL,), start=LMCACHE_P),
+    where(("WARNING", "ERROR", "CRITICAL"), ("vllm_v1_adapter", "cache_engine"),
+          start=r"(?:Request .*)?The number of retrieved tokens is less than the expected|Num retrieved tokens: |"
+                r"Request .* failed to load \d+ tokens across \d+ blocks$|LMCache is unhealthy, skipping retrieve"),
 )
+# LMCache's allocators and storage backends (a dozen files; vLLM prints none of these words): at any level
+# LMCache's header gives, never on a bare line
 LMCACHE_MEMORY_UNAVAILABLE = Parser(
     "lmcache_memory_unavailable",
     ("Failed to allocate memory", "Memory allocation failed during", "memory under pressure"),
     _lmcache_memory,
-    where((NO_LEVEL,), start=LMCACHE_P),
+    where(("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+          start=r"Failed to allocate memory |Memory allocation failed during |Local cpu memory under pressure"),
 )
 JIT_DURING_INFERENCE = Parser("jit_during_inference", ("JIT compilation during inference: ",), _jit, where(
     PROBLEM_LEVELS, ("jit_monitor",), start=EXCEPTION_P + r"(?:Triton|CuTeDSL|FlyDSL|TileLang) (?:kernel |autotune/"

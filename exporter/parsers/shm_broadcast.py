@@ -9,7 +9,7 @@ cause it too). Wordings, from ``distributed/device_communicators/shm_broadcast.p
   shared memory broadcast block found in %d seconds. This typically happens when some processes are
   hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization)."
 - 0.6-0.10: the same up to "(e.g. compilation)" at INFO; some releases log only the first sentence
-  ("... found in %s second.") at DEBUG.
+  ("... found in %s second.") at DEBUG; 0.8.5 lost the space ("... block foundin %s second.").
 - 0.5-0.6: "No available block found in %s second. " at WARNING.
 
 ``seconds`` is the interval (N), not the time waited so far: vLLM prints the same N every time.
@@ -23,7 +23,7 @@ from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers.base import ALL_LEVELS, Parser, where
 
-_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found in (\d+(?:\.\d+)?) seconds?\b")
+_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found ?in (\d+(?:\.\d+)?) seconds?\b")
 
 
 def _parse(frame: Frame) -> list[Event] | None:
@@ -35,4 +35,4 @@ def _parse(frame: Frame) -> list[Event] | None:
 
 # (the trust boundary: shm_broadcast.py's INFO, DEBUG or WARNING record, its words first)
 PARSER = Parser("shm_broadcast_wait", ("No available shared memory broadcast block", "No available block found"), _parse,
-                where(ALL_LEVELS, ("shm_broadcast",), start=r"No available (?:shared memory broadcast )?block found in "))
+                where(ALL_LEVELS, ("shm_broadcast",), start=r"No available (?:shared memory broadcast )?block found ?in "))

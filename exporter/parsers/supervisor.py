@@ -86,6 +86,11 @@ def _unit(m: re.Match) -> str | None:
 # Both make what follows a stop, also when vLLM's own stop line is missing (a log level above INFO):
 # otherwise the SIGKILL's or podman's 143 exit would read as a death.
 _STOPPING = re.compile(r"^Stopping (.+)\.\.\.$")
+# A bare "Stopping ...": systemd's only when it names a unit ("Stopping vllm.service...", or the combined
+# status format's "Stopping vllm.service - vLLM server..."); a Description alone is systemd's only under
+# its tag ("systemd[1]: Stopping vLLM server...", which the journald source also writes): programs print
+# "Stopping server loop..." on their own (Mooncake's metadata server, catalogue/findings.md row 9)
+_UNIT_NAMED = re.compile(r"[\w@:.\\-]+\.(?:service|scope|container)(?: - .*)?$")
 _STOP_TIMEOUT = re.compile(_UNIT + r"State 'stop-sigterm' timed out\. Killing\.")
 
 
@@ -93,8 +98,11 @@ def _stop(frame: Frame) -> list[Event] | None:
     msg = frame.message
     if frame.level is not None or frame.process is not None or frame.unit not in (None, "systemd"):
         return None  # a record of vLLM's own, or another program's line
-    m = _STOPPING.match(msg) or _STOP_TIMEOUT.match(msg)
-    if not m:
+    m = _STOPPING.match(msg)
+    if m is not None:
+        if frame.unit != "systemd" and _UNIT_NAMED.match(m.group(1)) is None:
+            return None
+    elif _STOP_TIMEOUT.match(msg) is None:
         return None
     return [Event("shutdown", {"signature": "systemd stop", "message": msg[:300]})]
 

@@ -86,6 +86,11 @@ def entry_to_lines(entry: dict, max_line: int = MAX_LINE_BYTES, on_cut=None) -> 
         prefix = f"{dt:%Y-%m-%dT%H:%M:%S}.{us % 1_000_000:06d}Z "
     except (TypeError, ValueError, OverflowError, OSError):
         pass
+    if entry.get("SYSLOG_IDENTIFIER") == "systemd" and ("UNIT" in entry or "USER_UNIT" in entry):
+        # the service manager's word on the unit (its exits, restarts, stop job): tagged as `journalctl -o
+        # short` shows it, so that a program's own "Stopping ..." is not taken for systemd's
+        pid = entry.get("_PID")
+        prefix += f"systemd[{pid if isinstance(pid, str) and pid.isdigit() else 1}]: "
     if cut or more:  # (counted here: a JSON record in them is not counted again)
         return [Cut(prefix + part) for part in parts]
     return [prefix + part for part in parts]
