@@ -40,7 +40,21 @@ STOPPED_OR_DEAD = 'vllm_log_server_state{state=~"stopped|dead"} == 1'
 
 # The board each alert is looked at on (the rest: the Overview)
 ALERT_BOARDS = {"VllmDraftAcceptanceCollapsed": "vllm-log-spec-decode", "VllmKvCacheFull": "vllm-log-memory-kv",
-                "VllmKvOffloadSlow": "vllm-log-memory-kv", **{name: slo.BOARD_UID for name in slo.alert_names()}}
+                "VllmKvOffloadSlow": "vllm-log-memory-kv", "VllmKvTransferFailing": "vllm-log-memory-kv",
+                "VllmMaxModelLenReduced": "vllm-log-memory-kv", **{name: slo.BOARD_UID for name in slo.alert_names()}}
+
+# The length a server serves now, for VllmMaxModelLenReduced's description.
+SERVED_LENGTH = (
+    '{{ with printf "vllm_log_max_model_len_tokens{server=\\"%s\\",instance=\\"%s\\",engine=\\"%s\\"}" $labels.server '
+    '$labels.instance $labels.engine | query }}{{ with first . }} to {{ .Value | printf "%.0f" }}{{ end }}{{ end }}'
+)
+
+
+def _new_or_increased(counter: str, by: str, window: str = "10m") -> str:
+    """Counts of ``counter`` within ``window``, per ``by``, also when its series first appears in it (a failure
+    counter is made by its first failure, which increase() alone does not see)."""
+    return (f"(sum by ({by}) (increase({counter}[{window}])) > 0\n"
+            f"  or sum by ({by}) ({counter}) unless sum by ({by}) ({counter} offset {window}))")
 
 
 def dashboard_url(alert: str, exporter_level: bool) -> str:
@@ -260,6 +274,58 @@ def groups() -> list[dict]:
                 "description": f"CPU KV offload has moved data below {C.KV_OFFLOAD_MIN_BYTES_PER_SECOND / 1e9:g} GB/s for 10 minutes. "
                                "A PCIe 5.0 x16 link sustains ~50 GB/s: check the link width and generation (nvidia-smi -q, lspci -vv) "
                                "and whether /dev/shm is backed by RAM.",
+            },
+        },
+        {
+            "alert": "VllmKvTransferFailing",
+            "expr": (
+                f'sum by ({BS}) (increase(vllm_log_kv_connector_failures_total{{reason=~"transfer|handshake|timeout|sender_exit"}}[10m]))\n'
+                f"  >= {C.KV_TRANSFER_FAILURES_10M}\n"
+                f'or sum by ({BS}) (increase(vllm_log_kv_offload_failures_total{{reason=~"transfer|io|tier_poll_stopped|tier_poll_failed|peer_down"}}[10m]))\n'
+                f"  >= {C.KV_TRANSFER_FAILURES_10M}"
+            ),
+            "for": "5m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "KV transfers of {{ $labels.server }} keep failing ({{ $value | printf \"%.0f\" }} in 10 minutes)",
+                "description": "A prefill/decode connector (NIXL, Mooncake) or a KV offload tier logged failed transfers, "
+                               "handshakes or tier polls for 5 minutes. KV that does not arrive is computed again (a "
+                               "prefill's cost) or fails the request. The memory board's \"KV that did not arrive\" row "
+                               "says which connector and why: a peer or its link down, a bootstrap server gone, a full disk.",
+            },
+        },
+        {
+            "alert": "VllmMaxModelLenReduced",
+            "expr": f"max by ({BSE}) (vllm_log_max_model_len_requested_tokens)",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "vLLM cut the context length of {{ $labels.server }} to fit its KV cache",
+                "description": "At start-up vLLM reduced max_model_len (engine {{ $labels.engine }}) from {{ $value | printf \"%.0f\" }} "
+                               "tokens" + SERVED_LENGTH + " (--max-model-len auto): requests longer than that get HTTP 400. "
+                               "Give the KV cache more memory (--gpu-memory-utilization, fewer --max-num-seqs, a smaller "
+                               "model or more GPUs) or set --max-model-len to the length you mean to serve.",
+            },
+        },
+        {
+            "alert": "VllmDataParallelRankLost",
+            "expr": f"max by ({BS}) (vllm_log_dp_dead_ranks) > 0",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $labels.server }} serves without {{ $value | printf \"%.0f\" }} data-parallel rank(s)",
+                "description": "vLLM's fault tolerance dropped data-parallel ranks ([FT] ... scale_down complete): the server "
+                               "keeps serving with that much less capacity. Find why the rank's engine failed (the "
+                               "traceback before its \"[FT] Busy loop raised\"), then restart the server to get the ranks back.",
+            },
+        },
+        {
+            "alert": "VllmWeightCacheDaemonExited",
+            "expr": _new_or_increased("vllm_log_weight_cache_daemon_exits_total", BS),
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "The weight-cache daemon of {{ $labels.server }} shut down",
+                "description": "Ranks of the weight-cache daemon (vllm preload) exited and it shut down: servers that "
+                               "use it now load their weights from storage at start (slower restarts). Its log before "
+                               "this line says why the ranks exited; start the daemon again.",
             },
         },
     ]

@@ -21,6 +21,9 @@ RESTART_LOOP_WINDOW = "15m"
 # KV offload slower than this (bytes/s) for 10 minutes. PCIe 5.0 x16 moves ~64 GB/s one way and the
 # seed article measured 50-55 GB/s; PCIe 4.0 x16 is half that. 20 GB/s flags a link that fell back.
 KV_OFFLOAD_MIN_BYTES_PER_SECOND = 20e9
+# KV transfers (a disaggregation connector's, or the offload tiers') that failed within 10 minutes before
+# VllmKvTransferFailing: one now and then is recomputed and costs a prefill; this many is a link or peer down
+KV_TRANSFER_FAILURES_10M = 3
 
 # The main KV cache (GPU memory, or host memory on vLLM's CPU backend) this full while requests wait.
 KV_CACHE_FULL_RATIO = 0.95

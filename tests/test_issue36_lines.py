@@ -83,3 +83,41 @@ def test_the_block_override_is_the_count_the_server_runs_with():
 
     s = _metrics([_line("GPU block count overridden")])
     assert value(s, "vllm_log_kv_cache_blocks", server="s") == 512
+
+
+def test_a_rank_dropped_by_fault_tolerance_counts_once_and_is_no_death():
+    """Every surviving engine logs the same scale-down: the rank counts once; the failed engine waited for
+    recovery instead of dying, so no death and the server stays serving."""
+    from tests.helpers import value
+
+    down = _line("FT scale-down done")
+    lines = BANNER + [_line("FT engine fault (waits for recovery)"), down, down.replace("EngineCore_DP0 pid=11",
+                      "EngineCore_DP1 pid=12").replace("Engine 0 scale", "Engine 1 scale")]
+    _, events = run_lines(lines, derived=True)
+    assert "engine_death" not in {e.kind for e in events}
+    s = _metrics(lines)
+    assert value(s, "vllm_log_dp_ranks_lost_total", server="s") == 1
+    assert value(s, "vllm_log_dp_dead_ranks", server="s") == 1
+    assert value(s, "vllm_log_dp_fault_tolerance_events_total", server="s", event="scale_down") == 1
+    assert value(s, "vllm_log_server_state", server="s", state="serving") == 1
+    # the next start gives the ranks back
+    s = _metrics(lines + BANNER)
+    assert value(s, "vllm_log_dp_dead_ranks", server="s") is None
+
+
+def test_the_context_length_cut_and_the_failures_are_counted_with_bounded_labels():
+    from tests.helpers import value
+
+    s = _metrics([_line("max_model_len cut (0.34, WARNING)"), _line("NIXL transfer failure"),
+                  _line("Mooncake send failed, with its size"), _line("KV offload tier-poll stall"),
+                  _line("request queue full (0.30-0.31)"), _line("weight-cache daemon exit")])
+    assert value(s, "vllm_log_max_model_len_requested_tokens", server="s", engine="0") == 262144
+    assert value(s, "vllm_log_max_model_len_tokens", server="s", engine="0") == 98304
+    assert value(s, "vllm_log_kv_connector_failures_total", server="s", connector="nixl", reason="transfer") == 1
+    assert value(s, "vllm_log_kv_connector_failures_total", server="s", connector="mooncake") == 1
+    assert value(s, "vllm_log_kv_offload_failures_total", server="s", reason="tier_poll_stall") == 1
+    assert value(s, "vllm_log_requests_rejected_total", server="s", reason="queue_full") == 1
+    assert value(s, "vllm_log_weight_cache_daemon_exits_total", server="s", during="serving") == 1
+    # no request id anywhere in the output
+    from exporter.metrics import Metrics  # noqa: F401
+    assert not any("cmpl-77" in str(k) for k in s)

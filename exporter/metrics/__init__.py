@@ -13,6 +13,7 @@ emits (PromQL names):
 - exporter.metrics.rules: the user's own rules' series (exporter.config.rules), and
   vllm_log_rule_lines_total{rule}, vllm_log_rule_invalid_values_total{rule,field},
   vllm_log_rule_label_overflow_total{metric,label} while rules are loaded
+- exporter.metrics.serving: data-parallel ranks lost, requests turned away, the context length cut
 - this module: the exporter itself:
     vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
     value beyond the bounds of exporter.metrics.labels, counted instead),
@@ -41,6 +42,7 @@ from exporter.metrics.engine import EngineMetrics
 from exporter.metrics.errors import ErrorMetrics
 from exporter.metrics.offload import OffloadMetrics
 from exporter.metrics.rules import RuleMetrics
+from exporter.metrics.serving import ServingMetrics
 from exporter.metrics.spec_decode import SpecDecodeMetrics
 from exporter.metrics.startup import StartupMetrics
 from exporter.metrics.supervisor import SupervisorMetrics
@@ -64,7 +66,7 @@ class _Collectors:
 
 
 class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics, SupervisorMetrics,
-              WarningSignMetrics, RuleMetrics):
+              WarningSignMetrics, RuleMetrics, ServingMetrics):
     """``registry`` holds every metric (backfill and prometheus-client's writers read it);
     ``render()`` writes the same in the text format, faster (what /metrics serves)."""
 
@@ -95,6 +97,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._declare_supervisor(S)
         self._declare_warning_signs(S)
         self._declare_rules()  # none until set_rules (the daemon, report and test give the user's)
+        self._declare_serving(S)
 
         c, lg = self._counter, self._lasting_gauge
         self.last_line = lg("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
@@ -202,6 +205,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._stats_off.discard(server)
         self._workers.pop(server, None)
         self._forget_windows(server)
+        self._forget_serving(server)
 
     def forget_server(self, server: str) -> int:
         """Every series of a server whose source is gone for good (a pod replaced by a rollout, its files

@@ -7,7 +7,11 @@ Emitted:
     vllm_log_kv_connector_transfers_total{result="ok|failed"},
     vllm_log_lmcache_bytes_total{direction="store|retrieve"}, vllm_log_lmcache_seconds_total{direction},
     vllm_log_lmcache_tokens_total{direction}, vllm_log_lmcache_requested_tokens_total,
-    vllm_log_lmcache_hit_tokens_total, vllm_log_lmcache_store_skipped_tokens_total
+    vllm_log_lmcache_hit_tokens_total, vllm_log_lmcache_store_skipped_tokens_total,
+    vllm_log_kv_connector_failures_total{connector="nixl|mooncake",reason} (a prefill/decode connector's
+    transfer, handshake, timeout, expired lease, store or sender-thread failure),
+    vllm_log_kv_offload_failures_total{reason} (vLLM's KV offload tiers: transfer, io, lookup, tier_poll_failed,
+    tier_poll_stopped, tier_poll_stall, stuck, peer_down, peer_timeout)
 """
 
 from __future__ import annotations
@@ -21,6 +25,14 @@ MAX_RATE = 1e15
 # Per-interval offload rates: PCIe 3 x16 (~16 GB/s) to PCIe 5 x16 (~64 GB/s) and NVLink-C2C beyond.
 THROUGHPUT_BUCKETS = (1e8, 5e8, 1e9, 2.5e9, 5e9, 1e10, 1.5e10, 2e10, 3e10, 4e10, 5e10, 5.5e10, 6e10, 8e10, 1.2e11, 2e11)
 _DIRECTIONS = (("store", "store_bytes", "store_seconds"), ("load", "load_bytes", "load_seconds"))
+CONNECTORS = ("nixl", "mooncake")
+CONNECTOR_REASONS = ("transfer", "handshake", "timeout", "expired", "store", "sender_exit", "unavailable")
+OFFLOAD_REASONS = ("transfer", "io", "lookup", "tier_poll_failed", "tier_poll_stopped", "tier_poll_stall", "stuck",
+                   "peer_down", "peer_timeout")
+
+
+def _bounded(value, allowed) -> str:
+    return value if value in allowed else "other"
 
 
 class OffloadMetrics:
@@ -46,6 +58,13 @@ class OffloadMetrics:
         self.lmcache_store_skipped = c("vllm_log_lmcache_store_skipped_tokens", "Leading tokens a store left out "
                                        "because LMCache already held them ('Storing KV cache for N out of M tokens "
                                        "(skip_leading_tokens=S)'); the tokens stored are in vllm_log_lmcache_tokens_total.")
+        self.kv_connector_failures = c("vllm_log_kv_connector_failures", "Failures a prefill/decode KV connector "
+                                       "logged, by connector (nixl, mooncake) and reason (transfer, handshake, timeout, "
+                                       "expired, store, sender_exit, unavailable): KV that did not arrive is computed again "
+                                       "or fails the request.", S + ["connector", "reason"])
+        self.kv_offload_failures = c("vllm_log_kv_offload_failures", "Failures and stalls vLLM's KV offload tiers "
+                                     "logged, by reason (transfer, io, lookup, tier_poll_failed, tier_poll_stopped, "
+                                     "tier_poll_stall, stuck, peer_down, peer_timeout).", S + ["reason"])
 
     def _touch_offload(self, server: str) -> None:
         for direction in ("store", "load"):
@@ -90,3 +109,10 @@ class OffloadMetrics:
         elif op == "lookup":
             self.lmcache_requested.inc((server,), f.get("total_tokens", 0))
             self.lmcache_hit.inc((server,), f.get("hit_tokens", 0))
+
+    def _on_kv_connector_failure(self, server: str, ev: Event, f: dict) -> None:
+        self.kv_connector_failures.inc((server, _bounded(f.get("connector"), CONNECTORS),
+                                        _bounded(f.get("reason"), CONNECTOR_REASONS)))
+
+    def _on_kv_offload_failure(self, server: str, ev: Event, f: dict) -> None:
+        self.kv_offload_failures.inc((server, _bounded(f.get("reason"), OFFLOAD_REASONS)))

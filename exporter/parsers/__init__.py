@@ -15,12 +15,14 @@ from exporter.parsers import (
     engine_stats,
     errors,
     kv_capacity,
+    kv_failures,
     kv_transfer,
     lifecycle,
     lmcache,
     memory,
     recovery,
     request_error,
+    serving_capacity,
     shm_broadcast,
     spec_decode,
     startup,
@@ -42,6 +44,8 @@ PARSERS: tuple[Parser, ...] = (
     kv_transfer.PARSER,
     lmcache.PARSER,
     *recovery.PARSERS,
+    *kv_failures.PARSERS,
+    *serving_capacity.PARSERS,
     # before the error families: its message is the client's text, which may hold any error's words
     request_error.PARSER,
     # vLLM's warning signs before a hang or death (exporter.parsers.warning_signs): none of their

@@ -66,6 +66,9 @@ STARTS = (
     ("response_body={", "response_body"),
 )
 _FIRST_LETTERS = frozenset(s[0] for s, _ in STARTS)
+# records of vLLM's that begin "Request " with its own words, not an id: the admission control's refusal
+# (v1/engine/async_llm.py 0.29-0.34), whose id follows its words and whose end its family matches whole
+_VLLM_REQUEST_WORDS = ("Request queue full - rejecting request ",)
 # loggers whose every record echoes a request: vLLM's RequestLogger (request_logger.py; logger.py
 # in 0.5-0.10, where vllm/logger.py's own few lines carry no fact either)
 LOGGERS = frozenset({"request_logger", "logger"})
@@ -78,6 +81,8 @@ def recognise(frame: Frame) -> str | None:
     if msg[:1] in _FIRST_LETTERS:
         if frame.header is not None and "LMCache" in frame.header:
             return None  # LMCache's own records: its families read them from the words around the id
+        if msg.startswith(_VLLM_REQUEST_WORDS):
+            return None  # vLLM's words, the id after them (exporter.parsers.serving_capacity reads them whole)
         for start, record in STARTS:
             if msg.startswith(start):
                 return record

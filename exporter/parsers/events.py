@@ -55,6 +55,14 @@ KINDS = (
     "lmcache_retrieve_failed",
     "lmcache_memory_unavailable",
     "jit_during_inference",
+    # KV that did not arrive: the connectors' and the offload tiers' failures (exporter.parsers.kv_failures)
+    "kv_connector_failure",
+    "kv_offload_failure",
+    # what a running server gave up to keep serving (exporter.parsers.serving_capacity)
+    "dp_fault_tolerance",
+    "request_rejected",
+    "max_model_len_reduced",
+    "weight_cache_daemon_exit",
     # what the supervisor (systemd, docker compose) said of the process (exporter.parsers.supervisor)
     "process_exit",
     "unit_result",
