@@ -121,3 +121,34 @@ def test_the_context_length_cut_and_the_failures_are_counted_with_bounded_labels
     # no request id anywhere in the output
     from exporter.metrics import Metrics  # noqa: F401
     assert not any("cmpl-77" in str(k) for k in s)
+
+
+def test_the_extensible_kv_cache_s_final_size_is_the_one_exported():
+    """0.34 reserves the KV cache at start-up and commits its size after warm-up: the profile's KV memory
+    before it was the budget; the extension's blocks and bytes are what the server runs with."""
+    from tests.helpers import value
+
+    s = _metrics(["(Worker_TP0 pid=12) INFO 12-04 10:00:20 [gpu_worker.py:300] Available KV cache memory: 80.00 GiB",
+                  _line("memory after warm-up (extensible KV cache)"), _line("KV cache extended to its final size")])
+    assert value(s, "vllm_log_kv_cache_blocks", server="s") == 3721
+    assert value(s, "vllm_log_kv_cache_memory_bytes", server="s", worker="Worker_TP0") == 62427349647
+    assert value(s, "vllm_log_startup_memory_bytes", server="s", worker="Worker_TP0", component="peak_activation") == 3435973837
+    assert value(s, "vllm_log_startup_memory_bytes", server="s", worker="Worker_TP0", component="transient_reserve") == 4402341478
+
+
+def test_the_report_says_what_was_given_up_and_the_context_length_cut():
+    from exporter.offline.report.markdown import render
+    from exporter.offline.report.stats import RunStats
+
+    lines = BANNER + [_line("max_model_len cut (0.34, WARNING)"), _line("FT scale-down done"),
+                      _line("NIXL transfer failure"), _line("request queue full (0.30-0.31)")]
+    _, events = run_lines(lines, derived=True)
+    st = RunStats()
+    for ev in events:
+        st.add(ev)
+    s = st.summary()
+    assert s["given_up"] == {"KV connector nixl: transfer": 1, "data-parallel ranks dropped": 1,
+                             "requests turned away: queue_full": 1}
+    assert s["config"]["max_model_len"] == 98304 and s["config"]["max_model_len_requested"] == 262144
+    text = render(s)
+    assert "| data-parallel ranks dropped | 1 |" in text and "cut from 262,144" in text

@@ -5,7 +5,8 @@ Emitted:
     vllm_log_kv_cache_tokens{engine,device}, vllm_log_kv_cache_blocks, vllm_log_max_concurrency{engine},
     vllm_log_max_model_len_tokens{engine}, vllm_log_kv_cache_memory_bytes{worker},
     vllm_log_model_weights_bytes{worker}, vllm_log_model_load_seconds{worker},
-    vllm_log_startup_memory_bytes{worker,component=peak_activation|non_torch|cuda_graph},
+    vllm_log_startup_memory_bytes{worker,component=peak_activation|non_torch|cuda_graph|transient_reserve|
+    torch_reserve_growth} (the last two from 0.34's extensible KV cache, after warm-up),
     vllm_log_engine_init_seconds{engine}, vllm_log_engine_compile_seconds{engine}, vllm_log_max_num_seqs,
     vllm_log_model_init_seconds{worker} (building the model's modules, before its weights: "Initializing
     model took"), vllm_log_warmup_seconds{worker} (the profiling/warm-up run),
@@ -35,6 +36,9 @@ _MEMORY_COMPONENTS = {
     "peak_activation_bytes": "peak_activation",
     "non_torch_bytes": "non_torch",
     "cuda_graph_bytes": "cuda_graph",
+    # 0.34's extensible KV cache, after warm-up: what it kept free for transients, and torch's reservation growth
+    "transient_bytes": "transient_reserve",
+    "torch_reserve_growth_bytes": "torch_reserve_growth",
 }
 
 
@@ -46,7 +50,8 @@ class StartupMetrics:
         W, SE = S + ["worker"], S + ["engine"]
         self.kv_tokens = w("vllm_log_kv_cache_tokens", "Capacity of the main KV cache in tokens, from start-up: GPU "
                            "memory, or host memory on vLLM's CPU backend (device says which).", SE + ["device"])
-        self.kv_blocks = w("vllm_log_kv_cache_blocks", "KV cache blocks on the GPU, from start-up (V0 and early V1).")
+        self.kv_blocks = w("vllm_log_kv_cache_blocks", "KV cache blocks on the GPU, from start-up (V0 and early V1; "
+                           "--num-gpu-blocks-override's; 0.34's extensible KV cache once extended after warm-up).")
         self.max_conc = w("vllm_log_max_concurrency", "Maximum concurrency for max-length requests, from start-up.", SE)
         self.max_len = w("vllm_log_max_model_len_tokens", "Tokens per request the max-concurrency figure assumes.", SE)
         self.kv_mem = w("vllm_log_kv_cache_memory_bytes", "KV cache memory available per worker, from start-up.", W)
@@ -129,6 +134,13 @@ class StartupMetrics:
 
     def _on_supported_tasks(self, server, ev, f):
         self._engine_ready(server, ev)  # the API server has its engine client: vLLM's stats logger exists
+
+    def _on_kv_cache_extended(self, server, ev, f):
+        # 0.34's extensible KV cache committed its final size after warm-up: the cache the server runs with
+        # (the start-up profile's figures before it were the reservation's)
+        self._set(self.kv_blocks, (server,), f["blocks"])
+        if "bytes" in f:
+            self._set(self.kv_mem, (server, self._worker(server, ev)), f["bytes"])
 
     def _on_init_engine(self, server, ev, f):
         self._engine_ready(server, ev)

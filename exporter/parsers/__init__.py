@@ -60,6 +60,7 @@ PARSERS: tuple[Parser, ...] = (
     memory.MEMORY_PROFILE,
     memory.MODEL_LOAD,
     memory.CUDA_GRAPH,
+    memory.KV_CACHE_EXTENDED,
     startup.INIT_ENGINE,
     startup.VERSION,
     startup.ENGINE_CONFIG,

@@ -20,6 +20,7 @@ KINDS = (
     "memory_profile",
     "model_load",
     "cuda_graph",
+    "kv_cache_extended",
     "init_engine",
     "supported_tasks",
     "version",

@@ -14,6 +14,13 @@
   any weight is read, ``init_seconds``. The last is a part of the first, not the same figure; vLLM's
   CPU backend logs only that one (its runner prints no "Model loading took").
 - ``Graph capturing finished in 5 secs, took 0.14 GiB``.
+- the extensible KV cache (0.34, ``v1/worker/extensible_kv_cache.py``, on by default on CUDA and ROCm: the
+  cache is reserved at start-up and its final size committed after warm-up, once the memory warm-up left is
+  measured): ``Memory after warmup: F GiB free, C GiB committed to the KV cache, T GiB kept for transient
+  activations (P GiB allocated at peak, R GiB of torch reservation growth); N KV cache blocks (S GiB) fit
+  within the requested Q GiB. Torch may reserve up to L GiB.`` (``memory_profile``: ``peak_activation_bytes``
+  is P, ``transient_bytes`` T, ``kv_cache_fit_blocks`` N...), then ``Extended KV cache to N blocks (X GiB).``
+  (``kv_cache_extended``: the KV cache the server runs with).
 """
 
 from __future__ import annotations
@@ -75,6 +82,15 @@ _PROFILE_PATTERNS = (
      lambda m: {"free_bytes": _size(m.group(1), m.group(2)), "kv_cache_bytes": _size(m.group(3), m.group(4)),
                 "kv_cache_memory_bytes_set": True}),
 )
+# 0.34's extensible KV cache, after warm-up (format_gib: GiB to two places)
+_AFTER_WARMUP = re.compile(
+    r"Memory after warmup: ([\d.]+) GiB free, ([\d.]+) GiB committed to the KV cache, ([\d.]+) GiB kept for transient "
+    r"activations \(([\d.]+) GiB allocated at peak, ([\d.]+) GiB of torch reservation growth\); (\d+) KV cache blocks "
+    r"\(([\d.]+) GiB\) fit within the requested ([\d.]+) GiB\.(?: Torch may reserve up to ([\d.]+) GiB)?")
+_AFTER_WARMUP_FIELDS = ("free_bytes", "kv_cache_committed_bytes", "transient_bytes", "peak_activation_bytes",
+                        "torch_reserve_growth_bytes", "kv_cache_fit_blocks", "kv_cache_fit_bytes", "requested_bytes",
+                        "torch_limit_bytes")
+_EXTENDED = re.compile(r"Extended KV cache to (\d+) blocks(?: \(([\d.]+) GiB\))?\.")
 _KV_BYTES_HINT = re.compile(r"--kv-cache-memory-bytes=(\d+)`? \([\d.]+ GiB\) to (fit|fully)")
 
 _MODEL_LOAD = re.compile(r"(?:Model loading|Loading model weights) took ([\d.]+) ?(GiB|GB)(?: memory)?(?: and ([\d.]+) seconds)?")
@@ -85,6 +101,13 @@ _GRAPH = re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took (-?[\d
 
 def _profile(frame: Frame) -> list[Event] | None:
     msg = frame.message
+    if msg.startswith("Memory after warmup: "):
+        m = _AFTER_WARMUP.match(msg)
+        if not m:
+            return None
+        fields = {name: (int(v) if name.endswith("blocks") else _size(v, "GiB"))
+                  for name, v in zip(_AFTER_WARMUP_FIELDS, m.groups()) if v is not None}
+        return [Event("memory_profile", fields)]
     fields: dict = {}
     for rx, conv in _PROFILE_PATTERNS:
         m = rx.search(msg)
@@ -112,6 +135,16 @@ def _model_load(frame: Frame) -> list[Event] | None:
     return None
 
 
+def _extended(frame: Frame) -> list[Event] | None:
+    m = _EXTENDED.match(frame.message)
+    if not m:
+        return None
+    fields: dict = {"blocks": int(m.group(1))}
+    if m.group(2) is not None:
+        fields["bytes"] = _size(m.group(2), "GiB")
+    return [Event("kv_cache_extended", fields)]
+
+
 def _graph(frame: Frame) -> list[Event] | None:
     m = _GRAPH.search(frame.message)
     if not m:
@@ -125,13 +158,15 @@ def _graph(frame: Frame) -> list[Event] | None:
 MEMORY_PROFILE = Parser(
     "memory_profile",
     ("Free memory on device", "total_gpu_memory (", "model weights take ", "Memory profiling takes ",
-     "Memory profiling results: ", "as specified by kv_cache_memory_bytes"),
+     "Memory profiling results: ", "as specified by kv_cache_memory_bytes", "Memory after warmup: "),
     _profile,
     # (the trust boundary: start-up INFO records, the words first; V0 prints its profile as lines of one record)
     where(INFO_LEVELS, start=r"(?:Free memory on device|the current vLLM instance can use total_gpu_memory|model weights "
-                             r"take |Memory profiling takes |Memory profiling results: |Initial free memory )"),
+                             r"take |Memory profiling takes |Memory profiling results: |Initial free memory |Memory after warmup: )"),
 )
 MODEL_LOAD = Parser("model_load", (" took ",), _model_load, where(
     INFO_LEVELS, start=r"(?:Model loading took |Loading model weights took |Loading weights took |Initializing model took )"))
 CUDA_GRAPH = Parser("cuda_graph", ("Graph capturing finished",), _graph, where(
     INFO_LEVELS, start="Graph capturing finished in "))
+KV_CACHE_EXTENDED = Parser("kv_cache_extended", ("Extended KV cache to ",), _extended, where(
+    INFO_LEVELS, ("extensible_kv_cache", "gpu_model_runner", "model_runner"), start="Extended KV cache to "))

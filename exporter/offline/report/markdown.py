@@ -81,7 +81,9 @@ def _config_rows(c: dict) -> list[tuple[str, str]]:
         ("Model", c.get("model", "–")),
         ("Tensor parallel", str(c.get("tensor_parallel_size", "–"))),
         ("Maximum sequences", str(c.get("max_num_seqs", "–"))),
-        ("Configured context", _n(c.get("max_model_len") or c.get("max_seq_len"), "{:,}")),
+        ("Configured context", _n(c.get("max_model_len") or c.get("max_seq_len"), "{:,}")
+         + (f" (cut from {c['max_model_len_requested']:,} to fit the KV cache: longer requests get HTTP 400)"
+            if c.get("max_model_len_requested") else "")),
         (f"{c.get('kv_cache_device', 'GPU')} KV capacity", _n(c.get("gpu_kv_cache_tokens"), "{:,} tokens")),
         ("Max-length request concurrency", _n(c.get("max_concurrency"), "{:.2f}x")),
         ("Engine init", _n(c.get("init_seconds"), "{:.2f} s") + (
@@ -191,6 +193,10 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
     else:
         parts += ["No spec-decode metrics in this range.", ""]
 
+    given = s.get("given_up")
+    if given:
+        parts += ["## Capacity given up, KV that did not arrive", "", "| What | Count |", "|---|---|"]
+        parts += [f"| {what} | {n:,} |" for what, n in given.items()] + [""]
     parts += ["## KV offload", ""]
     if kv.get("store") or kv.get("load"):
         parts += ["| Direction | Weighted rate | Observed range | Largest interval | Intervals |", "|---|---|---|---|---|"]

@@ -112,6 +112,9 @@ class RunStats(Summary):
                         "retrieve": {"moves": 0, "bytes": 0, "seconds": 0.0, "tokens": 0},
                         "requested_tokens": 0, "hit_tokens": 0}
         self.cpu_cache_usage: float | None = None  # peak
+        # what the server gave up while serving and KV that did not arrive: "what reason" -> count
+        self.given_up: dict[str, int] = {}
+        self.dead_ranks: set[int] = set()
         self.http_status: dict[int, int] = {}
         self.http_minutes = BucketCounts(60.0)  # status class -> responses per minute (wider on long runs)
         self.error_times: list[tuple[float, str]] = []
@@ -268,6 +271,40 @@ class RunStats(Summary):
     def _on_offload_pool(self, ev, f):
         self.facts["offload_pool_bytes"] = f["bytes"]
 
+    def _on_kv_cache_extended(self, ev, f):
+        self.facts["gpu_blocks"] = f["blocks"]
+        if "bytes" in f:
+            self._worker(ev)["kv_cache_bytes"] = f["bytes"]
+
+    def _on_max_model_len_reduced(self, ev, f):
+        self.facts["max_model_len_requested"] = f["from_tokens"]
+        self.facts["max_model_len"] = f["to_tokens"]
+
+    def _give_up(self, what: str, n: int = 1) -> None:
+        if what in self.given_up or len(self.given_up) < 64:
+            self.given_up[what] = self.given_up.get(what, 0) + n
+
+    def _on_kv_connector_failure(self, ev, f):
+        self._give_up(f"KV connector {f.get('connector')}: {f.get('reason')}")
+
+    def _on_kv_offload_failure(self, ev, f):
+        self._give_up(f"KV offload: {f.get('reason')}")
+
+    def _on_request_rejected(self, ev, f):
+        self._give_up(f"requests turned away: {f.get('reason')}")
+
+    def _on_weight_cache_daemon_exit(self, ev, f):
+        self._give_up("weight-cache daemon exits")
+
+    def _on_dp_fault_tolerance(self, ev, f):
+        if f.get("event") == "scale_down":
+            new = {r for r in f.get("dead_ranks", []) if isinstance(r, int)} - self.dead_ranks
+            if new and len(self.dead_ranks) < 4096:
+                self.dead_ranks |= new
+                self._give_up("data-parallel ranks dropped", len(new))
+        elif f.get("event") != "status":
+            self._give_up(f"fault tolerance: {f.get('event')}")
+
     def _on_engine_stats(self, ev, f):
         engine = f.get("engine", 0)
         if ev.ts is not None:
@@ -395,8 +432,9 @@ class RunStats(Summary):
         if op in ("store", "retrieve"):
             d = self.lmcache[op]
             d["moves"] += 1
-            d["bytes"] += f.get("bytes", 0)
-            d["seconds"] += f.get("seconds", 0.0)
+            if "bytes" in f and "seconds" in f:  # (a move logged without both is not in the rate)
+                d["bytes"] += f["bytes"]
+                d["seconds"] += f["seconds"]
             d["tokens"] += f.get("tokens", 0)
         elif op == "lookup":
             self.lmcache["requested_tokens"] += f.get("total_tokens", 0)

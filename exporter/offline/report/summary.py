@@ -28,6 +28,7 @@ class Summary:
             "ooms": sorted(self.ooms, key=lambda o: o["ts"] if o["ts"] is not None else float("inf")),
             "startup_failures": self.startup_failures,
             "stalls": self.stalls,
+            "given_up": dict(sorted(self.given_up.items())),
         }
         if self.rules is not None:  # only with rules: the report of a run without them is unchanged
             out["rules"] = self.rules.summary()
