@@ -108,6 +108,36 @@ def overview() -> dict:
                     "line, vLLM 0.34+ with --enable-mfu-metrics): the FLOPs and the bytes read and written that the "
                     "model's shapes imply, not a hardware counter. Divide by the GPU's peak for utilisation. Empty "
                     "without that flag.")
+    b.row("Requests and engine steps (request log, iteration details)")
+    b.timeseries("Requests by LoRA adapter (request log)", [
+        (f"sum by (server, lora) (rate(vllm_log_requests_logged_total{{{S}}}[$__rate_interval]))",
+         "{{server}} {{lora}}")], "reqps", min_=0,
+        description="Requests vLLM's request logger logged, by LoRA adapter (blank: the base model), which vLLM's "
+                    "/metrics does not break down. Needs --enable-log-requests (off by default since 0.10); the "
+                    "prompt and the request id are never read. Beyond 32 adapter names per server: `other`.")
+    b.timeseries("Responses by finish reason (request log)", [
+        (f"sum by (server, finish_reason) (rate(vllm_log_responses_logged_total{{{S}}}[$__rate_interval]))",
+         "{{server}} {{finish_reason}}"),
+        (f"sum by (server) (rate(vllm_log_request_aborts_total{{{S}}}[$__rate_interval]))", "{{server}} abort calls")],
+        "reqps", min_=0,
+        description="Finished responses by why they ended (stop, length: cut at max_tokens, abort, tool_calls), "
+                    "from --enable-log-outputs; abort calls from --enable-log-requests (a client gone, a shutdown; "
+                    "one call may name several requests). The output text is never read.")
+    b.timeseries("Engine step time by batch (iteration details)", [
+        (f"histogram_quantile({q}, sum by (server, batch, le) (rate(vllm_log_iteration_seconds_bucket{{{SE}}}"
+         f"[$__rate_interval])))", f"p{int(q * 100)} {{{{server}}}} {{{{batch}}}}") for q in (0.5, 0.99)],
+        "s", min_=0,
+        description="Each engine step's time, by what its batch held: prefill (prompts only), decode (generation "
+                    "only), mixed (a chunked prefill beside decodes: the steps that stretch inter-token latency). The "
+                    "only per-step latency in the log: needs --enable-logging-iteration-details (vLLM 0.14+), one "
+                    "line per step. A data-parallel rank's padding steps are left out.")
+    b.timeseries("LoRA adapters loaded and unloaded", [
+        (f"sum by (server, event) (increase(vllm_log_lora_adapter_events_total{{{S}}}[$__rate_interval]))",
+         "{{server}} {{event}}")], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
+        overrides=[{"matcher": {"id": "byRegexp", "options": "/load_failed/"},
+                    "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": BAD}}]}],
+        description="LoRA adapters loaded at run time (/v1/load_lora_adapter, a resolver), reloaded, unloaded, and "
+                    "resolvers that failed to load one (load_failed). Their names are not kept.")
     b.row("HTTP and errors")
     b.timeseries("HTTP responses by status", [
         (f"sum by (status) (rate(vllm_log_http_requests_total{{{S}}}[$__rate_interval]))", "{{status}}")], "reqps",

@@ -152,3 +152,61 @@ def test_the_report_says_what_was_given_up_and_the_context_length_cut():
     assert s["config"]["max_model_len"] == 98304 and s["config"]["max_model_len_requested"] == 262144
     text = render(s)
     assert "| data-parallel ranks dropped | 1 |" in text and "cut from 262,144" in text
+
+
+def test_the_request_log_is_counted_by_adapter_and_finish_reason_with_bounded_labels():
+    """--enable-log-requests / --enable-log-outputs: requests per LoRA adapter (which vLLM's /metrics does not
+    give), responses per finish reason, abort calls; a client's disconnect, which vLLM logs twice, counts once;
+    no id, prompt or output reaches a label. Beyond 32 adapter names, or a name that is no plain name: other."""
+    from tests.helpers import value
+
+    received, aborted = _line("request logged, with its LoRA adapter"), _line("requests aborted (0.10.2+)")
+    base = received.split(", lora_request: ")[0] + ", lora_request: None."
+    many = [received.replace("'sql-lora'", f"'a{i}'") for i in range(40)]
+    odd = received.replace("'sql-lora'", "'x y{z}'")
+    lines = [received, received, base, _line("response logged, with its finish reason"), aborted, aborted,
+             _line("a client's disconnect, said twice by vLLM, counts once"), *many, odd]
+    s = _metrics(lines)
+    assert value(s, "vllm_log_requests_logged_total", server="s", lora="sql-lora") == 2
+    assert value(s, "vllm_log_requests_logged_total", server="s", lora="") == 1
+    assert value(s, "vllm_log_requests_logged_total", server="s", lora="other") == 40 - 31 + 1
+    assert value(s, "vllm_log_exporter_label_overflow_total", server="s", label="lora") == 10
+    assert value(s, "vllm_log_responses_logged_total", server="s", finish_reason="length") == 1
+    assert value(s, "vllm_log_request_aborts_total", server="s") == 2  # the same second, the same line of code: two
+    assert not any("cmpl-77" in str(k) or "SELECT" in str(k) or "/adapters" in str(k) for k in s)
+    # the batch path (the fast path's "ignorable" lines) gives the same events
+    from exporter.framing.clock import Clock
+    from exporter.stream.pipeline import Pipeline
+
+    _, one_by_one = run_lines(lines)
+    counts, batched, _, _ = Pipeline(Clock(year=2026)).feed_batch(lines)
+    assert [(e.kind, e.fields) for e in batched] == [(e.kind, e.fields) for e in one_by_one]
+
+
+def test_a_lora_adapter_s_events_are_counted_without_its_name():
+    from tests.helpers import value
+
+    s = _metrics([_line("LoRA adapter loaded"), _line("LoRA adapter removed"),
+                  _line("LoRA adapter a resolver failed to load")])
+    for event in ("loaded", "removed", "load_failed"):
+        assert value(s, "vllm_log_lora_adapter_events_total", server="s", event=event) == 1
+    assert value(s, "vllm_log_messages_total", server="s", level="warning") == 1  # the failure, without its text
+    assert not any("sql-lora" in str(k) for k in s)
+
+
+def test_engine_step_time_is_a_histogram_by_what_the_batch_held():
+    """--enable-logging-iteration-details: prefill-only, decode-only and mixed steps apart (a chunked prefill
+    beside decodes is what stretches inter-token latency); a data-parallel rank's padding step is no step."""
+    from tests.helpers import value
+
+    decode = _line("iteration details, engine core (0.14-0.25)")
+    mixed = _line("iteration details, stats logger (0.30+)")
+    prefill = mixed.replace("14 generation requests, 14 generation tokens", "0 generation requests, 0 generation tokens")
+    s = _metrics([decode, decode, mixed, prefill, _line("iteration details, a data-parallel rank's padding step (0.23+)")])
+    assert value(s, "vllm_log_iteration_seconds_count", server="s", engine="0", batch="decode") == 2
+    assert value(s, "vllm_log_iteration_seconds_sum", server="s", engine="0", batch="decode") == pytest.approx(0.02198)
+    assert value(s, "vllm_log_iteration_seconds_count", server="s", engine="1", batch="mixed") == 1
+    assert value(s, "vllm_log_iteration_seconds_bucket", server="s", engine="1", batch="mixed", le="0.15") == 0
+    assert value(s, "vllm_log_iteration_seconds_bucket", server="s", engine="1", batch="mixed", le="0.25") == 1
+    assert value(s, "vllm_log_iteration_seconds_count", server="s", engine="1", batch="prefill") == 1
+    assert value(s, "vllm_log_iteration_seconds_count", server="s", engine="0", batch="idle") is None

@@ -55,7 +55,10 @@ def test_the_issues_eleven_echoed_prompts_give_nothing_and_page_nobody(name):
     text = ELEVEN[name]
     for line in echoes(text):
         _, events = run_lines([line], derived=True)
-        assert [e.kind for e in events] == [], line
+        # (the request log's bounded facts only: the adapter, the finish reason, never the text)
+        assert [e.kind for e in events if e.kind != "request_log"] == [], line
+        assert all(set(e.fields) <= {"record", "lora", "finish_reason"} and e.fields.get("lora") is None
+                   and e.fields.get("finish_reason", "stop") == "stop" for e in events), line
         alerts = Alerts(instance="127.0.0.1:10825")
         alerts.observe("gp", events, now=1e9)
         assert alerts.pending(now=1e9) == [], line
@@ -136,21 +139,21 @@ def _newline_in_id(text: str, header: str) -> list[str]:
 # name -> (the shape: text -> physical lines, the events the echo itself may give)
 SHAPES = {
     "request, stop string": (lambda t: [REQUEST_LOGGER + f"Received request chatcmpl-1: params: "
-                                        f"{PARAMS[:-1]}, stop=[{t!r}]), lora_request: None."], set()),
+                                        f"{PARAMS[:-1]}, stop=[{t!r}]), lora_request: None."], {"request_log"}),
     "request, X-Request-Id": (lambda t: [REQUEST_LOGGER + f"Received request chatcmpl-{_one_line(t)}: params: {PARAMS}, "
-                                         "lora_request: None."], set()),
-    "request, body id with a newline": (lambda t: _newline_in_id(t, REQUEST_LOGGER), set()),
+                                         "lora_request: None."], {"request_log"}),
+    "request, body id with a newline": (lambda t: _newline_in_id(t, REQUEST_LOGGER), {"request_log"}),
     "request, body id with a newline, CR lost": (
-        lambda t: [line.rstrip("\r") for line in _newline_in_id(t, REQUEST_LOGGER)], set()),
+        lambda t: [line.rstrip("\r") for line in _newline_in_id(t, REQUEST_LOGGER)], {"request_log"}),
     "request, carriage return in the id": (
         lambda t: [REQUEST_LOGGER + f"Received request chatcmpl-x\r{_one_line(t)}: params: {PARAMS}, lora_request: None."],
-        set()),
+        {"request_log"}),
     "request, 0.5-0.10 prompt": (lambda t: ["INFO 06-01 10:00:00 [logger.py:39] Received request cmpl-1: prompt: "
                                             f"{t!r}, params: {PARAMS}, prompt_token_ids: [1, 2], lora_request: None, "
-                                            "prompt_adapter_request: None."], set()),
+                                            "prompt_adapter_request: None."], {"request_log"}),
     "request, 0.4 engine": (lambda t: ["INFO 06-01 10:00:00 async_llm_engine.py:529] Received request cmpl-1: prompt: "
                                        f"{t!r}, sampling_params: {PARAMS}, prompt_token_ids: [1], lora_request: None."],
-                            set()),
+                            {"request_log"}),
     "request details": (lambda t: [DEBUG_REQUEST_LOGGER + f"Request chatcmpl-1 details: prompt: {t!r}, prompt_token_ids: "
                                    "[1, 2, 3], prompt_embeds shape: None."], set()),
     "request body": (lambda t: [DEBUG_REQUEST_LOGGER + "Request chatcmpl-1 JSON body: " + json.dumps(
@@ -158,7 +161,7 @@ SHAPES = {
     "request body, cut at --max-log-len": (lambda t: [DEBUG_REQUEST_LOGGER + "Request chatcmpl-1 JSON body: " + json.dumps(
         {"model": "m", "messages": [{"role": "user", "content": t}]}, ensure_ascii=False)[:40 + len(t) // 2]], set()),
     "response": (lambda t: [REQUEST_LOGGER.replace(":65", ":108") + f"Generated response chatcmpl-1: output: {t!r}, "
-                                                                    "finish_reason: stop"], set()),
+                                                                    "finish_reason: stop"], {"request_log"}),
     "response, streaming delta": (lambda t: [REQUEST_LOGGER.replace(":65", ":108") + "Generated response chatcmpl-1 "
                                              f"(streaming delta): output: {t!r}, finish_reason: None"], set()),
     "engine client, added": (lambda t: [H.format(level="INFO", logger="async_llm.py:578")
@@ -185,9 +188,9 @@ SHAPES = {
         '  File "/v/tool_parsers/hermes_tool_parser.py", line 112, in extract_tool_calls',
         f"ValueError: Invalid tool call: {_one_line(t)}")], {"log", "traceback"}),
     "LoRA name": (lambda t: [H.format(level="INFO", logger="serving.py:226") + f"Loaded new LoRA adapter: name "
-                             f"'{_one_line(t)}', path '/adapters/a'"], set()),
+                             f"'{_one_line(t)}', path '/adapters/a'"], {"lora_adapter"}),
     "LoRA name with a newline": (lambda t: [H.format(level="INFO", logger="serving.py:226") + line for line in (
-        "Loaded new LoRA adapter: name 'a\r", f"{t}', path '/adapters/a'")], set()),
+        "Loaded new LoRA adapter: name 'a\r", f"{t}', path '/adapters/a'")], {"lora_adapter"}),
 }
 
 
@@ -198,9 +201,9 @@ def _json_record(message: str, name: str, level: str = "INFO") -> str:
 
 JSON_SHAPES = {
     "JSON request": (lambda t: [_json_record(f"Received request chatcmpl-x\n{t}: params: {PARAMS}, lora_request: None.",
-                                             "vllm.entrypoints.serve.utils.request_logger")], set()),
+                                             "vllm.entrypoints.serve.utils.request_logger")], {"request_log"}),
     "JSON response": (lambda t: [_json_record(f"Generated response chatcmpl-1: output: {t!r}, finish_reason: stop",
-                                              "vllm.entrypoints.serve.utils.request_logger")], set()),
+                                              "vllm.entrypoints.serve.utils.request_logger")], {"request_log"}),
     "JSON access path": (lambda t: [_json_record(f'10.0.0.1:4242 - "GET /{quote(_one_line(t))} HTTP/1.1" 404',
                                                  "uvicorn.access")], {"access_log"}),
     "JSON model name in an error": (lambda t: [_json_record(
@@ -309,7 +312,7 @@ def test_a_json_records_later_message_lines_are_its_text_but_the_banners():
                                                      ("model", {"model": "/models/tiny"})]
     _, events = run_lines([_json_record("Aborted request(s) a,b.\n" + ELEVEN["engine_stats"],
                                         "vllm.v1.engine.async_llm")])
-    assert events == []
+    assert [(e.kind, e.fields) for e in events] == [("request_log", {"record": "aborted"})]  # the abort, no stats
     _, events = run_lines([_json_record("Unexpected: grammar rejected tokens [1] for request x\n"
                                         + ELEVEN["engine_dead"], "vllm.v1.core.sched.scheduler", "ERROR")])
     assert [(e.kind, e.fields.get("level")) for e in events] == [("log", "error")]
@@ -383,3 +386,12 @@ def test_an_echo_records_bounded_fields_for_counting_later():
     assert echo.fields("received", rec) == {"record": "received", "lora": "sql-lora"}
     assert echo.fields("received", f"Received request c: params: {PARAMS}, lora_request: None.") == {
         "record": "received", "lora": None}
+    # what is counted: these facts, and an abort or a LoRA adapter's event without its name or the ids
+    assert [(e.kind, e.fields) for e in echo.events("received", rec)] == [
+        ("request_log", {"record": "received", "lora": "sql-lora"})]
+    assert [(e.kind, e.fields) for e in echo.events("aborted", "Aborted request(s) a,evil\nb.")] == [
+        ("request_log", {"record": "aborted"})]
+    assert [(e.kind, e.fields) for e in echo.events("lora", "Failed to load LoRA 'evil' resolved by r: x")] == [
+        ("lora_adapter", {"event": "load_failed"})]
+    assert echo.events("request", "Request evil aborted.") == []
+    assert echo.events("generated", "Generated response c (streaming delta): output: 'x', finish_reason: None") == []

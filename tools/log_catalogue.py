@@ -375,6 +375,9 @@ ALARM_KINDS = frozenset({
     "process_exit", "unit_result", "restart", "start_limit", "host_oom_kill", "shutdown", "server_stop"})
 
 
+ECHO_FAMILIES = frozenset({"request_log", "lora_adapter"})
+
+
 def _parser_of(frame) -> tuple[str, list] | None:
     """The family that parses a frame, as exporter.parsers.parse_frame tries them (its needles, then where
     its lines come from), and its events."""
@@ -407,6 +410,8 @@ def outcome(call: dict, version: str, values: dict[str, str] | None = None) -> t
             families.add(found[0])
         kinds.update(e.kind for e in pipe.feed(ln)[1])
     kinds.update(e.kind for e in pipe.flush())
+    # the families of the echo records' bounded facts (exporter.parsers.echo: no Parser, the pipeline's hook)
+    families |= kinds & ECHO_FAMILIES
     return families, kinds
 
 

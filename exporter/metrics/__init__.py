@@ -14,6 +14,7 @@ emits (PromQL names):
   vllm_log_rule_lines_total{rule}, vllm_log_rule_invalid_values_total{rule,field},
   vllm_log_rule_label_overflow_total{metric,label} while rules are loaded
 - exporter.metrics.serving: data-parallel ranks lost, requests turned away, the context length cut
+- exporter.metrics.requests: the request log's counts (bounded labels), LoRA adapters, per-step latency
 - this module: the exporter itself:
     vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
     value beyond the bounds of exporter.metrics.labels, counted instead),
@@ -42,6 +43,7 @@ from exporter.metrics.engine import EngineMetrics
 from exporter.metrics.errors import ErrorMetrics
 from exporter.metrics.offload import OffloadMetrics
 from exporter.metrics.rules import RuleMetrics
+from exporter.metrics.requests import RequestMetrics
 from exporter.metrics.serving import ServingMetrics
 from exporter.metrics.spec_decode import SpecDecodeMetrics
 from exporter.metrics.startup import StartupMetrics
@@ -52,7 +54,7 @@ from exporter.metrics.tables import CounterFamily, GaugeFamily, Table
 
 SOURCE_EVENTS = ("truncated", "tail_lost", "rotated_late", "file_skipped")
 HTTP_CLOSE_REASONS = ("header_timeout", "idle_timeout", "request_timeout", "evicted", "refused")
-OVERFLOW_LABELS = ("engine", "worker", "method", "endpoint", "status", "gpu", "position", "confidence")
+OVERFLOW_LABELS = ("engine", "worker", "method", "endpoint", "status", "gpu", "position", "confidence", "lora")
 
 
 class _Collectors:
@@ -66,7 +68,7 @@ class _Collectors:
 
 
 class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics, SupervisorMetrics,
-              WarningSignMetrics, RuleMetrics, ServingMetrics):
+              WarningSignMetrics, RuleMetrics, ServingMetrics, RequestMetrics):
     """``registry`` holds every metric (backfill and prometheus-client's writers read it);
     ``render()`` writes the same in the text format, faster (what /metrics serves)."""
 
@@ -98,6 +100,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._declare_warning_signs(S)
         self._declare_rules()  # none until set_rules (the daemon, report and test give the user's)
         self._declare_serving(S)
+        self._declare_requests(S)
 
         c, lg = self._counter, self._lasting_gauge
         self.last_line = lg("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
@@ -185,6 +188,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._touch_supervisor(server)
         self._touch_warning_signs(server)
         self._touch_rules(server)
+        self._touch_requests(server)
         for label in OVERFLOW_LABELS:
             self.label_overflow.touch((server, label))
         for result in RESULTS:
@@ -215,6 +219,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self.reset_server(server)
         self._clock.drop(server)
         self._models.pop(server, None)
+        self._adapters.pop(server, None)
         for key in [k for k in self._position_keys if k[0] == server]:
             del self._position_keys[key]
         self._forget_rule_labels(server)

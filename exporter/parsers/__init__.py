@@ -14,6 +14,7 @@ from exporter.parsers import (
     access_log,
     engine_stats,
     errors,
+    iteration,
     kv_capacity,
     kv_failures,
     kv_transfer,
@@ -39,6 +40,7 @@ PARSERS: tuple[Parser, ...] = (
     access_log.PARSER,
     engine_stats.PARSER,
     engine_stats.MFU,
+    iteration.PARSER,  # one line per engine step, when --enable-logging-iteration-details is on
     spec_decode.PARSER,
     spec_decode.CALIBRATION,
     kv_transfer.PARSER,

@@ -35,12 +35,21 @@ for the request logger's files, whose every record is an echo. A record's contin
 repeats the record's header on each line of a multi-line message) are its own: the pipeline keeps
 the header of the last echo per process and takes every line with that exact header for one.
 
-What a recognised record yields: nothing, for now; ``fields`` reads the bounded facts a record
-holds (a response's finish reason, a request's LoRA adapter) for a ``request_log`` family to count
-later, never the prompt, the output, the id or a path. (The hook: ``Pipeline._echo`` in
-exporter.stream.pipeline makes the events of a recognised record; a family counting them must also
-keep exporter.stream.fastpath from answering a needle-free INFO echo line as ignored before the
-pipeline sees it.)
+What a recognised record yields: only the bounded facts ``events`` reads (a response's finish
+reason, a request's LoRA adapter, an abort, a LoRA adapter loaded or removed), never the prompt, the
+output, the id, a name a client gave at run time or a path. ``Pipeline._echo`` in exporter.stream.pipeline
+makes them; exporter.stream.fastpath leaves the records that begin with ``COUNTED`` to the pipeline.
+
+- ``request_log`` ``{"record": "received", "lora": name|None}``: a request the request logger logged
+  (``--enable-log-requests``), with its adapter's name (the name of a LoRARequest's repr, read from the
+  record's end; None without an adapter). Its label is bounded where it is counted.
+- ``request_log`` ``{"record": "generated", "finish_reason": ...}`` (``--enable-log-outputs``): a finished
+  response (a streaming delta that did not finish says ``None``: not counted).
+- ``request_log`` ``{"record": "aborted"}``: ``Aborted request(s) %s.`` (0.10.2+; ``Aborted request %s.``
+  before): one abort call, which may name several requests (their ids, the client's, joined by commas, so
+  not countable). ``Request %s aborted.`` says the same of a client's disconnect and is not counted again.
+- ``lora_adapter`` ``{"event": "loaded|removed|reloaded|load_failed"}``: a LoRA adapter loaded at run time
+  (``/v1/load_lora_adapter``, a resolver), unloaded, or failing to load; its name is not kept.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ import re
 
 from exporter.framing.frame import Frame
 from exporter.parsers.base import logger_stem
+from exporter.parsers.events import Event
 
 # message start -> the record it begins
 STARTS = (
@@ -66,6 +76,12 @@ STARTS = (
     ("response_body={", "response_body"),
 )
 _FIRST_LETTERS = frozenset(s[0] for s, _ in STARTS)
+# the records whose facts are counted: a line starting so is not "ignorable" for exporter.stream.fastpath
+COUNTED = ("Received request ", "Generated response ", "Aborted request", "Loaded new LoRA adapter: ",
+           "Removed LoRA adapter: ", "Reloaded LoRA adapter ", "Resolved and loaded LoRA adapter ", "Failed to load LoRA ")
+_LORA_EVENTS = (("Loaded new LoRA adapter: ", "loaded"), ("Resolved and loaded LoRA adapter ", "loaded"),
+                ("Removed LoRA adapter: ", "removed"), ("Reloaded LoRA adapter ", "reloaded"),
+                ("Failed to load LoRA ", "load_failed"))
 # records of vLLM's that begin "Request " with its own words, not an id: the admission control's refusal
 # (v1/engine/async_llm.py 0.29-0.34), whose id follows its words and whose end its family matches whole
 _VLLM_REQUEST_WORDS = ("Request queue full - rejecting request ",)
@@ -116,3 +132,20 @@ def fields(record: str, message: str) -> dict:
             m = _LORA_NAME.match(tail)
             out["lora"] = m.group(1) if m else None
     return out
+
+
+def events(record: str, message: str) -> list[Event]:
+    """The counted facts of an echo record (see the module's docstring), none for the others."""
+    if record == "received":
+        f = fields(record, message)
+        return [Event("request_log", f)] if "lora" in f else []
+    if record == "generated":
+        f = fields(record, message)
+        return [Event("request_log", f)] if "finish_reason" in f else []
+    if record == "aborted":
+        return [Event("request_log", {"record": "aborted"})]
+    if record == "lora":
+        for start, event in _LORA_EVENTS:
+            if message.startswith(start):
+                return [Event("lora_adapter", {"event": event})]
+    return []

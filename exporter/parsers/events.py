@@ -9,6 +9,7 @@ from typing import Any
 KINDS = (
     "engine_stats",
     "mfu",
+    "iteration",
     "prefix_cache",
     "spec_decode",
     "spec_calibration",
@@ -64,6 +65,9 @@ KINDS = (
     "request_rejected",
     "max_model_len_reduced",
     "weight_cache_daemon_exit",
+    # the request log's bounded facts (exporter.parsers.echo: never its text) and run-time LoRA adapters
+    "request_log",
+    "lora_adapter",
     # what the supervisor (systemd, docker compose) said of the process (exporter.parsers.supervisor)
     "process_exit",
     "unit_result",

@@ -85,7 +85,7 @@ class Echoes:
     MAX_PROCESSES = 1024
 
     def __init__(self) -> None:
-        self._headers: dict[tuple, str] = {}
+        self._headers: dict[tuple, tuple[str, str]] = {}  # process -> (header, record) of its last echo
 
     def record(self, f: Frame, key: tuple) -> str | None:
         """The echo record ``f`` begins or continues (exporter.parsers.echo's name for it; "continued"
@@ -94,11 +94,17 @@ class Echoes:
         headers = self._headers
         header = f.header
         if rec is None:
-            if not headers or header is None or headers.get(key) != header.rstrip():
+            if not headers or header is None or headers.get(key, ("",))[0] != header.rstrip():
                 return None
             return "continued"
         if header is not None:
+            h = header.rstrip()
+            last = headers.get(key)
+            if last is not None and last[0] == h and last[1] != rec:
+                # the same header (second, file and line) as the last echo, another record's words: a line
+                # of the client's text inside it (a LoRA name with a line break holding "Aborted request(s)")
+                return "continued"
             if len(headers) >= self.MAX_PROCESSES:
                 headers.clear()
-            headers[key] = header.rstrip()
+            headers[key] = (h, rec)
         return rec

@@ -150,6 +150,8 @@ def _quiet(line: str, clock: Clock, families: Families):
     for needle in filters:
         if needle in msg:
             return False
+    if msg.startswith(echo.COUNTED):
+        return False  # the request log's records, whose bounded facts are counted (exporter.parsers.echo)
     if TRACEBACK_START in msg or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):
         return False  # a traceback starting, or maybe another record glued on: the usual way decides
     # (every bare colour reset holds "0m" or "9m": two finds before the regex)

@@ -432,13 +432,20 @@ class Pipeline:
         return PARSED, events + ruled
 
     def _echo(self, f: Frame, record: str) -> tuple[str, list[Event]]:
-        """A record that echoes a client's text: nothing in it is read. At WARNING or above, its first
-        line counts as a message of its level (without its text)."""
-        level = f.level
-        if record == "continued" or level not in ("WARNING", "ERROR", "CRITICAL"):
+        """A record that echoes a client's text: only its bounded facts are read (exporter.parsers.echo:
+        a request's adapter, a response's finish reason, an abort, a LoRA adapter loaded). At WARNING or
+        above, its first line counts as a message of its level (without its text)."""
+        if record == "continued":
             return IGNORED, []
-        return PARSED, [Event("log", {"level": level.lower(), "logger": f.logger, "echo": record},
-                              f.ts, f.process, f.pid, self.lineno)]
+        events = echo.events(record, f.message)
+        level = f.level
+        if level in ("WARNING", "ERROR", "CRITICAL"):
+            events.append(Event("log", {"level": level.lower(), "logger": f.logger, "echo": record}))
+        if not events:
+            return IGNORED, []
+        for ev in events:
+            ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
+        return PARSED, events
 
     def flush(self, idle_seconds: float | None = None) -> list[Event]:
         """Finish pending tracebacks: all of them, or those untouched for ``idle_seconds``."""
