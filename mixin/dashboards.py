@@ -139,6 +139,14 @@ def overview() -> dict:
         description="LoRA adapters loaded at run time (/v1/load_lora_adapter, a resolver), reloaded, unloaded, and "
                     "resolvers that failed to load one (load_failed). Their names are not kept.")
     b.row("HTTP and errors")
+    b.stat("Access log off", [(f"max by (server) (vllm_log_access_log_disabled{{{S}}})", "{{server}}")], "none",
+           mappings=[{"type": "value", "options": {"1": {"text": "off: no HTTP counts", "index": 0}}}],
+           steps=[(None, WARN)], decimals=0, w=24, h=3,
+           description="Servers started with uvicorn's access log switched off (--disable-uvicorn-access-log, or "
+                       "--uvicorn-log-level above info): the HTTP panels below read nothing for them. Empty when "
+                       "every server logs its responses. To quiet /metrics and /health polling, use "
+                       "--disable-access-log-for-endpoints instead.")
+    b.panels[-1]["fieldConfig"]["defaults"]["noValue"] = "no server switched it off"
     b.timeseries("HTTP responses by status", [
         (f"sum by (status) (rate(vllm_log_http_requests_total{{{S}}}[$__rate_interval]))", "{{status}}")], "reqps",
         min_=0, overrides=HTTP_COLOURS, description="Every response in vLLM's access log: 5xx red, 4xx orange.")

@@ -210,3 +210,47 @@ def test_engine_step_time_is_a_histogram_by_what_the_batch_held():
     assert value(s, "vllm_log_iteration_seconds_bucket", server="s", engine="1", batch="mixed", le="0.25") == 1
     assert value(s, "vllm_log_iteration_seconds_count", server="s", engine="1", batch="prefill") == 1
     assert value(s, "vllm_log_iteration_seconds_count", server="s", engine="0", batch="idle") is None
+
+
+def test_the_report_shows_the_request_log_and_the_engine_steps():
+    from exporter.offline.report.markdown import render
+    from exporter.offline.report.stats import RunStats
+
+    received = _line("request logged, with its LoRA adapter")
+    lines = BANNER + [received, received.replace("'sql-lora'", "'a|b'"), _line("response logged, with its finish reason"),
+                      _line("requests aborted (0.10.2+)"), _line("LoRA adapter loaded"),
+                      _line("iteration details, engine core (0.14-0.25)"),
+                      _line("iteration details, a data-parallel rank's padding step (0.23+)")]
+    _, events = run_lines(lines, derived=True)
+    st = RunStats()
+    for ev in events:
+        st.add(ev)
+    s = st.summary()
+    assert s["request_log"] == {"lora": {"sql-lora": 1, "other": 1}, "finish_reason": {"length": 1},
+                                "aborts": {"abort calls": 1}, "lora_events": {"loaded": 1}}
+    assert s["steps"] == {"decode": {"count": 1, "mean_seconds": pytest.approx(0.01099), "max_seconds": 0.01099}}
+    text = render(s)
+    assert "| sql-lora | 1 |" in text and "| decode | 1 | 10.99 ms | 10.99 ms |" in text and "a|b" not in text
+
+
+def test_the_access_log_switched_off_is_said_not_read_as_no_traffic():
+    """--disable-uvicorn-access-log leaves the HTTP counts empty: a state series and /healthz say why (and what
+    to use instead); filtering endpoints, the advice, raises nothing; the next start forgets it."""
+    from exporter.metrics import Metrics
+    from tests.helpers import samples, value
+
+    off = _line("access log switched off (non-default args)")
+    s = _metrics(BANNER[:1] + [off])
+    assert value(s, "vllm_log_access_log_disabled", server="s", reason="flag") == 1
+    assert value(s, "vllm_log_access_log_disabled", server="s", reason="log_level") is None
+    quiet = off.replace("'disable_uvicorn_access_log': True", "'uvicorn_log_level': 'warning'")
+    assert value(_metrics(BANNER[:1] + [quiet]), "vllm_log_access_log_disabled", server="s", reason="log_level") == 1
+    assert value(_metrics(BANNER[:1] + [_line("access log filtered by endpoint (still counted)")]),
+                 "vllm_log_access_log_disabled", server="s", reason="flag") is None
+    assert value(_metrics(BANNER[:1] + [off] + BANNER[:1]), "vllm_log_access_log_disabled", server="s", reason="flag") is None
+    _, events = run_lines(BANNER[:1] + [off], derived=True)
+    m = Metrics(process_metrics=False)
+    m.add_server("s")
+    m.observe_many("s", events)
+    assert "--disable-access-log-for-endpoints" in m.notes()["s"]
+    assert samples(m.render().decode())  # renders

@@ -73,6 +73,10 @@ class StartupMetrics:
                                 "stats lines and none came since, so the engine series stay empty: reason api_server_count (data "
                                 "parallel with more than one API server; start it with --api-server-count 1).",
                                 S + ["reason"])
+        self.access_log_off = w("vllm_log_access_log_disabled", "1 when the server's start-up arguments switch "
+                                "uvicorn's access log off (reason flag: --disable-uvicorn-access-log; log_level: "
+                                "--uvicorn-log-level above info), so vllm_log_http_requests_total reads nothing: "
+                                "filter endpoints with --disable-access-log-for-endpoints instead.", S + ["reason"])
         self.last_start = lg("vllm_log_last_start_timestamp_seconds", "Time of the server's last start (version banner), "
                              "so a death before it is known to be over.")
         self._workers: dict[str, set[str]] = {}
@@ -151,6 +155,8 @@ class StartupMetrics:
             self._set(self.compile_secs, (server, engine), f["compilation_seconds"])
 
     def _on_engine_config(self, server, ev, f):
+        if f.get("access_log") in ("flag", "log_level"):
+            self._set(self.access_log_off, (server, f["access_log"]), 1)
         if isinstance(f.get("max_num_seqs"), int):
             self._set(self.max_seqs, (server,), f["max_num_seqs"])
         served = f.get("served_model_name")
@@ -172,10 +178,17 @@ class StartupMetrics:
             del self.stats_disabled.values[key]
 
     def notes(self) -> dict[str, str]:
-        """What /healthz says of servers whose engine metrics are missing for a reason vLLM gave."""
-        return {key[0]: f"vLLM logs no stats lines ({key[1]}): engine metrics stay empty; with data parallel, "
-                        "start it with --api-server-count 1"
-                for key, v in self.stats_disabled.values.items() if v}
+        """What /healthz says of servers whose engine or HTTP metrics are missing for a reason vLLM gave."""
+        out = {key[0]: f"vLLM logs no stats lines ({key[1]}): engine metrics stay empty; with data parallel, "
+                       "start it with --api-server-count 1"
+               for key, v in self.stats_disabled.values.items() if v}
+        for key, v in self.access_log_off.values.items():
+            if v:
+                said = ("its access log is off (" + ("--disable-uvicorn-access-log" if key[1] == "flag" else
+                        "--uvicorn-log-level above info") + "): HTTP metrics stay empty; to quiet /metrics and /health "
+                        "polling, use --disable-access-log-for-endpoints instead")
+                out[key[0]] = out[key[0]] + "; " + said if key[0] in out else said
+        return out
 
     def _on_offload_pool(self, server, ev, f):
         self._set(self.kv_pool, (server,), f["bytes"])

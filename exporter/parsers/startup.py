@@ -4,7 +4,8 @@
   ``version 0.11.2.dev280+gilded...`` and ``model   /models/snapshots/...``; with the banner disabled
   ``vLLM server version X, serving model Y``. One of these is printed once per server start.
 - ``Initializing a V1 LLM engine (v0.9.1) with config: model='...', ..., max_seq_len=32768, ...`` and
-  ``non-default args: {'model': ..., 'max_num_seqs': 2}`` -> ``engine_config``.
+  ``non-default args: {'model': ..., 'max_num_seqs': 2}`` -> ``engine_config`` (with ``access_log``: ``flag``
+  for ``--disable-uvicorn-access-log``, ``log_level`` for a ``--uvicorn-log-level`` above info: no access lines).
 - ``Using max model len 2048`` (``config/model.py:2152`` in 0.32; earlier releases' ``config.py``): the
   context length the server settled on, which the config dump only shows as ``max_seq_len`` ->
   ``engine_config`` with ``max_model_len``.
@@ -157,6 +158,12 @@ def _engine_config(frame: Frame) -> list[Event] | None:
             k: v for k, v in args.items()
             if isinstance(k, str) and isinstance(v, (str, int, float, bool)) and k in _CONFIG_KEYS
         }
+        # the access log switched off (uvicorn's access lines are INFO: a quieter uvicorn log level drops them too);
+        # --disable-access-log-for-endpoints only filters, so the HTTP counts stay (without those endpoints)
+        if args.get("disable_uvicorn_access_log") is True:
+            fields["access_log"] = "flag"
+        elif args.get("uvicorn_log_level") in ("warning", "error", "critical"):
+            fields["access_log"] = "log_level"
         spec = args.get("speculative_config")  # {'method': 'ngram', 'num_speculative_tokens': 4, ...}
         if isinstance(spec, dict):
             if isinstance(spec.get("method"), str):

@@ -197,6 +197,18 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
     if given:
         parts += ["## Capacity given up, KV that did not arrive", "", "| What | Count |", "|---|---|"]
         parts += [f"| {what} | {n:,} |" for what, n in given.items()] + [""]
+    rl, steps = s.get("request_log") or {}, s.get("steps") or {}
+    if rl or steps:
+        parts += ["## Request log and engine steps", ""]
+        titles = {"lora": "Requests by LoRA adapter", "finish_reason": "Responses by finish reason",
+                  "aborts": "Aborts", "lora_events": "LoRA adapters (run time)"}
+        for key, title in titles.items():
+            if rl.get(key):
+                parts += [f"| {title} | Count |", "|---|---|"] + [f"| {k} | {n:,} |" for k, n in rl[key].items()] + [""]
+        if steps:
+            parts += ["| Engine steps (batch) | Steps | Mean | Longest |", "|---|---|---|---|"]
+            parts += [f"| {b} | {v['count']:,} | {v['mean_seconds'] * 1000:.2f} ms | {v['max_seconds'] * 1000:.2f} ms |"
+                      for b, v in steps.items()] + [""]
     parts += ["## KV offload", ""]
     if kv.get("store") or kv.get("load"):
         parts += ["| Direction | Weighted rate | Observed range | Largest interval | Intervals |", "|---|---|---|---|---|"]

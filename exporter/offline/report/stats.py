@@ -9,6 +9,7 @@ sums and extremes, and the charts' series are decimated (exporter.offline.report
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from exporter.parsers.events import ERROR_KINDS, KINDS, Event
@@ -64,6 +65,10 @@ FACT_KINDS = frozenset({"version", "model", "engine_config", "kv_cache_size", "g
                         "kv_cache_memory", "model_load", "memory_profile", "init_engine", "offload_pool"})
 
 
+# a LoRA adapter's name as the report shows it: a plain name (as exporter.metrics.requests bounds its label)
+_ADAPTER = re.compile(r"[\w.:@+/-]{1,64}")
+
+
 class RunStats(Summary):
     def __init__(self, since: float | None = None, until: float | None = None, stats_interval: float = 10.0,
                  rules=()):
@@ -115,6 +120,9 @@ class RunStats(Summary):
         # what the server gave up while serving and KV that did not arrive: "what reason" -> count
         self.given_up: dict[str, int] = {}
         self.dead_ranks: set[int] = set()
+        # the request log's bounded facts (exporter.parsers.echo) and the engine steps' times by batch
+        self.request_log: dict[str, dict[str, int]] = {"lora": {}, "finish_reason": {}, "aborts": {}, "lora_events": {}}
+        self.steps: dict[str, list[float]] = {}  # batch -> [count, sum, max]
         self.http_status: dict[int, int] = {}
         self.http_minutes = BucketCounts(60.0)  # status class -> responses per minute (wider on long runs)
         self.error_times: list[tuple[float, str]] = []
@@ -295,6 +303,37 @@ class RunStats(Summary):
 
     def _on_weight_cache_daemon_exit(self, ev, f):
         self._give_up("weight-cache daemon exits")
+
+    def _bump(self, table: str, key: str) -> None:
+        d = self.request_log[table]
+        if key in d or len(d) < 32:
+            d[key] = d.get(key, 0) + 1
+        else:
+            d["other"] = d.get("other", 0) + 1
+
+    def _on_request_log(self, ev, f):
+        record = f.get("record")
+        if record == "received" and "lora" in f:
+            lora = f["lora"]
+            self._bump("lora", "(base model)" if lora is None else lora if isinstance(lora, str) and _ADAPTER.fullmatch(lora)
+                       else "other")
+        elif record == "generated" and "finish_reason" in f:
+            self._bump("finish_reason", f["finish_reason"])
+        elif record == "aborted":
+            self._bump("aborts", "abort calls")
+
+    def _on_lora_adapter(self, ev, f):
+        self._bump("lora_events", str(f.get("event")))
+
+    def _on_iteration(self, ev, f):
+        if f.get("dummy"):
+            return
+        ctx, gen = f.get("ctx_requests", 0), f.get("gen_requests", 0)
+        batch = "mixed" if ctx and gen else "prefill" if ctx else "decode" if gen else "idle"
+        st = self.steps.setdefault(batch, [0, 0.0, 0.0])
+        st[0] += 1
+        st[1] += f["seconds"]
+        st[2] = max(st[2], f["seconds"])
 
     def _on_dp_fault_tolerance(self, ev, f):
         if f.get("event") == "scale_down":

@@ -29,6 +29,9 @@ class Summary:
             "startup_failures": self.startup_failures,
             "stalls": self.stalls,
             "given_up": dict(sorted(self.given_up.items())),
+            "request_log": {k: dict(sorted(v.items(), key=lambda kv: -kv[1])) for k, v in self.request_log.items() if v},
+            "steps": {b: {"count": n, "mean_seconds": total / n, "max_seconds": top}
+                      for b, (n, total, top) in sorted(self.steps.items())},
         }
         if self.rules is not None:  # only with rules: the report of a run without them is unchanged
             out["rules"] = self.rules.summary()
