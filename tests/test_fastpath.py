@@ -146,3 +146,18 @@ def test_classify_answers_both_questions_as_they_are_answered_one_by_one():
         elif got is not None:
             assert got is fastpath.IGNORE and fastpath.ignorable(line, Clock(year=2026)), line
     assert any(fastpath.classify(line, Clock(year=2026)) is fastpath.IGNORE for line in _ALL)
+
+
+def test_every_family_line_at_info_or_debug_leaves_early_only_when_the_usual_way_ignores_it():
+    """The fast path's filters hold only the needles of families that read INFO or DEBUG lines: any family's
+    line (the real-line fixtures, the failure families' included) moved to INFO or DEBUG is either kept for the
+    usual way or ignored by it too."""
+    import yaml
+
+    lines = [e["line"] for path in sorted((FIXTURES / "real_lines").glob("*.yaml"))
+             for e in yaml.safe_load(path.read_text(encoding="utf-8"))] + _ALL
+    moved = [line.replace(f" {level} ", f" {quiet} ", 1) for line in lines for level in ("WARNING", "ERROR", "CRITICAL")
+             if f" {level} " in line for quiet in ("INFO", "DEBUG")]
+    assert len(moved) > 100
+    taken = [line for line in moved if check_ignorable(line)]
+    assert taken  # (some do leave early: the failure families' words at INFO are no failure)

@@ -254,3 +254,33 @@ def test_the_access_log_switched_off_is_said_not_read_as_no_traffic():
     m.observe_many("s", events)
     assert "--disable-access-log-for-endpoints" in m.notes()["s"]
     assert samples(m.render().decode())  # renders
+
+
+def test_a_tool_call_parser_failure_is_the_model_s_not_a_server_traceback():
+    """A tool parser's logger.exception (vllm-project/vllm#21544: the header and the traceback's first lines
+    are the issue's; the first line and the exception line rendered from 0.9.2's hermes_tool_parser.py): one
+    tool_call_parser_failure, its level counted, no `traceback` error (VllmTraceback stays quiet: the model
+    wrote a tool call the parser could not read), and none of the model's output kept anywhere."""
+    from exporter.alerts.from_events import Alerts
+    from tests.helpers import value
+
+    h = "ERROR 07-24 10:16:06 [hermes_tool_parser.py:370] "
+    record = [_line("tool-call parser failure, logger.exception's first line"),
+              h + "Traceback (most recent call last):",
+              h + '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/tool_parsers/'
+                  'hermes_tool_parser.py", line 241, in extract_tool_calls_streaming',
+              h + "    current_tool_call = partial_json_parser.loads(tool_call_portion or \"{}\", flags)",
+              h + "partial_json_parser.core.exceptions.MalformedJSON: Malformed node or string: mkdir -p test/{test1,test2"]
+    lines = BANNER + record
+    s = _metrics(lines)
+    assert value(s, "vllm_log_tool_call_parser_failures_total", server="s", parser="hermes") == 1
+    assert value(s, "vllm_log_errors_total", server="s", kind="traceback") == 0
+    assert value(s, "vllm_log_messages_total", server="s", level="error") == 1
+    _, events = run_lines(lines, derived=True)
+    assert "mkdir" not in repr([e.fields for e in events])
+    alerts = Alerts(instance="127.0.0.1:10825")
+    alerts.observe("s", events, now=1e9)
+    assert alerts.pending(now=1e9) == []
+    # the same traceback from a file that is no tool parser is still a traceback
+    other = [ln.replace("hermes_tool_parser.py:370", "serving_chat.py:370") for ln in record]
+    assert value(_metrics(BANNER + other), "vllm_log_errors_total", server="s", kind="traceback") == 1

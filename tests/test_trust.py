@@ -180,7 +180,7 @@ SHAPES = {
                                                        f"{'The model `' + t + '` does not exist.'!r} "
                                                        "type='NotFoundError' param=None code=404"], {"request_error"}),
     "tool parser warning": (lambda t: [H.format(level="WARNING", logger="dots_tool_parser.py:248")
-                                       + f"Failed to parse Dots tool call: {t}"], {"log"}),
+                                       + f"Failed to parse Dots tool call: {t}"], {"log", "tool_call_parser_failure"}),
     "tool parser debug, glued": (lambda t: [H.format(level="DEBUG", logger="deepseekv3_tool_parser.py:135")
                                             + f"delta_text: x{t}"], set()),
     "tool parser traceback": (lambda t: [H.format(level="ERROR", logger="serving.py:1391") + line for line in (
@@ -210,7 +210,8 @@ JSON_SHAPES = {
         f"Error with model error=ErrorInfo(message={'The model `' + t + '` does not exist.'!r}, type='NotFoundError', "
         "param='model', code=404)", "vllm.entrypoints.openai.chat_completion.serving", "ERROR")], {"request_error"}),
     "JSON tool parser warning": (lambda t: [_json_record(f"Failed to parse Dots tool call: {t}",
-                                                         "vllm.tool_parsers.dots_tool_parser", "WARNING")], {"log"}),
+                                                         "vllm.tool_parsers.dots_tool_parser", "WARNING")],
+                                 {"log", "tool_call_parser_failure"}),
 }
 
 WRAPPERS = {"plain": "", "journald": "Dec 04 10:00:00 gpu1 vllm[100]: ", "CRI": "2026-12-04T10:00:00.123456789Z stdout F "}

@@ -375,7 +375,7 @@ ALARM_KINDS = frozenset({
     "process_exit", "unit_result", "restart", "start_limit", "host_oom_kill", "shutdown", "server_stop"})
 
 
-ECHO_FAMILIES = frozenset({"request_log", "lora_adapter"})
+HOOK_FAMILIES = frozenset({"request_log", "lora_adapter", "tool_call_parser_failure"})
 
 
 def _parser_of(frame) -> tuple[str, list] | None:
@@ -410,8 +410,9 @@ def outcome(call: dict, version: str, values: dict[str, str] | None = None) -> t
             families.add(found[0])
         kinds.update(e.kind for e in pipe.feed(ln)[1])
     kinds.update(e.kind for e in pipe.flush())
-    # the families of the echo records' bounded facts (exporter.parsers.echo: no Parser, the pipeline's hook)
-    families |= kinds & ECHO_FAMILIES
+    # the families without a Parser, which the pipeline's hooks make (exporter.parsers.echo's bounded facts,
+    # exporter.parsers.tool_parser's failures)
+    families |= kinds & HOOK_FAMILIES
     return families, kinds
 
 

@@ -220,6 +220,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._clock.drop(server)
         self._models.pop(server, None)
         self._adapters.pop(server, None)
+        self._tool_parsers.pop(server, None)
         for key in [k for k in self._position_keys if k[0] == server]:
             del self._position_keys[key]
         self._forget_rule_labels(server)

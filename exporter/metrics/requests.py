@@ -9,6 +9,9 @@ Emitted:
     vllm_log_request_aborts_total (abort calls logged: one may name several requests),
     vllm_log_lora_adapter_events_total{event="loaded|removed|reloaded|load_failed"} (adapters loaded at run
     time, unloaded, or failing to load),
+    vllm_log_tool_call_parser_failures_total{parser} (a tool-call parser could not read the model's tool call:
+    its WARNING or ERROR records, the traceback of one included once; parser: the file's name without
+    _tool_parser, 32 per server, then `other`),
     vllm_log_iteration_seconds{engine,batch="prefill|decode|mixed|idle"} (histogram: each engine step's
     elapsed time, --enable-logging-iteration-details, by what the batch held: context (prefill) requests
     only, generation (decode) only, both, neither; a data-parallel rank's padding step is left out)
@@ -49,7 +52,11 @@ class RequestMetrics:
             "vllm_log_iteration_seconds", "Each engine step's elapsed time (--enable-logging-iteration-details), by "
             "what the batch held: prefill (context requests only), decode (generation only), mixed, idle.",
             S + ["engine", "batch"], ITERATION_BUCKETS)
+        self.tool_parser_failures = c("vllm_log_tool_call_parser_failures", "WARNING and ERROR records of vLLM's "
+                                      "tool-call parsers (a tool call in the model's output they could not read: the "
+                                      "client got text instead), by parser.", S + ["parser"])
         self._adapters: dict[str, set[str]] = {}
+        self._tool_parsers: dict[str, set[str]] = {}
 
     def _touch_requests(self, server: str) -> None:
         self.request_aborts.touch((server,))
@@ -80,6 +87,15 @@ class RequestMetrics:
         event = f.get("event")
         if event in LORA_EVENTS:
             self.lora_events.inc((server, event))
+
+    def _on_tool_call_parser_failure(self, server: str, ev: Event, f: dict) -> None:
+        name = f.get("parser")
+        seen = self._tool_parsers.setdefault(server, set())
+        if not isinstance(name, str) or (name not in seen and len(seen) >= MAX_ADAPTERS):
+            name = "other"
+        else:
+            seen.add(name)
+        self.tool_parser_failures.inc((server, name))
 
     def _on_iteration(self, server: str, ev: Event, f: dict) -> None:
         if f.get("dummy"):

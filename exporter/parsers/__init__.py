@@ -96,8 +96,22 @@ NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(needle for needle, _ in _TABLE))
 # them holds no needle. The hints only make the test shorter; which ones is a matter of speed.
 _FILTER_HINTS = ("metrics: ", "Engine", "memory", "Memory", "error", "KV cache", " engine ", "erver", "exit", "died",
                  "killed", "retrieve", "KV load failure", "tart")
+
+
+def _quiet_needles(parsers: tuple[Parser, ...]) -> tuple[str, ...]:
+    """The needles of the families that read INFO or DEBUG lines (their ``where`` admits those levels): the
+    only ones an INFO or DEBUG line can be parsed by. The failure families (WARNING and above) add none, so
+    the lines nobody parses, most of them INFO, do not pay for them."""
+    quiet = {"INFO", "DEBUG"}
+    return tuple(dict.fromkeys(n for p in parsers if p.where.levels is None or p.where.levels & quiet
+                               for n in p.needles))
+
+
+_QUIET_NEEDLES = _quiet_needles(PARSERS)
+_QUIET_HINTS = tuple(h for h in _FILTER_HINTS if any(h in n for n in _QUIET_NEEDLES))  # (one covering none: a wasted scan)
+# What exporter.stream.fastpath checks an INFO or DEBUG line for: a line holding none of these is read by no family.
 NO_NEEDLE_FILTERS: tuple[str, ...] = _fewest(
-    _FILTER_HINTS + tuple(n for n in NEEDLES if not any(h in n for h in _FILTER_HINTS)))
+    _QUIET_HINTS + tuple(n for n in _QUIET_NEEDLES if not any(h in n for h in _QUIET_HINTS)))
 # What a traceback's exception lines are run through: the error families, and the warning signs
 # that only ever end a traceback (an RPC timeout, a process monitor's "died with exit code", JIT in
 # error mode).

@@ -68,6 +68,8 @@ KINDS = (
     # the request log's bounded facts (exporter.parsers.echo: never its text) and run-time LoRA adapters
     "request_log",
     "lora_adapter",
+    # a tool-call parser could not read the model's tool call (exporter.parsers.tool_parser)
+    "tool_call_parser_failure",
     # what the supervisor (systemd, docker compose) said of the process (exporter.parsers.supervisor)
     "process_exit",
     "unit_result",

@@ -86,8 +86,9 @@ def match(line: str, clock: Clock, families: Families = BUILT_IN
 
 
 def _admitted(where, level: str, file: str) -> bool:
+    # (the stem of "file:line", as framing's logger is: a file holding a colon, "loggers.py:3", is no loggers.py)
     return (where.levels is None or level in where.levels) and (
-        where.loggers is None or logger_stem(file) in where.loggers)
+        where.loggers is None or logger_stem(file + ":0") in where.loggers)
 
 
 def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where, families: Families):

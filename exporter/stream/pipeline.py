@@ -19,7 +19,7 @@ from exporter.framing.cri import CriJoiner, may_hold_parts
 from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_line
 from exporter.framing.json_records import looks_like_record, record_frames
 from exporter.framing.lines import MAX_LINE_BYTES, cut_text, joined
-from exporter.parsers import BUILT_IN, CONTINUATION_PARSERS, Families, access_log, echo, parse_frame
+from exporter.parsers import BUILT_IN, CONTINUATION_PARSERS, Families, access_log, echo, parse_frame, tool_parser
 from exporter.parsers.base import PROBLEM_LEVELS
 from exporter.parsers.events import Event
 from exporter.stream import fastpath
@@ -384,6 +384,13 @@ class Pipeline:
             return PARSED, events + ruled if ruled else events
         level = f.level
         if level in ("WARNING", "ERROR", "CRITICAL"):
+            failed = tool_parser.failure(f)
+            if failed is not None:
+                # a tool-call parser's record quotes the model's output: its level counts, its text is not kept
+                out = [failed, Event("log", {"level": level.lower(), "logger": f.logger, "tool_parser": True})]
+                for ev in out:
+                    ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
+                return PARSED, out
             ev = Event(
                 "log",
                 {"level": level.lower(), "logger": f.logger or ("uvicorn" if f.uvicorn else None), "message": msg[:1000]},

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from exporter.framing.frame import TRACEBACK_START, Frame
-from exporter.parsers import parse_errors, parse_frame
+from exporter.parsers import parse_errors, parse_frame, tool_parser
 from exporter.parsers.events import Event
 
 _CHAIN = (
@@ -143,6 +143,12 @@ class OpenTraceback:
             out.append(Event("startup_failure", {"reason": "weights_oom", "message": fields.get("message", "")[:500]}))
         # what the traceback was recognised as (exporter.stream.incidents: such a traceback is counted as that kind)
         fields["kinds"] = sorted(seen)
+        if not seen and tool_parser.header_parser(self.header) is not None:
+            # a tool-call parser's logger.exception: the failure its record's first line counted
+            # (exporter.parsers.tool_parser), the model's output, not a server error
+            fields["kinds"] = ["tool_call_parser_failure"]
+            fields["message"] = ""  # (the exception quotes the model's output)
+            fields.pop("root_message", None)
         for ev in out:
             ev.ts, ev.process, ev.pid, ev.line = self.ts, self.process, self.pid, self.line
         return out

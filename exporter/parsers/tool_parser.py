@@ -1,0 +1,58 @@
+"""Tool-call parser failures: the WARNING and ERROR records of vLLM's tool-call parsers
+(``vllm/tool_parsers/*_tool_parser.py``, ``entrypoints/openai/tool_parsers/`` before 0.29), about 230
+logger calls across releases: ``Error in extracting tool call from response.`` and ``Error trying to
+handle streaming tool call.`` (``logger.exception``: a traceback follows), ``Regex timeout occurred when
+matching tool call pattern.``, ``Parsed value '%s' of parameter '%s' is not an integer in tool '%s'...``,
+``No tool named '%s'.``, ``Failed to extract any tool calls.``...
+
+The model wrote a tool call its parser could not read: the client gets the text as content instead of
+a tool call. That is the model's output (or the wrong ``--tool-call-parser``), not a server error, so the
+traceback such a record carries is this failure, not a ``traceback`` error (exporter.stream.traceback).
+
+Recognised by where the record comes from, not by its words: a WARNING-or-worse record of a logger whose
+file is a tool parser. Its message often quotes the model's output: none of it is kept. Not a Parser
+of the table (no needle: the pipeline asks ``failure`` of a WARNING-or-worse record no family took, so the
+INFO lines' fast path pays nothing). Event: ``tool_call_parser_failure`` ``{"parser": "hermes"}`` (the
+file's name without ``_tool_parser``; the bound is the metric's).
+"""
+
+from __future__ import annotations
+
+import re
+
+from exporter.framing.frame import Frame
+from exporter.parsers.base import logger_stem
+from exporter.parsers.events import Event
+
+_SUFFIX = "_tool_parser"
+_NAME = re.compile(r"[a-z0-9_]{1,40}")
+_HEADER_FILE = re.compile(r"\[([^\s\]]+)\]\s*$")
+_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
+
+
+def parser_of(logger: str | None) -> str | None:
+    """The tool parser a logger (``hermes_tool_parser.py:112``, ``vllm.tool_parsers.hermes_tool_parser``)
+    names, else None."""
+    if not logger:
+        return None
+    stem = logger_stem(logger)
+    if not stem.endswith(_SUFFIX):
+        return None
+    name = stem[:-len(_SUFFIX)]
+    return name if _NAME.fullmatch(name) else "other"
+
+
+def failure(frame: Frame) -> Event | None:
+    """A tool-call parser's failure, for a WARNING-or-worse record from a tool parser's file."""
+    if frame.level not in _LEVELS:
+        return None
+    name = parser_of(frame.logger)
+    return Event("tool_call_parser_failure", {"parser": name}) if name is not None else None
+
+
+def header_parser(header: str | None) -> str | None:
+    """The tool parser a record's header names (``... [hermes_tool_parser.py:112] ``), else None."""
+    if not header:
+        return None
+    m = _HEADER_FILE.search(header)
+    return parser_of(m.group(1)) if m else None
