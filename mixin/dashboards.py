@@ -138,6 +138,13 @@ def overview() -> dict:
                     "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": BAD}}]}],
         description="LoRA adapters loaded at run time (/v1/load_lora_adapter, a resolver), reloaded, unloaded, and "
                     "resolvers that failed to load one (load_failed). Their names are not kept.")
+    b.timeseries("Tool-call parser failures", [
+        (f"sum by (server, parser) (increase(vllm_log_tool_call_parser_failures_total{{{S}}}[$__rate_interval]))",
+         "{{server}} {{parser}}")], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
+        description="WARNING and ERROR records of vLLM's tool-call parsers: the model wrote a tool call the parser "
+                    "could not read, and the client got it as text. A steady stream usually means the wrong "
+                    "--tool-call-parser for the model. Their tracebacks are counted here, not as errors; the "
+                    "model's output they quote is not kept.")
     b.row("HTTP and errors")
     b.stat("Access log off", [(f"max by (server) (vllm_log_access_log_disabled{{{S}}})", "{{server}}")], "none",
            mappings=[{"type": "value", "options": {"1": {"text": "off: no HTTP counts", "index": 0}}}],
