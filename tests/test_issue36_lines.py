@@ -284,3 +284,14 @@ def test_a_tool_call_parser_failure_is_the_model_s_not_a_server_traceback():
     # the same traceback from a file that is no tool parser is still a traceback
     other = [ln.replace("hermes_tool_parser.py:370", "serving_chat.py:370") for ln in record]
     assert value(_metrics(BANNER + other), "vllm_log_errors_total", server="s", kind="traceback") == 1
+
+
+def test_the_start_up_memory_lines_of_0_18_and_later_are_exported():
+    from tests.helpers import value
+
+    s = _metrics([_line("CUDA graph memory estimate (0.18-0.33)"), _line("persisted start-up plan sizes the KV cache (0.26+)"),
+                  _line("XPU worker's memory before profiling (0.9-0.15)")])
+    assert value(s, "vllm_log_startup_memory_bytes", server="s", worker="EngineCore", component="cuda_graph_estimate") \
+        == pytest.approx(622770257.92)
+    assert value(s, "vllm_log_kv_cache_memory_bytes", server="s", worker="EngineCore_DP0") == 8589934592
+    assert value(s, "vllm_log_model_weights_bytes", server="s", worker="EngineCore_0") == 2516582400

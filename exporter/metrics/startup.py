@@ -5,8 +5,8 @@ Emitted:
     vllm_log_kv_cache_tokens{engine,device}, vllm_log_kv_cache_blocks, vllm_log_max_concurrency{engine},
     vllm_log_max_model_len_tokens{engine}, vllm_log_kv_cache_memory_bytes{worker},
     vllm_log_model_weights_bytes{worker}, vllm_log_model_load_seconds{worker},
-    vllm_log_startup_memory_bytes{worker,component=peak_activation|non_torch|cuda_graph|transient_reserve|
-    torch_reserve_growth} (the last two from 0.34's extensible KV cache, after warm-up),
+    vllm_log_startup_memory_bytes{worker,component=peak_activation|non_torch|cuda_graph|cuda_graph_estimate|
+    transient_reserve|torch_reserve_growth} (the last two from 0.34's extensible KV cache, after warm-up),
     vllm_log_engine_init_seconds{engine}, vllm_log_engine_compile_seconds{engine}, vllm_log_max_num_seqs,
     vllm_log_model_init_seconds{worker} (building the model's modules, before its weights: "Initializing
     model took"), vllm_log_warmup_seconds{worker} (the profiling/warm-up run),
@@ -37,6 +37,7 @@ _MEMORY_COMPONENTS = {
     "non_torch_bytes": "non_torch",
     "cuda_graph_bytes": "cuda_graph",
     # 0.34's extensible KV cache, after warm-up: what it kept free for transients, and torch's reservation growth
+    "cuda_graph_estimate_bytes": "cuda_graph_estimate",  # 0.18-0.33: the estimate the KV cache was sized with
     "transient_bytes": "transient_reserve",
     "torch_reserve_growth_bytes": "torch_reserve_growth",
 }

@@ -14,6 +14,11 @@
   any weight is read, ``init_seconds``. The last is a part of the first, not the same figure; vLLM's
   CPU backend logs only that one (its runner prints no "Model loading took").
 - ``Graph capturing finished in 5 secs, took 0.14 GiB``.
+- 0.18+: ``Estimated CUDA graph memory: X GiB total`` (``cuda_graph_estimate_bytes``), ``CUDA graph memory
+  profiling is enabled ... --gpu-memory-utilization=U is equivalent to --gpu-memory-utilization=E without ...``
+  (``equivalent_gpu_memory_utilization``: what the KV cache shrank to); XPU's ``Before memory profiling run,
+  total GPU memory: ... MB, model load takes ... MB, free gpu memory is ... MB``; 0.26+'s ``Applying persisted
+  startup plan (...): kv_cache_memory_bytes=N`` (``kv_cache_bytes``).
 - the extensible KV cache (0.34, ``v1/worker/extensible_kv_cache.py``, on by default on CUDA and ROCm: the
   cache is reserved at start-up and its final size committed after warm-up, once the memory warm-up left is
   measured): ``Memory after warmup: F GiB free, C GiB committed to the KV cache, T GiB kept for transient
@@ -81,6 +86,22 @@ _PROFILE_PATTERNS = (
     (re.compile(rf"Initial free memory {_SZ}, reserved {_SZ} memory for KV Cache as specified by kv_cache_memory_bytes"),
      lambda m: {"free_bytes": _size(m.group(1), m.group(2)), "kv_cache_bytes": _size(m.group(3), m.group(4)),
                 "kv_cache_memory_bytes_set": True}),
+    # 0.18-0.33's estimate before capture (gpu_model_runner.py): "Estimated CUDA graph memory: 0.58 GiB total"
+    (re.compile(r"^Estimated CUDA graph memory: ([\d.]+) GiB total"),
+     lambda m: {"cuda_graph_estimate_bytes": _size(m.group(1), "GiB")}),
+    # 0.18+ (gpu_worker.py): what the CUDA graph estimate did to --gpu-memory-utilization
+    (re.compile(r"^CUDA graph memory profiling is enabled .*?The current --gpu-memory-utilization=([\d.]+) is "
+                r"equivalent to --gpu-memory-utilization=([\d.]+) without CUDA graph memory profiling"),
+     lambda m: {"gpu_memory_utilization": float(m.group(1)), "equivalent_gpu_memory_utilization": float(m.group(2))}),
+    # XPU (0.9-0.15, xpu_worker.py): "Before memory profiling run, total GPU memory: 65536.00 MB, model load takes
+    # 2400.00 MB, free gpu memory is 60000.00 MB."
+    (re.compile(r"^Before memory profiling run, total GPU memory: ([\d.]+) MB, model load takes ([\d.]+) MB, free gpu "
+                r"memory is ([\d.]+) MB"),
+     lambda m: {"total_bytes": _size(m.group(1), "MB"), "weights_bytes": _size(m.group(2), "MB"),
+                "free_bytes": _size(m.group(3), "MB")}),
+    # 0.26+ (startup_plan.py): a persisted start-up plan sizes the KV cache without profiling
+    (re.compile(r"^Applying persisted startup plan \(fingerprint [^)\s]{1,128}\): kv_cache_memory_bytes=(\d+) "),
+     lambda m: {"kv_cache_bytes": float(int(m.group(1))), "kv_cache_memory_bytes_set": True}),
 )
 # 0.34's extensible KV cache, after warm-up (format_gib: GiB to two places)
 _AFTER_WARMUP = re.compile(
@@ -158,11 +179,15 @@ def _graph(frame: Frame) -> list[Event] | None:
 MEMORY_PROFILE = Parser(
     "memory_profile",
     ("Free memory on device", "total_gpu_memory (", "model weights take ", "Memory profiling takes ",
-     "Memory profiling results: ", "as specified by kv_cache_memory_bytes", "Memory after warmup: "),
+     "Memory profiling results: ", "as specified by kv_cache_memory_bytes", "Memory after warmup: ",
+     "Estimated CUDA graph memory: ", "CUDA graph memory profiling is enabled", "Before memory profiling run, ",
+     "Applying persisted startup plan "),
     _profile,
     # (the trust boundary: start-up INFO records, the words first; V0 prints its profile as lines of one record)
     where(INFO_LEVELS, start=r"(?:Free memory on device|the current vLLM instance can use total_gpu_memory|model weights "
-                             r"take |Memory profiling takes |Memory profiling results: |Initial free memory |Memory after warmup: )"),
+                             r"take |Memory profiling takes |Memory profiling results: |Initial free memory |Memory after warmup: "
+                             r"|Estimated CUDA graph memory: |CUDA graph memory profiling is enabled |Before memory profiling "
+                             r"run, |Applying persisted startup plan )"),
 )
 MODEL_LOAD = Parser("model_load", (" took ",), _model_load, where(
     INFO_LEVELS, start=r"(?:Model loading took |Loading model weights took |Loading weights took |Initializing model took )"))

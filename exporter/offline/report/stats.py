@@ -269,6 +269,8 @@ class RunStats(Summary):
             w.setdefault("kv_cache_bytes", f["kv_cache_bytes"])
         if "gpu_memory_utilization" in f:
             self.settings["gpu_memory_utilization"] = f["gpu_memory_utilization"]
+        if "equivalent_gpu_memory_utilization" in f:  # (0.18+: what CUDA graph profiling left the KV cache)
+            self.settings["equivalent_gpu_memory_utilization"] = f["equivalent_gpu_memory_utilization"]
 
     def _on_init_engine(self, ev, f):
         if "seconds" in f:
