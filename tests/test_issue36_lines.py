@@ -295,3 +295,15 @@ def test_the_start_up_memory_lines_of_0_18_and_later_are_exported():
         == pytest.approx(622770257.92)
     assert value(s, "vllm_log_kv_cache_memory_bytes", server="s", worker="EngineCore_DP0") == 8589934592
     assert value(s, "vllm_log_model_weights_bytes", server="s", worker="EngineCore_0") == 2516582400
+
+
+def test_a_collective_timeout_keeps_its_numbers_and_counts_once_however_many_ranks_say_so():
+    from tests.helpers import value
+
+    first = _line("watchdog timeout (PyTorch's NCCL process group)")
+    lines = [first, first.replace("[rank0]", "[rank1]").replace("[Rank 0]", "[Rank 1]"),
+             _line("watchdog timeout, the watchdog thread's exception (the same collective)"),
+             _line("watchdog timeout on another rank, a reduce-scatter")]
+    s = _metrics(lines)
+    assert value(s, "vllm_log_collective_timeouts_total", server="s", op="ALLREDUCE") == 1
+    assert value(s, "vllm_log_collective_timeouts_total", server="s", op="_REDUCE_SCATTER_BASE") == 1

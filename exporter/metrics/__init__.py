@@ -221,6 +221,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._models.pop(server, None)
         self._adapters.pop(server, None)
         self._tool_parsers.pop(server, None)
+        self._collectives.pop(server, None)
         for key in [k for k in self._position_keys if k[0] == server]:
             del self._position_keys[key]
         self._forget_rule_labels(server)

@@ -5,6 +5,8 @@ Emitted:
     vllm_log_errors_total{kind}, vllm_log_last_error_timestamp_seconds{kind},
     vllm_log_oom_requested_bytes{gpu}, vllm_log_oom_free_bytes{gpu} (the last OOM's, gpu 0-63 else other),
     vllm_log_startup_failures_total{reason}, vllm_log_messages_total{level},
+    vllm_log_collective_timeouts_total{op} (PyTorch's process-group watchdog caught a collective that timed out,
+    NCCL's or another platform's backend; also a nccl_error),
     vllm_log_request_errors_total{status} (a client's request refused with an ERROR line, e.g. an unknown
     model's 404: not a server error, so not in vllm_log_messages_total{level="error"}),
     vllm_log_shm_broadcast_waits_total (vLLM's own hang warning, "No available shared memory broadcast
@@ -30,6 +32,10 @@ from exporter.metrics.labels import endpoint_label, engine_label, method_label, 
 LOG_LEVELS = ("warning", "error", "critical")
 ALERTED_ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings")
 ALERTED_STATUSES = ("429", "500", "503")
+# the collectives PyTorch's watchdog names (OpType); anything else is `other`
+COLLECTIVE_OPS = frozenset({"ALLREDUCE", "ALLGATHER", "_ALLGATHER_BASE", "REDUCE_SCATTER", "_REDUCE_SCATTER_BASE",
+                            "BROADCAST", "REDUCE", "ALLTOALL", "ALLTOALL_BASE", "SEND", "RECV", "RECVANYSOURCE",
+                            "BARRIER", "GATHER", "SCATTER", "COALESCED", "_ALLREDUCE_SPARSE", "UNKNOWN"})
 
 
 class ErrorMetrics:
@@ -40,6 +46,11 @@ class ErrorMetrics:
         self.http = c("vllm_log_http_requests", "HTTP responses in vLLM's access log.", S + ["method", "endpoint", "status"])
         self.errors = c("vllm_log_errors", "Errors seen: oom, cuda_error, nccl_error, engine_dead (one per death, "
                         "however many lines log it), startup_failure, traceback (one that is none of the others).", S + ["kind"])
+        self.collective_timeouts = c("vllm_log_collective_timeouts", "Collectives PyTorch's process-group watchdog "
+                                     "caught timing out (NCCL's or another platform's backend), by OpType: a hung or "
+                                     "slow peer (also counted in vllm_log_errors_total{kind=\"nccl_error\"}).",
+                                     S + ["op"])
+        self._collectives: dict[str, list[tuple]] = {}  # server -> the last timed-out collectives counted
         self.last_error = lg("vllm_log_last_error_timestamp_seconds", "Time of the last error of each kind.", S + ["kind"])
         # the last OOM's numbers, kept across the restart it usually causes (not window gauges)
         self.oom_requested = lg("vllm_log_oom_requested_bytes", "What the last CUDA OOM tried to allocate, by GPU.",
@@ -116,6 +127,16 @@ class ErrorMetrics:
 
     def _on_nccl_error(self, server, ev, f):
         self._error(server, ev, "nccl_error")
+        if "op" in f:
+            # every rank logs the same timed-out collective (its SeqNum), and again as the watchdog thread's
+            # exception: one timeout
+            key = (f.get("backend"), f.get("seq_num"), f["op"])
+            seen = self._collectives.setdefault(server, [])
+            if key not in seen:
+                seen.append(key)
+                del seen[:-64]
+                op = f["op"]
+                self.collective_timeouts.inc((server, op if op in COLLECTIVE_OPS else "other"))
 
     def _on_engine_death(self, server, ev, f):
         self._error(server, ev, "engine_dead")

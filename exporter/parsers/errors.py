@@ -123,6 +123,27 @@ def _cuda(frame: Frame) -> list[Event] | None:
     return [Event("cuda_error", fields)]
 
 
+# PyTorch's process-group watchdog (NCCL, and the other platforms' backends: HCCL, XCCL...): "[PG ID 0 PG GUID
+# 0(default_pg) Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1203, OpType=ALLREDUCE,
+# NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600012 milliseconds before timing out."
+_WATCHDOG = re.compile(
+    r"(?:Rank (\d+)\] )?Watchdog caught collective operation timeout: Work(\w{1,16})\(SeqNum=(\d+), OpType=([A-Z_]{1,32})"
+    r"(?:[^)]*?Timeout\(ms\)=(\d+))?\) ran for (\d+) milliseconds")
+
+
+def _watchdog(msg: str) -> dict:
+    m = _WATCHDOG.search(msg)
+    if not m:
+        return {}
+    rank, backend, seq, op, timeout_ms, ran_ms = m.groups()
+    fields = {"backend": backend.lower(), "seq_num": int(seq), "op": op, "elapsed_seconds": int(ran_ms) / 1000.0}
+    if rank is not None:
+        fields["rank"] = int(rank)
+    if timeout_ms is not None:
+        fields["timeout_seconds"] = int(timeout_ms) / 1000.0
+    return fields
+
+
 def _nccl(frame: Frame) -> list[Event] | None:
     msg = frame.message
     if "NCCL INFO" in msg:
@@ -131,6 +152,8 @@ def _nccl(frame: Frame) -> list[Event] | None:
     if not m:
         return None
     fields = {"error": next(g for g in m.groups() if g)[:300], "message": msg[:500]}
+    if m.group(3):  # the watchdog's timeout: which collective, how long it ran, the timeout it broke
+        fields.update(_watchdog(msg))
     t = _exc_type(msg)
     if t:
         fields["exception"] = t
@@ -156,7 +179,9 @@ _EXC = UNREAD_HEADER_P + EXCEPTION_P
 # V0's model runner wraps the error: "Error in model execution (input dumped to /tmp/x.pkl): CUDA error: ..."
 _MODEL_EXECUTION = r"(?:Error in model execution(?: \(input dumped to [^)]*\))?: )?"
 # torch's c10 log line (glog), "[rank1]:[E1202 14:07:47.123456 ProcessGroupNCCL.cpp:1895] [PG ID 0 ...] ..."
-GLOG_P = r"(?:\[rank\d+\]:)?\[[WEF]\d{4} [\d:.]+ (?:\d+ )?[\w.-]+:\d+\] (?:\[[^\]]*\] )*"
+# PyTorch's glog prefix: "[rank0]:[E1202 14:07:47.123456 ProcessGroupNCCL.cpp:632] [Rank 0] ", and the older
+# form without the date (PyTorch 2.3 and before, as vLLM 0.5 printed it: "[rank0]:[E ProcessGroupNCCL.cpp:563] ")
+GLOG_P = r"(?:\[rank\d+\]:)?\[[WEF](?:\d{4} [\d:.]+ (?:\d+ )?| )[\w.-]+:\d+\] (?:\[[^\]]*\] )*"
 OOM = Parser("oom", ("out of memory", "OutOfMemoryError"), _oom, where(
     PROBLEM_LEVELS, start=_EXC + _MODEL_EXECUTION + r"(?:(?:CUDA|XPU|NPU|HIP) out of memory|CUDA error: out of memory"
                           r"|[\w.]*OutOfMemoryError\b)"))
@@ -164,7 +189,8 @@ CUDA_ERROR = Parser("cuda_error", ("CUDA error", "cuMemcpyBatchAsync", "CUBLAS_S
     PROBLEM_LEVELS, start=_EXC + _MODEL_EXECUTION + r"(?:CUDA error: |cuMemcpyBatchAsync failed|CUBLAS_STATUS_)"))
 NCCL_ERROR = Parser("nccl_error", ("NCCL error", "nccl", "Watchdog caught"), _nccl, where(
     PROBLEM_LEVELS, start=_EXC + r"(?:NCCL error|nccl[A-Z]\w*Error\b|nccl(?:InvalidArgument|InvalidUsage)\b|"
-                          + GLOG_P + r"Watchdog caught collective operation timeout)"))
+                          + GLOG_P + r"(?:Process group watchdog thread terminated with exception: (?:\[[^\]]*\] )*)?"
+                          r"Watchdog caught collective operation timeout)"))
 ENGINE_DEAD = Parser(
     "engine_dead",
     ("EngineCore", "EngineDead", "AsyncLLM", "died unexpectedly", "WorkerProc", "already dead",
