@@ -307,3 +307,19 @@ def test_a_collective_timeout_keeps_its_numbers_and_counts_once_however_many_ran
     s = _metrics(lines)
     assert value(s, "vllm_log_collective_timeouts_total", server="s", op="ALLREDUCE") == 1
     assert value(s, "vllm_log_collective_timeouts_total", server="s", op="_REDUCE_SCATTER_BASE") == 1
+
+
+def test_the_other_platforms_ooms_keep_their_numbers_in_the_report():
+    from exporter.offline.report.markdown import render
+    from exporter.offline.report.stats import RunStats
+
+    lines = BANNER + [_line("Ascend NPU out of memory (torch_npu's old-form numbers with 'current active')"),
+                      _line("TPU (XLA) out of HBM at compile")]
+    _, events = run_lines(lines, derived=True)
+    st = RunStats()
+    for ev in events:
+        st.add(ev)
+    s = st.summary()
+    assert [o.get("device") for o in s["ooms"]] == ["npu", "tpu"]
+    text = render(s)
+    assert "needed 49.34 GiB of 32.00 GiB: 17.34 GiB over" in text

@@ -16,7 +16,8 @@ from exporter.parsers._values import to_bytes
 from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, UNREAD_HEADER_P, Parser, where
 
 _SZ = r"([\d.]+) ?(B|KiB|MiB|GiB|TiB|KB|MB|GB)"
-_OOM = re.compile(r"(?:\b(CUDA|XPU|NPU|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError)")
+_OOM = re.compile(r"(?:\b(CUDA|XPU|NPU|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError"
+                  r"|Ran out of memory in memory space)")
 _TRIED = re.compile(rf"Tried to allocate {_SZ}")
 # Every wording PyTorch's CUDA caching allocator has used for the numbers (c10/cuda/CUDACachingAllocator.cpp):
 #   <= 2.0: "Tried to allocate X (GPU 0; T total capacity; A already allocated; F free; R reserved in total by PyTorch)"
@@ -25,8 +26,14 @@ _TRIED = re.compile(rf"Tried to allocate {_SZ}")
 #            reserved by PyTorch but unallocated."  (sic: "capacty")
 #   >= 2.2: the same with "capacity", and "Process P has U memory in use." for each process on the GPU
 _GPU_NEW = re.compile(rf"GPU (\d+) has a total capac(?:i)?ty of {_SZ} of which {_SZ} is free")
-_GPU_OLD = re.compile(rf"\(GPU (\d+); {_SZ} total capacity(?:; {_SZ} already allocated)?(?:; {_SZ} free)?"
-                      rf"(?:; {_SZ} reserved in total by PyTorch)?")
+# (Ascend's torch_npu and XPU print the old form with their device's name; torch_npu adds "current active")
+_GPU_OLD = re.compile(rf"\((?:GPU|NPU|XPU) (\d+); {_SZ} total capacity(?:; {_SZ} already allocated)?(?:; {_SZ} current "
+                      rf"active)?(?:; {_SZ} free)?(?:; {_SZ} reserved in total by PyTorch)?")
+_DEVICE_OOM = re.compile(r"\b(CUDA|XPU|NPU|HIP) out of memory")
+# XLA on TPU (vLLM's TPU backends): "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory
+# space hbm. Used 49.34G of 32.00G hbm. Exceeded hbm capacity by 17.34G." (binary units)
+_XLA_OOM = re.compile(r"Ran out of memory in memory space (\w{1,16})\. Used ([\d.]+)([KMGT]) of ([\d.]+)([KMGT]) \w+\."
+                      r"(?: Exceeded \w+ capacity by ([\d.]+)([KMGT])\.)?")
 _IN_USE = re.compile(rf"this process has {_SZ} memory in use")
 # torch >= 2.2 lists every process on the GPU instead: "Process 2684311 has 14.51 GiB memory in use."
 _PROCESS_IN_USE = re.compile(rf"Process \d+ has {_SZ} memory in use")
@@ -71,7 +78,15 @@ def _oom(frame: Frame) -> list[Event] | None:
     m = _OOM.search(msg)
     if not m:
         return None
-    fields: dict = {"device": (m.group(1) or "CUDA").lower(), "message": msg[:500]}
+    d = _DEVICE_OOM.search(msg)  # (torch.OutOfMemoryError: HIP out of memory: the device's words, not the type's)
+    fields: dict = {"device": (d.group(1) if d else m.group(1) or "CUDA").lower(), "message": msg[:500]}
+    x = _XLA_OOM.search(msg)
+    if x:
+        fields["device"] = "tpu" if "TPU" in msg else "xla"
+        fields["in_use_bytes"] = to_bytes(float(x.group(2)), x.group(3) + "iB")
+        fields["total_capacity_bytes"] = to_bytes(float(x.group(4)), x.group(5) + "iB")
+        if x.group(6):
+            fields["exceeded_bytes"] = to_bytes(float(x.group(6)), x.group(7) + "iB")
     t = _exc_type(msg)
     if t:
         fields["exception"] = t
@@ -105,9 +120,11 @@ def _oom(frame: Frame) -> list[Event] | None:
             if m.group(4):
                 fields["allocated_bytes"] = to_bytes(float(m.group(4)), m.group(5))
             if m.group(6):
-                fields["free_bytes"] = to_bytes(float(m.group(6)), m.group(7))
+                fields["active_bytes"] = to_bytes(float(m.group(6)), m.group(7))
             if m.group(8):
-                fields["reserved_bytes"] = to_bytes(float(m.group(8)), m.group(9))
+                fields["free_bytes"] = to_bytes(float(m.group(8)), m.group(9))
+            if m.group(10):
+                fields["reserved_bytes"] = to_bytes(float(m.group(10)), m.group(11))
     return [Event("oom", fields)]
 
 
@@ -184,7 +201,8 @@ _MODEL_EXECUTION = r"(?:Error in model execution(?: \(input dumped to [^)]*\))?:
 GLOG_P = r"(?:\[rank\d+\]:)?\[[WEF](?:\d{4} [\d:.]+ (?:\d+ )?| )[\w.-]+:\d+\] (?:\[[^\]]*\] )*"
 OOM = Parser("oom", ("out of memory", "OutOfMemoryError"), _oom, where(
     PROBLEM_LEVELS, start=_EXC + _MODEL_EXECUTION + r"(?:(?:CUDA|XPU|NPU|HIP) out of memory|CUDA error: out of memory"
-                          r"|[\w.]*OutOfMemoryError\b)"))
+                          r"|[\w.]*OutOfMemoryError\b|(?:Bad StatusOr access: )?RESOURCE_EXHAUSTED: (?:XLA:TPU compile "
+                          r"permanent error\. )?Ran out of memory in memory space )"))
 CUDA_ERROR = Parser("cuda_error", ("CUDA error", "cuMemcpyBatchAsync", "CUBLAS_STATUS"), _cuda, where(
     PROBLEM_LEVELS, start=_EXC + _MODEL_EXECUTION + r"(?:CUDA error: |cuMemcpyBatchAsync failed|CUBLAS_STATUS_)"))
 NCCL_ERROR = Parser("nccl_error", ("NCCL error", "nccl", "Watchdog caught"), _nccl, where(

@@ -275,7 +275,7 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
                   f"{st['silent_seconds']:,.0f} s with no start or death in between (hung, or died without a word).", ""]
     for sf in s.get("startup_failures", []):
         parts += [startup_failure_line(sf, config_at(s, sf.get("ts")), tz), ""]
-    ooms = [o for o in s.get("ooms", []) if "tried_to_allocate_bytes" in o or "free_bytes" in o]
+    ooms = [o for o in s.get("ooms", []) if "tried_to_allocate_bytes" in o or "free_bytes" in o or "exceeded_bytes" in o]
     if ooms:
         parts += ["| OOM at | GPU | Asked for | Free | Total | In use by the process | Allocated by PyTorch | Reserved by PyTorch |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -288,6 +288,9 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
             short = o["tried_to_allocate_bytes"] - o["free_bytes"]
             parts += ["", f"The last OOM asked for {_gib(o['tried_to_allocate_bytes'])} with {_gib(o['free_bytes'])} free: "
                           f"{_gib(max(0, short))} short on GPU {o.get('gpu', '?')}."]
+        elif "exceeded_bytes" in o:  # XLA (TPU): what the compiled program needed beyond the device's memory
+            parts += ["", f"The last OOM ({o.get('device', 'xla')}) needed {_gib(o.get('in_use_bytes'))} of "
+                          f"{_gib(o.get('total_capacity_bytes'))}: {_gib(o['exceeded_bytes'])} over."]
         parts.append("")
     if s.get("rules"):
         parts += rule_sections.markdown(s["rules"], tz)

@@ -49,7 +49,7 @@ class Transfers:
 
 
 _OOM_NUMBERS = ("gpu", "tried_to_allocate_bytes", "free_bytes", "total_capacity_bytes", "in_use_bytes",
-                "allocated_bytes", "reserved_bytes")
+                "allocated_bytes", "reserved_bytes", "exceeded_bytes", "device")
 
 # Start-up facts: before --since they still describe the server the window sees.
 FOLD_EVERY = 1024
