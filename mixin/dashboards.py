@@ -206,10 +206,13 @@ def overview() -> dict:
          "{{server}} requests turned away ({{reason}})"),
         (f"sum by (server) (increase(vllm_log_weight_cache_daemon_exits_total{{{S}}}[$__rate_interval]))",
          "{{server}} weight-cache daemon exited"),
+        (f"sum by (server) (increase(vllm_log_stop_requests_total{{action=\"aborted\", {S}}}[$__rate_interval]))",
+         "{{server}} requests aborted by a stop"),
     ], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
         description="What the server gave up to keep serving: data-parallel ranks vLLM's fault tolerance dropped (it "
                     "serves on with fewer engines: VllmDataParallelRankLost), requests refused before serving (an "
-                    "unhealthy engine, a full queue, a prompt too long), the weight-cache daemon shutting down.")
+                    "unhealthy engine, a full queue, a prompt too long), the weight-cache daemon shutting down, and "
+                    "requests in flight that a stop aborted (a deploy without --shutdown-timeout to drain them).")
     b.timeseries("Warning and error log lines", [
         (f"sum by (server, level) (increase(vllm_log_messages_total{{{S}}}[$__rate_interval]))", "{{server}} {{level}}")],
         "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 60},

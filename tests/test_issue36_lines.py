@@ -323,3 +323,11 @@ def test_the_other_platforms_ooms_keep_their_numbers_in_the_report():
     assert [o.get("device") for o in s["ooms"]] == ["npu", "tpu"]
     text = render(s)
     assert "needed 49.34 GiB of 32.00 GiB: 17.34 GiB over" in text
+
+
+def test_requests_a_stop_aborted_or_drained_are_counted():
+    from tests.helpers import value
+
+    s = _metrics(BANNER + [_line("stop aborting in-flight requests (0.23+)"), _line("stop draining in-flight requests (0.18-0.22)")])
+    assert value(s, "vllm_log_stop_requests_total", server="s", action="aborted") == 7
+    assert value(s, "vllm_log_stop_requests_total", server="s", action="drained") == 3

@@ -13,7 +13,9 @@ Emitted:
     vllm_log_max_model_len_requested_tokens{engine} (the context length asked for, present only when vLLM cut
     it to fit its KV cache: the length it serves is vllm_log_max_model_len_tokens; longer requests get HTTP 400),
     vllm_log_weight_cache_daemon_exits_total{during="startup|serving"} (the weight-cache daemon, vllm preload,
-    lost ranks and shut down: servers start without its cached weights)
+    lost ranks and shut down: servers start without its cached weights),
+    vllm_log_stop_requests_total{action="aborted|drained"} (requests in flight when a stop came: aborted, or
+    drained within --shutdown-timeout)
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class ServingMetrics:
         self.weight_cache_exits = c("vllm_log_weight_cache_daemon_exits", "Times the weight-cache daemon (vllm "
                                     "preload) had ranks exit and shut down, by when (startup, serving): servers "
                                     "then load their weights without it.", S + ["during"])
+        self.stop_requests = c("vllm_log_stop_requests", "Requests in flight when the engine was stopped, by what the "
+                               "stop did with them: aborted (the clients got errors), drained (waited for, "
+                               "--shutdown-timeout).", S + ["action"])
         self._dead_ranks: dict[str, set[int]] = {}
 
     def _on_dp_fault_tolerance(self, server: str, ev: Event, f: dict) -> None:
@@ -76,6 +81,10 @@ class ServingMetrics:
     def _on_weight_cache_daemon_exit(self, server: str, ev: Event, f: dict) -> None:
         during = f.get("during")
         self.weight_cache_exits.inc((server, during if during in ("startup", "serving") else "other"))
+
+    def _on_stop_requests(self, server: str, ev: Event, f: dict) -> None:
+        if f.get("action") in ("aborted", "drained"):
+            self.stop_requests.inc((server, f["action"]), f["requests"])
 
     def _forget_serving(self, server: str) -> None:
         self._dead_ranks.pop(server, None)

@@ -65,6 +65,7 @@ KINDS = (
     "request_rejected",
     "max_model_len_reduced",
     "weight_cache_daemon_exit",
+    "stop_requests",
     # the request log's bounded facts (exporter.parsers.echo: never its text) and run-time LoRA adapters
     "request_log",
     "lora_adapter",

@@ -27,6 +27,10 @@ Wordings, from the released wheels (catalogue/vllm-log-calls.jsonl):
   ``entrypoints/cli/preload.py`` 0.31-0.34): ``Weight cache daemon rank(s) exited during %s (exitcodes=%s);
   shutting down.`` (ERROR; ``startup`` or ``serving``): the daemon that keeps weights ready for vLLM servers
   stopped, so they load their weights without it. Its own process's end, not a server's death.
+- in-flight requests at a stop (``v1/engine/core.py``): ``[shutdown] EngineCore: aborting in-flight requests
+  count=%d`` or ``... draining in-flight requests count=%d timeout=%ds`` (0.23-0.34; ``Aborting %d requests``,
+  ``Draining %d in-flight requests (timeout=%ds)`` 0.18-0.22): what a stop cut off, or waited for
+  (``--shutdown-timeout``).
 """
 
 from __future__ import annotations
@@ -156,5 +160,25 @@ def _weight_cache(frame: Frame) -> list[Event] | None:
 
 WEIGHT_CACHE_DAEMON_EXIT = Parser("weight_cache_daemon_exit", ("Weight cache daemon rank",), _weight_cache, where(
     PROBLEM_LEVELS, ("preload", "daemon"), start=r"Weight cache daemon rank\(s\) exited during "))
-PARSERS = (DP_FAULT_TOLERANCE, REQUEST_REJECTED, MAX_MODEL_LEN_REDUCED, WEIGHT_CACHE_DAEMON_EXIT)
-KINDS = ("dp_fault_tolerance", "request_rejected", "max_model_len_reduced", "weight_cache_daemon_exit")
+# in-flight requests at a stop (v1/engine/core.py): 0.23-0.34 "[shutdown] EngineCore: aborting in-flight requests
+# count=%d" / "... draining in-flight requests count=%d timeout=%ds"; 0.18-0.22 "Aborting %d requests" / "Draining
+# %d in-flight requests (timeout=%ds)"
+_STOP_REQUESTS = re.compile(r"(?:\[shutdown\] EngineCore: (aborting|draining) in-flight requests count=(\d+)"
+                            r"|(Aborting) (\d+) requests$|(Draining) (\d+) in-flight requests)")
+
+
+def _stop_requests(frame: Frame) -> list[Event] | None:
+    m = _STOP_REQUESTS.match(frame.message)
+    if not m:
+        return None
+    g = m.groups()
+    action, n = (g[0], g[1]) if g[0] else (g[2], g[3]) if g[2] else (g[4], g[5])
+    return [Event("stop_requests", {"action": "aborted" if action.lower() == "aborting" else "drained",
+                                    "requests": int(n)})]
+
+
+STOP_REQUESTS = Parser("stop_requests", ("in-flight requests", "Aborting "), _stop_requests, where(
+    INFO_LEVELS, ("core",), start=r"(?:\[shutdown\] EngineCore: (?:aborting|draining) in-flight requests count=\d|"
+                                 r"Aborting \d+ requests$|Draining \d+ in-flight requests)"))
+PARSERS = (DP_FAULT_TOLERANCE, REQUEST_REJECTED, MAX_MODEL_LEN_REDUCED, WEIGHT_CACHE_DAEMON_EXIT, STOP_REQUESTS)
+KINDS = ("dp_fault_tolerance", "request_rejected", "max_model_len_reduced", "weight_cache_daemon_exit", "stop_requests")
