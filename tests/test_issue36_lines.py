@@ -331,3 +331,14 @@ def test_requests_a_stop_aborted_or_drained_are_counted():
     s = _metrics(BANNER + [_line("stop aborting in-flight requests (0.23+)"), _line("stop draining in-flight requests (0.18-0.22)")])
     assert value(s, "vllm_log_stop_requests_total", server="s", action="aborted") == 7
     assert value(s, "vllm_log_stop_requests_total", server="s", action="drained") == 3
+
+
+def test_lmcache_s_multiprocess_server_counts_its_tokens_not_a_rate_it_cannot_give():
+    from tests.helpers import value
+
+    s = _metrics([_line("LMCache multiprocess server's store (tokens and seconds, no size)"),
+                  _line("LMCache multiprocess server's retrieve (0.3.15-0.4.1)")])
+    assert value(s, "vllm_log_lmcache_tokens_total", server="s", direction="store") == 2048
+    assert value(s, "vllm_log_lmcache_tokens_total", server="s", direction="retrieve") == 1792
+    assert value(s, "vllm_log_lmcache_bytes_total", server="s", direction="store") is None
+    assert value(s, "vllm_log_lmcache_seconds_total", server="s", direction="store") is None

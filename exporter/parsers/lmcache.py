@@ -46,7 +46,9 @@ _GIB = 2**30
 _SIZE_COST = r"size: ([\d.]+) ?(?:gb|GB|GiB), cost ([\d.]+) ?ms"
 # the files that log them: LMCache's engines (v1 and pre-v1 are both cache_engine.py) and its vLLM adapter,
 # also vLLM's copy of it
-LOGGERS = ("cache_engine", "vllm_v1_adapter")
+LOGGERS = ("cache_engine", "vllm_v1_adapter",
+           # LMCache's multiprocess server (0.3.15+: v1/multiprocess/server.py, then its transfer modules)
+           "server", "gpu_transfer", "non_gpu_transfer", "engine_driven_transfer", "lmcache_driven_transfer")
 # "[req_id=R] " before it: the last "] Stored"/"] Retrieved" is LMCache's (R may hold one)
 _REQ = r"(?:\[req_id=.*\] )?"
 _STORED = re.compile(rf"{_REQ}Stored (\d+) out of total (\d+) tokens\. {_SIZE_COST}")
@@ -55,6 +57,8 @@ _RETRIEVED = re.compile(rf"{_REQ}Retrieved (\d+) out of (\d+) required tokens(?:
 _RETRIEVED_TOKENS = re.compile(rf"{_REQ}Retrieved (\d+) out of (\d+) out of total (\d+) tokens$")
 _RETRIEVED_CHUNKS = re.compile(r"Retrieved (\d+) chunks \((\d+) tokens in total\) --hit rate [\d.]+% -- elapsed time "
                                r"(\d+(?:\.\d+)?(?:e-?\d+)?)$")
+# the multiprocess server's moves: "Stored 2048 tokens in 0.012 seconds" (tokens and time, no size)
+_MP_MOVE = re.compile(r"(Stored|Retrieved) (\d+) tokens in (\d+(?:\.\d+)?) seconds$")
 _STORED_CHUNKS = re.compile(r"Stored/updated (\d+) chunks, total time ([\d.]+)s, make chunks time [\d.]+s")
 # the id first: the numbers are the last ones that read so
 _LOOKUP = re.compile(r"Reqid: .*, Total tokens (\d+), (?:Inference Engine computed tokens: (\d+), )?LMCache hit tokens: "
@@ -82,6 +86,11 @@ def _parse(frame: Frame) -> list[Event] | None:
         if m:
             return [Event("lmcache", {"op": "retrieve", "tokens": int(m.group(1)), "of_tokens": int(m.group(2)),
                                       "total_tokens": int(m.group(3))})]
+    if c0 == "S" or c0 == "R":
+        m = _MP_MOVE.match(msg)
+        if m:  # (the rate needs bytes: these count their tokens only)
+            return [Event("lmcache", {"op": "store" if m.group(1) == "Stored" else "retrieve", "tokens": int(m.group(2)),
+                                      "mp_seconds": float(m.group(3))})]
     if c0 == "S":
         m = _STORING.match(msg)
         if m:
