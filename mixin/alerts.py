@@ -318,6 +318,22 @@ def groups() -> list[dict]:
             },
         },
         {
+            "alert": "VllmToolCallParserFailing",
+            "expr": (f"sum by ({_by('server', 'parser')}) (increase(vllm_log_tool_call_parser_failures_total[15m]))\n"
+                     f"  >= {C.TOOL_PARSER_FAILURES_15M}"),
+            "for": "10m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Tool calls on {{ $labels.server }} keep failing to parse ({{ $labels.parser }}: "
+                           "{{ $value | printf \"%.0f\" }} in 15 minutes)",
+                "description": "vLLM's {{ $labels.parser }} tool-call parser could not read the tool calls the model "
+                               "wrote, for 10 minutes: clients get them as text and agents stall. Usually the wrong "
+                               "--tool-call-parser for the model (Qwen3-Coder writes XML: qwen3_xml or qwen3_coder, "
+                               "not hermes), a chat template without tool support, or a model quantised too far. "
+                               "`vllm-log-exporter parse` shows the exceptions (the model's text is not kept).",
+            },
+        },
+        {
             "alert": "VllmWeightCacheDaemonExited",
             "expr": _new_or_increased("vllm_log_weight_cache_daemon_exits_total", BS),
             "labels": {"severity": "warning"},

@@ -24,6 +24,9 @@ KV_OFFLOAD_MIN_BYTES_PER_SECOND = 20e9
 # KV transfers (a disaggregation connector's, or the offload tiers') that failed within 10 minutes before
 # VllmKvTransferFailing: one now and then is recomputed and costs a prefill; this many is a link or peer down
 KV_TRANSFER_FAILURES_10M = 3
+# Tool calls a tool-call parser could not read within 15 minutes before VllmToolCallParserFailing: a model
+# fumbles one now and then; a steady stream is the wrong --tool-call-parser or chat template
+TOOL_PARSER_FAILURES_15M = 10
 
 # The main KV cache (GPU memory, or host memory on vLLM's CPU backend) this full while requests wait.
 KV_CACHE_FULL_RATIO = 0.95
