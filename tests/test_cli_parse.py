@@ -11,11 +11,17 @@ def cli(*args, input=None):
                           capture_output=True, text=True, timeout=120)
 
 
-def test_parse_prints_every_kind_across_the_samples():
-    """The packaged samples, and the warning signs no sample run has (a ROCm fault, a Ray actor...); a
-    user's rules (the example's) give the rest."""
+def test_parse_prints_every_kind_across_the_samples(tmp_path):
+    """The packaged samples, the warning signs no sample run has (a ROCm fault, a Ray actor...), issue 36's
+    lines (failures, the request log, engine steps: tests/fixtures/real_lines/issue36.yaml); a user's rules
+    (the example's) give the rest."""
+    import yaml
+
     seen = set()
-    for path in (SAMPLE, SAMPLE_V0, SAMPLE_LMCACHE, ROOT / "tests" / "fixtures" / "warning_signs.log"):
+    issue36 = tmp_path / "issue36.log"
+    entries = yaml.safe_load((ROOT / "tests" / "fixtures" / "real_lines" / "issue36.yaml").read_text(encoding="utf-8"))
+    issue36.write_text("".join(e["line"] + "\n" for e in entries), encoding="utf-8")
+    for path in (SAMPLE, SAMPLE_V0, SAMPLE_LMCACHE, ROOT / "tests" / "fixtures" / "warning_signs.log", issue36):
         rules = ["--rules", str(ROOT / "examples" / "gnosis.rules.yaml")] if path == SAMPLE else []
         out = cli("parse", str(path), "--year", "2026", *rules)
         assert out.returncode == 0, out.stderr
