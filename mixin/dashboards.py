@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from mixin import config as C
 from mixin.board import (BAD, GOOD, HTTP_COLOURS, NEUTRAL, J, S, SE, STATE_MAPPINGS, TOKS, UP_DOWN, WARN, Board,
-                         _http_ratio, _server_state)
+                         _annotation, _http_ratio, _server_state)  # (_annotation: mixin.slo_board takes it from here)
 from mixin.memory_board import memory_kv
 
 def overview() -> dict:
