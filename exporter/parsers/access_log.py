@@ -44,16 +44,7 @@ def match_tail(tail: str) -> tuple[str, str, int, str] | None:
     m = _REQUEST.match(tail)
     if m is None:
         return None
-    method, path, version, status = m.group(1, 2, 3, 4)
-    q = path.find("?")
-    if q >= 0:
-        path = path[:q]
-    r = (method, path, int(status), version)
-    if len(tail) <= SEEN_TAIL_CHARS:  # (4,096 one-megabyte tails would hold 4 GB)
-        if len(SEEN) >= SEEN_MAX:
-            SEEN.clear()
-        SEEN[tail] = r
-    return r
+    return _remember(SEEN, tail, _request(m))
 
 
 def whole_tail(tail: str) -> tuple[str, str, int, str] | None:
@@ -64,17 +55,25 @@ def whole_tail(tail: str) -> tuple[str, str, int, str] | None:
     except KeyError:
         pass
     m = _WHOLE.fullmatch(tail)
-    r = None
-    if m is not None:
-        method, path, version, status = m.group(1, 2, 3, 4)
-        q = path.find("?")
-        if q >= 0:
-            path = path[:q]
-        r = (method, path, int(status), version)
-    if len(tail) <= SEEN_TAIL_CHARS:  # (4,096 one-megabyte tails would hold 4 GB)
-        if len(WHOLE) >= SEEN_MAX:
-            WHOLE.clear()
-        WHOLE[tail] = r
+    return _remember(WHOLE, tail, _request(m) if m is not None else None)
+
+
+def _request(m: re.Match) -> tuple[str, str, int, str]:
+    """(method, path without its query, status, HTTP version) of a request match."""
+    method, path, version, status = m.group(1, 2, 3, 4)
+    q = path.find("?")
+    if q >= 0:
+        path = path[:q]
+    return (method, path, int(status), version)
+
+
+def _remember(cache: dict, tail: str, r):
+    """``r``, kept for ``tail`` in ``cache`` unless the tail is long (4,096 one-megabyte tails would
+    hold 4 GB); the cache starts over when full."""
+    if len(tail) <= SEEN_TAIL_CHARS:
+        if len(cache) >= SEEN_MAX:
+            cache.clear()
+        cache[tail] = r
     return r
 
 
