@@ -4,12 +4,15 @@ which the demo replays as its servers ``demo``, ``demo-v0`` and ``demo-lmcache``
 
 The V1 sample is a journald capture of a custom vLLM build serving a speculative-decoding model on
 two GPUs with CPU KV offload, in the formats the seed article quotes: a healthy run that ends in a
-CUDA OOM and a dead engine, systemd restarting it, a restart that dies of an illegal memory access and
-an NCCL timeout, and a third start that stays healthy and drafts dynamically (with vLLM 0.34's MFU
-line and DSpark's calibration bins). The V0 sample is a short 0.6-era server, for the V0-only
+CUDA OOM and a dead engine, systemd restarting it, a restart that dies of an illegal memory access (its
+CPU offload's copy failing first) and an NCCL timeout (a request turned away while the engine is dead),
+and a third start that stays healthy and drafts dynamically (with vLLM 0.34's MFU line and DSpark's
+calibration bins), logging its requests and responses, with a LoRA adapter loaded at run time and one
+tool call its parser could not read. The V0 sample is a short 0.6-era server, for the V0-only
 families, that the host's OOM killer ends and systemd gives up restarting. The LMCache sample offloads
 with LMCache: lookups, stores (one skipping the prefix LMCache holds, one cut short by memory
-pressure), retrieves (one two blocks short, which vLLM recovers by recomputing), then a routine stop.
+pressure), retrieves (one two blocks short, which vLLM recovers by recomputing), then a routine stop
+(aborting the request in flight).
 
 The deaths are the story's and deliberate (the OOM, the CUDA/NCCL crash, the V0 OOM kill). Families
 the demo leaves empty, and why, are in the README ("What the demo does not show"); tests/test_golden.py
@@ -72,7 +75,15 @@ class Log:
         self.raw(API, f'INFO:     10.10.10.2:{port} - "{method} {path} HTTP/1.1" {status} {phrase}')
 
 
-def startup(log: Log, *, compile_s: float) -> None:
+# The third start's extra arguments: the operator, after two deaths, logs requests and responses (with the
+# adapters and finish reasons they name), lets clients load LoRA adapters at run time, and serves tool calls
+# with a parser of another model family (Qwen3-Coder's: the one tool call it could not read is a warning).
+DEBUG_ARGS = (", 'enable_log_requests': True, 'enable_log_outputs': True, 'enable_lora': True, 'max_loras': 2, "
+              "'enable_auto_tool_choice': True, 'tool_call_parser': 'qwen3_coder'")
+LORA = "sql-lora"
+
+
+def startup(log: Log, *, compile_s: float, extra_args: str = "") -> None:
     log.log(API, "INFO", "api_utils.py:345",
             "\n       █     █     █▄   ▄█\n"
             f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {VERSION}\n"
@@ -82,7 +93,7 @@ def startup(log: Log, *, compile_s: float) -> None:
             f"non-default args: {{'model_tag': '{MODEL}', 'port': 8000, 'model': '{MODEL}', "
             "'max_model_len': 262144, 'tensor_parallel_size': 2, 'gpu_memory_utilization': 0.975, "
             "'max_num_batched_tokens': 8192, 'max_num_seqs': 2, 'served_model_name': ['grandpa'], "
-            "'speculative_config': {'method': 'dspark', 'num_speculative_tokens': 5}}")
+            "'speculative_config': {'method': 'dspark', 'num_speculative_tokens': 5}" + extra_args + "}")
     log.log(API, "INFO", "model.py:1745", "Using max model len 262144")
     log.at(3)
     log.log(CORE, "INFO", "core.py:93",
@@ -161,12 +172,15 @@ def startup(log: Log, *, compile_s: float) -> None:
 
 
 def serving(log: Log, windows: int, *, kv_peak_at: int | None = None, rate: float = 0.35,
-            dynamic: bool = False) -> None:
+            dynamic: bool = False, request_log: bool = False) -> None:
     """``windows`` stats intervals of 10 s: requests (``rate`` a second while busy), stats, spec
     decode and offload lines. ``dynamic``: a build that drafts dynamically (fewer tokens when unsure)
     and logs vLLM 0.34's MFU line, the draft length histogram and DSpark's calibration bins; their
-    figures come from an rng of their own, so every other line is the same either way."""
+    figures come from an rng of their own, so every other line is the same either way.
+    ``request_log``: a server with ``--enable-log-requests --enable-log-outputs`` (``DEBUG_ARGS``): each
+    completed chat request is logged as received and its response as generated (no draw from rng)."""
     rng = log.rng
+    served = 0
     kv = 0.01
     for w in range(windows):
         busy = rng.random() < 0.85
@@ -186,6 +200,9 @@ def serving(log: Log, windows: int, *, kv_peak_at: int | None = None, rate: floa
                 roll = rng.random()
                 status = 200 if roll < 0.93 else 400 if roll < 0.96 else 429 if roll < 0.985 else 404
                 path = "/v1/chat/completions" if status != 404 else "/v1/chat/complete"
+                if request_log and status == 200:
+                    served += 1
+                    logged_request(log, served)
                 log.access("POST", path, status)
         if rng.random() < 0.05:
             log.access("GET", "/v1/models?limit=5", 200)
@@ -241,6 +258,23 @@ def serving(log: Log, windows: int, *, kv_peak_at: int | None = None, rate: floa
         if rng.random() < 0.03:
             log.log(API, "WARNING", "protocol.py:101",
                     "The following fields were present in the request but ignored: {'reasoning_effort'}")
+
+
+def logged_request(log: Log, n: int) -> None:
+    """The request logger's two records of a completed chat request (vLLM 0.32's form): every third asks
+    for the LoRA adapter, every eighth stops at max_tokens, the 12th is the tool call the parser could
+    not read. Ids, prompts and outputs are the client's and the model's: the exporter keeps none."""
+    rid = f"chatcmpl-{n:04x}d3a9"
+    lora = (f"LoRARequest(lora_name='{LORA}', lora_int_id=1, lora_path='/adapters/{LORA}', base_model_name=None, "
+            "tensorizer_config_dict=None, load_inplace=False)") if n % 3 == 0 else "None"
+    log.log(API, "INFO", "request_logger.py:65",
+            f"Received request {rid}: params: SamplingParams(n=1, presence_penalty=0.0, temperature=0.6, top_p=0.95, "
+            f"seed=None, stop=[], max_tokens=2048), lora_request: {lora}.")
+    if n == 12:
+        log.log(API, "WARNING", "qwen3coder_tool_parser.py:140",
+                "Parsed value 'ten' of parameter 'count' is not an integer in tool 'make_dirs', degenerating to string.")
+    log.log(API, "INFO", "request_logger.py:108",
+            f"Generated response {rid}: output: 'Here is the plan.', finish_reason: {'length' if n % 8 == 0 else 'stop'}")
 
 
 CONFIDENCE_BINS = (5, 6, 7, 8, 9)  # DSpark's bins 0.5-0.6 .. 0.9-1.0 (below 0.5 it does not draft)
@@ -336,6 +370,8 @@ def restarted(log: Log, exited: str, result: str, counter: int) -> None:
 
 
 def cuda_crash(log: Log) -> None:
+    # the illegal access surfaces first in the CPU offload's copy of a finished request's blocks
+    log.log(TP1, "ERROR", "gpu_worker.py:288", "KV offload GPU->CPU transfer failed for job 1187")
     log.log(TP1, "ERROR", "multiproc_executor.py:671", "WorkerProc hit an exception.")
     log.raw(TP1, "Traceback (most recent call last):")
     log.raw(TP1, '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", line 666, in worker_busy_loop')
@@ -349,6 +385,8 @@ def cuda_crash(log: Log) -> None:
                  "operation timeout: WorkNCCL(SeqNum=1203, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, "
                  "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.")
     log.log(CORE, "ERROR", "core_client.py:564", "Engine core proc EngineCore died unexpectedly, shutting down client.")
+    # a request that came in while the engine was dead: vLLM 0.34 turns it away (no draw from rng)
+    log.log(API, "INFO", "async_llm.py:352", "Engine UNHEALTHY - rejecting request chatcmpl-5e0f2a.")
     log.log(CORE, "CRITICAL", "multiproc_executor.py:48",
             "MulitprocExecutor got fatal signal from worker processes, shutting down.")
     restarted(log, "Main process exited, code=killed, status=6/ABRT", "signal", 2)
@@ -373,8 +411,10 @@ def v1_sample() -> list[str]:
     startup(log, compile_s=0.91)
     serving(log, 9)
     cuda_crash(log)
-    startup(log, compile_s=0.88)
-    serving(log, 18, dynamic=True)
+    startup(log, compile_s=0.88, extra_args=DEBUG_ARGS)
+    # a client loads the LoRA adapter at run time (VLLM_ALLOW_RUNTIME_LORA_UPDATING)
+    log.log(API, "INFO", "serving.py:226", f"Loaded new LoRA adapter: name '{LORA}', path '/adapters/{LORA}'")
+    serving(log, 18, dynamic=True, request_log=True)
     return log.lines
 
 
@@ -537,6 +577,7 @@ def routine_stop(log: Log) -> None:
         log.log(API, "INFO", where, msg)
     log.log(API, "WARNING", "utils.py:653", "[shutdown] Process manager: force killing remaining process EngineCore pid 179")
     log.log(CORE, "INFO", "core.py:1454", "[shutdown] EngineCore: trigger received signal=SIGTERM")
+    log.log(CORE, "INFO", "core.py:1012", "[shutdown] EngineCore: aborting in-flight requests count=1")
     log.log(API, "ERROR", "async_llm.py:906", "AsyncLLM output_handler failed.\nTraceback (most recent call last):\n"
             '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/async_llm.py", line 849, in output_handler\n'
             "    outputs = await engine_core.get_output_async()\n"
