@@ -119,7 +119,8 @@ def test_two_hosts_through_agents_stay_apart_on_a_central_prometheus_and_victori
                 ("KV Transfer metrics", "SpecDecoding metrics", "Draft length histogram", "DSpark STS calibration bins",
                  '" 200 OK', '" 500 ', '" 429 ')]
         live += [next(ln for ln in lmcache if marker in ln)
-                 for marker in ("Stored ", "Retrieved ", "LMCache hit tokens: 2", "MM cache hit rate")]
+                 for marker in ("Stored ", "Retrieved ", "LMCache hit tokens: 2", "MM cache hit rate",
+                                "aborting in-flight requests")]  # (a stop's aborted requests: only demo-lmcache stops)
         for _ in range(15):
             for host in ("gpu-01", "gpu-02"):
                 with open(tmp_path / f"{host}-logs" / "vllm.log", "a") as f:
