@@ -30,6 +30,7 @@ import sys
 from typing import TextIO
 
 from exporter.config.rules import load_rule_file
+from exporter.config.yaml_file import load_yaml
 from exporter.config.settings import ConfigError
 from exporter.framing.clock import Clock
 from exporter.framing.frame import frame_line
@@ -263,8 +264,6 @@ def _check(specs, test: dict, clock: Clock, server: str) -> list[str]:
 
 
 def _load_expect(path: str) -> tuple[str, list[dict]]:
-    from exporter.config.file import load_yaml
-
     data = load_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("tests"), list):
         raise ConfigError(f"{path}: expected a mapping with tests: [...]")

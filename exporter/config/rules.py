@@ -43,6 +43,7 @@ from typing import Any
 
 from exporter.config import regex_check
 from exporter.config.settings import ConfigError
+from exporter.config.yaml_file import load_yaml
 
 MAX_RULES = 256
 MAX_METRICS = 16
@@ -477,8 +478,6 @@ def load_rules(raw: Any, where: str, known: list[RuleSpec] | None = None) -> lis
 def load_rule_file(path: str, known: list[RuleSpec] | None = None) -> list[RuleSpec]:
     """The rules of a YAML file holding ``rules:`` and/or ``rule_files:`` (a rules file, or a whole config
     file: its other keys are the config's business and not read here)."""
-    from exporter.config.file import load_yaml
-
     data = load_yaml(path)
     if data is None:
         return []
@@ -509,8 +508,6 @@ def load_all(inline: Any, files: list[str], where: str, base: str | None = None,
 
 
 def _load_included(path: str, known: list[RuleSpec]) -> list[RuleSpec]:
-    from exporter.config.file import load_yaml
-
     data = load_yaml(path)
     if data is None:
         return []

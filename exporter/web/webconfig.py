@@ -40,7 +40,7 @@ import structlog
 
 from aiohttp import web
 
-from exporter.config.file import load_yaml
+from exporter.config.yaml_file import load_yaml
 from exporter.config.settings import ConfigError
 
 log = structlog.get_logger("vllm_log_exporter.web")
