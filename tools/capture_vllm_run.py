@@ -18,13 +18,16 @@ Scenarios (each starts one tiny random-weight Llama on 127.0.0.1, see tools/vllm
 - warning_stop  VLLM_LOGGING_LEVEL=WARNING (no INFO line, so no "shutdown triggered"), traffic,
                 SIGTERM with streams in flight
 - warning_kill  VLLM_LOGGING_LEVEL=WARNING, traffic, SIGKILL of the EngineCore
+- error_stop    VLLM_LOGGING_LEVEL=ERROR (no stop line at all), traffic, SIGTERM with streams in flight
+- error_kill    VLLM_LOGGING_LEVEL=ERROR, traffic, SIGKILL of the EngineCore
 - preemption    a KV cache of a few MiB under long generations at concurrency 8: vLLM preempts
 - interval5     VLLM_LOG_STATS_INTERVAL=5 (the exporter's tests leave theirs at 10), a short run
 - json_config   VLLM_LOGGING_CONFIG_PATH: a user's python-json-logger config whose records carry an
                 ISO 8601 "time" key (microseconds, UTC), a short run
 
 ``--json-logging`` runs any scenario with json_config's logging config (sub-second stamps); its
-fixture is SCENARIO_json.
+fixture is SCENARIO_json. ``--signal-group`` signals every process of the server at once (systemd's
+KillMode=control-group); its fixture is SCENARIO_group (traffic's: group_sigterm).
 
 ``--to-fixture DIR`` then writes DIR/SCENARIO.log.gz and DIR/SCENARIO.truth.json (what the fast
 tests read: the exit, the client's answers, vLLM's counters at the end) from OUTDIR.
@@ -54,7 +57,8 @@ if str(ROOT) not in sys.path:
 from tools import vllm_cpu, vllm_traffic  # noqa: E402
 
 SCENARIOS = ("traffic", "kill_engine", "failed_start", "dp2", "missing_model", "port_in_use", "bad_value",
-             "bad_choice", "warning_stop", "warning_kill", "preemption", "interval5", "json_config")
+             "bad_choice", "warning_stop", "warning_kill", "error_stop", "error_kill", "preemption", "interval5",
+             "json_config")
 # Starts vLLM refuses: (extra arguments, the reason the exporter must give)
 REFUSED = {"missing_model": "model_not_found", "port_in_use": "address_in_use", "bad_value": "bad_argument",
            "bad_choice": "bad_argument", "failed_start": "kv_cache_too_small"}
@@ -296,6 +300,19 @@ def scenario_warning_kill(run: Run, model: Path, home: Path) -> None:
     _kill_engine(run, run.server(model, home, [], env=WARNING_ENV), 8)
 
 
+ERROR_ENV = {"VLLM_LOGGING_LEVEL": "ERROR"}
+
+
+def scenario_error_stop(run: Run, model: Path, home: Path) -> None:
+    srv = run.server(model, home, [], env=ERROR_ENV)
+    _serve_then_stop(run, srv, lambda client: (client.run_for(8, 2, seed=5, max_requests=100),
+                                               client.bad_requests()))
+
+
+def scenario_error_kill(run: Run, model: Path, home: Path) -> None:
+    _kill_engine(run, run.server(model, home, [], env=ERROR_ENV), 8)
+
+
 def scenario_preemption(run: Run, model: Path, home: Path) -> None:
     # 1 KiB of KV per token: 4 MiB holds two max-length requests, and eight run at once, each
     # generating 1024 tokens: the scheduler preempts. VLLM_CPU_KVCACHE_SPACE (whole GiB) overrides
@@ -396,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     run.info["vllm_version"] = vllm_cpu.vllm_version(args.venv)
     if args.json_logging and args.scenario != "json_config":
         run.info["fixture"] = f"{args.scenario}_json"
+    elif args.signal_group:  # every process signalled at once, as systemd's KillMode=control-group does
+        run.info["fixture"] = "group_sigterm" if args.scenario == "traffic" else f"{args.scenario}_group"
     tmp = Path(tempfile.mkdtemp(prefix="vllm-capture-"))
     try:
         positions = FAILED_START_POSITIONS if args.scenario == "failed_start" else 4096

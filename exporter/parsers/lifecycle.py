@@ -22,6 +22,10 @@ the server is still starting is a failed start. Wordings, from vLLM's source:
     checked on real runs). These are *weak* signs: a dead engine's server logs them too, and a
     failed start's cleanup force-kills too, so exporter.lifecycle takes them only from a server that
     was serving (or whose start it never saw) and that no death signal came before.
+  - uvicorn's ``Finished server process [N]`` (its serve returned): another weak stop sign, but
+    after a bare ``EngineDeadError`` it is what says *death*: vLLM 0.29-0.32's launcher cancels the
+    serve on a stop, so the line follows all 9 deaths captured and none of the 17 stops
+    (exporter.stream.lifecycle holds the EngineDeadError until it, or its absence, decides).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ _READY = ("Application startup complete", "Starting vLLM API server")
 _WEAK_STOPS = {"manager: force killing remaining processes": "force killing remaining processes"}
 # uvicorn's, matched as the whole message (a request's log may say anything)
 _UVICORN_STOPS = {"Shutting down": "uvicorn: Shutting down", "Application shutdown complete.": "uvicorn: Shutting down"}
+_FINISHED = re.compile(r"Finished server process \[\d{1,10}\]\s*$")
 
 
 def _parse(frame: Frame) -> list[Event] | None:
@@ -63,17 +68,24 @@ def _parse(frame: Frame) -> list[Event] | None:
     for needle, sig in _WEAK_STOPS.items():
         if needle in msg:
             return [Event("shutdown", {"signature": sig, "weak": True, "message": msg[:300]})]
+    if not (frame.uvicorn or frame.header is None):
+        return None
     sig = _UVICORN_STOPS.get(msg.strip())
-    if sig is not None and (frame.uvicorn or frame.header is None):
+    if sig is not None:
         return [Event("shutdown", {"signature": sig, "weak": True, "message": msg.strip()})]
+    m = _FINISHED.match(msg)
+    if m:
+        return [Event("shutdown", {"signature": "uvicorn: Finished server process", "weak": True, "finished": True,
+                                   "message": msg.strip()})]
     return None
 
 
 # Where vLLM prints them (the trust boundary): a stop makes the next errors part of it, so a stop or a
 # start only from an INFO record (or uvicorn's line), a weak stop from the WARNING v1/utils.py logs or
 # uvicorn's whole message, their words first.
-PARSER = Parser("lifecycle", tuple(_STOPS) + _READY + tuple(_WEAK_STOPS) + tuple(_UVICORN_STOPS), _parse, where(
+PARSER = Parser("lifecycle", tuple(_STOPS) + _READY + tuple(_WEAK_STOPS) + tuple(_UVICORN_STOPS)
+                + ("Finished server process",), _parse, where(
     INFO_LEVELS | {"WARNING"}, start=r"(?:\[shutdown\] (?:API server: (?:shutdown triggered|shutting down FastAPI HTTP server)|EngineCore: trigger received signal=|"
           r"(?:Sub)?[Pp]rocess manager: force killing remaining processes)|[Ss]hutting down "
           r"FastAPI HTTP server|Gracefully stopping http server|Application startup complete|Starting vLLM API server|"
-          r"(?:Shutting down|Application shutdown complete\.)\s*$)"))
+          r"(?:Shutting down|Application shutdown complete\.)\s*$|Finished server process \[\d+\]\s*$)"))

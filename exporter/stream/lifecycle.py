@@ -27,6 +27,20 @@ get ``fields["during"] = "stop" | "start"``: consumers do not count them as erro
 A death or failed start with no start between is one until its signals are more than
 ``DEATH_WINDOW_SECONDS`` apart in log time (a log that holds no version banner).
 
+At ERROR level a SIGTERM stop with requests in flight and a killed engine log the same thing first:
+``AsyncLLM output_handler failed.`` and an ``EngineDeadError`` traceback, with no stop or death line
+before them, then uvicorn's ``Shutting down`` / ``Application shutdown complete.``. Only what follows
+tells them apart: uvicorn's ``Finished server process [N]`` after a death (the engine's death ends
+uvicorn's serve, which returns), never after a stop (vLLM's launcher cancels the serve). So such a
+bare ``EngineDeadError`` is *held* (``_Hold``): the watched events after it wait with it until the
+log says which it was. A death: ``Finished server process``, a death signal of another kind, an exit
+that is not clean, or no ``Application shutdown complete.`` by the end (a server that hung is a
+death too). A stop: a stop line, or ``Application shutdown complete.`` and then nothing more of the
+server within ``HOLD_SECONDS`` (wall clock, log time, the end of the input, a clean exit or a new
+start). Held events are never lost: at most ``HOLD_MAX_EVENTS`` wait, then the evidence so far
+decides. Every death but this one is read at once (at INFO and WARNING vLLM logs
+``engine core exited unexpectedly`` first).
+
 At WARNING level the version banner (INFO) is not logged, so a new start after a stop or a death
 is seen by its first start-up failure coming from a process the run before did not have (its pid),
 or more than ``RESTART_AFTER_SECONDS`` of log time after the stop.
@@ -53,6 +67,12 @@ WEAK_STOP_STATES = (None, SERVING)
 DEATH_SIGNALS = frozenset({"engine_dead", "worker_died", "ray_actor_died", "gpu_memory_fault"})
 WATCHED = frozenset({"version", "ready", "engine_stats", "shutdown", "startup_failure", "traceback",
                      "process_exit", "host_oom_kill"}) | DEATH_SIGNALS
+# a death signal that a stop at ERROR level logs too (no stop line before it at that level): held
+AMBIGUOUS_DEATHS = frozenset({"AsyncLLM output_handler failed", "EngineDeadError"})
+# a worker's exception: at ERROR level (no banner) the first words of a failed start as well as of a death
+START_DEATHS = frozenset({"WorkerProc hit an exception"})
+HOLD_SECONDS = 10.0  # after the held signal, the most the log may take to say which it was
+HOLD_MAX_EVENTS = 1000  # watched events held at most (a death with many streams logs one per stream)
 # the kernel's OOM notice and the exit it caused are logged together; further apart they are two things
 OOM_EXIT_SECONDS = 30.0
 
@@ -91,6 +111,23 @@ class _FailedStart:
         self.closed = False
 
 
+class _Hold:
+    """Death signals waiting for what follows them, and the watched events that came after."""
+    __slots__ = ("events", "ts", "touched", "shut", "unseen", "ambiguous")
+
+    def __init__(self, first: Event, unseen: bool):
+        self.events = [first]
+        self.ts = first.ts
+        self.touched = time.monotonic()  # when it opened: held HOLD_SECONDS of wall clock at most
+        self.shut: Event | None = None  # uvicorn's "Application shutdown complete." once seen
+        self.unseen = unseen  # no start and no serving seen before: it may be a failed start
+        self.ambiguous = first.fields.get("signature") in AMBIGUOUS_DEATHS  # every death signal held
+
+
+def _finished(ev: Event) -> bool:
+    return ev.kind == "shutdown" and bool(ev.fields.get("finished"))
+
+
 class Lifecycle:
     def __init__(self) -> None:
         self.state: str | None = None  # None: no start seen (the exporter joined a running server)
@@ -100,6 +137,7 @@ class Lifecycle:
         self._oom_ts: float | None = None  # the host OOM killer's last notice (log time)
         self._pids: set[int] = set()  # processes of the current run (a later pid: a new start)
         self._end_ts: float | None = None  # log time of the stop or death that ended the run
+        self._hold: _Hold | None = None  # a bare EngineDeadError: a stop or a death, not known yet
 
     # -- feeding --------------------------------------------------------------------------------
 
@@ -115,12 +153,21 @@ class Lifecycle:
                     and self._fail.last_ts is not None and ev.ts - self._fail.last_ts > FAILED_START_QUIET_SECONDS:
                 out = events[:i] if out is None else out
                 self._close(out)
+            if self._hold is not None and ev.ts is not None and self._hold.ts is not None \
+                    and ev.ts - self._hold.ts > HOLD_SECONDS:
+                out = events[:i] if out is None else out
+                self._release(out)  # the log went on: what it said by then decides
             if ev.kind not in WATCHED:
                 if out is not None:
                     out.append(ev)
                 continue
             if out is None:
                 out = events[:i]
+            if self._hold is not None and self._held(ev, out):
+                continue
+            if self._hold is None and self._holds(ev):
+                self._hold = _Hold(ev, self.state is None)
+                continue
             out.append(ev)
             self._step(ev, out)
         return events if out is None else out
@@ -129,11 +176,83 @@ class Lifecycle:
         """A failed start quiet for FAILED_START_QUIET_SECONDS (wall clock), or any open one when
         ``idle_seconds`` is None (the end of the input), is over."""
         out: list[Event] = []
+        h = self._hold
+        if h is not None and (idle_seconds is None or time.monotonic() - h.touched > HOLD_SECONDS):
+            self._release(out)
         f = self._fail
         if f is not None and not f.closed and (
                 idle_seconds is None or time.monotonic() - f.touched > FAILED_START_QUIET_SECONDS):
             self._close(out)
         return out
+
+    # -- a bare EngineDeadError: held until the log says stop or death ---------------------------
+
+    def _holds(self, ev: Event) -> bool:
+        """Whether ``ev`` opens a hold: a bare EngineDeadError while serving or before anything was seen,
+        or a worker's exception from a server whose start and serving were not seen (at ERROR level a
+        failed start's first words are a worker's exception; ``EngineCore failed to start.`` follows)."""
+        if ev.kind not in DEATH_SIGNALS:
+            return False
+        sig = ev.fields.get("signature")
+        return sig in AMBIGUOUS_DEATHS and self.state in (None, SERVING) or sig in START_DEATHS and self.state is None
+
+    def _held(self, ev: Event, out: list[Event]) -> bool:
+        """Take ``ev`` into the open hold (True), or settle the hold and let ``ev`` be stepped (False)."""
+        h = self._hold
+        f = ev.fields
+        kind = ev.kind
+        if _finished(ev):  # uvicorn's serve returned: the engine's death ended it
+            self._release(out, death=True)
+            return False
+        if kind == "shutdown" and not f.get("weak"):  # a stop line (vLLM logs it at INFO)
+            if not h.ambiguous:  # a death vLLM names as one came first: a stop after it changes nothing
+                self._release(out, death=True)
+                return False
+            self._hold = None
+            out.append(ev)
+            self._step(ev, out)
+            self._hold = h
+            self._release(out)
+            return True
+        if kind == "startup_failure" and h.unseen and not self._far(h.ts, ev.ts):
+            self._release(out, start=True)  # the server was starting: a failed start, not a death
+            return False
+        if kind in DEATH_SIGNALS and f.get("signature") not in AMBIGUOUS_DEATHS:
+            if not h.unseen:
+                self._release(out, death=True)
+                return False
+            h.ambiguous = False
+        elif (kind == "process_exit" and not f.get("clean")) or kind in ("version", "process_exit", "ready", "engine_stats") \
+                or (ev.ts is not None and h.ts is not None and ev.ts - h.ts > HOLD_SECONDS):
+            # an exit, a new start, a server that serves, or time gone by: what was seen decides
+            self._release(out, death=kind == "process_exit" and not f.get("clean"))
+            return False
+        if kind == "shutdown" and f.get("message") == "Application shutdown complete.":
+            h.shut = ev
+        h.events.append(ev)
+        if len(h.events) >= HOLD_MAX_EVENTS:
+            self._release(out)
+        return True
+
+    def _release(self, out: list[Event], death: bool = False, start: bool = False) -> None:
+        """Settle the hold, then step the held events in their order: a failed start (``start``), a
+        stop when the state says so already (a stop line came) or when every signal held was a bare
+        EngineDeadError and uvicorn's shutdown completed with no ``Finished server process`` after
+        it, else a death."""
+        h, self._hold = self._hold, None
+        if h is None:
+            return
+        if start and self.state is None:
+            self._to(STARTING, h.events[0], out)
+        elif not death and self.state in (None, SERVING) and h.ambiguous and h.shut is not None:
+            sign = h.shut
+            self._stop(Event("shutdown", {"signature": "uvicorn: Shutting down", "message": (
+                "Application shutdown complete. after EngineDeadError, and no 'Finished server process':"
+                " a stop (vLLM at ERROR level)")}, sign.ts if sign.ts is not None else h.ts,
+                sign.process, sign.pid, sign.line), out)
+        for ev in h.events:
+            out.append(ev)
+            self._step(ev, out)
 
     # -- the states -----------------------------------------------------------------------------
 
