@@ -18,6 +18,8 @@ restart of vLLM does not make room for more), so a rule's series stay bounded ho
 
 from __future__ import annotations
 
+from exporter.parsers.rules import line_value
+
 OTHER = "other"
 
 
@@ -153,14 +155,9 @@ class RuleMetrics:
             labels.append(v)
         key = tuple(labels)
         value = feed.value
-        if value is None:
-            x = 1.0
-        elif isinstance(value, str):
-            x = f.get(value)
-            if x is None:
-                return
-        else:
-            x = value
+        x = line_value(value, f)
+        if x is None:
+            return
         if feed.kind == "counter":
             if x < 0:
                 self.rule_invalid.inc((server, rule, value if isinstance(value, str) else "value"))

@@ -48,6 +48,18 @@ def number(text: str, kind: str):
     return v if math.isfinite(v) else None
 
 
+def line_value(value, fields: dict) -> float | None:
+    """The number one matched line gives a rule's series: 1 (``value`` unset: one per line), the named
+    field's value, or a constant; None when the line did not carry that field. Shared by /metrics
+    (exporter.metrics.rules) and the report (exporter.offline.report.rules), so the two agree."""
+    if value is None:
+        return 1.0
+    if isinstance(value, str):
+        x = fields.get(value)
+        return None if x is None else float(x)
+    return float(value)
+
+
 def _origin_check(spec):
     """A function frame -> bool: whether the frame comes from where the rule accepts lines."""
     levels = frozenset(spec.levels)

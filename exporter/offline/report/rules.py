@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from exporter.offline.report.series import Tally
+from exporter.parsers.rules import line_value
 
 MAX_LABEL_SETS = 20
 OTHER = "other"
@@ -54,15 +55,9 @@ class _Metric:
         if labels is None:
             return
         value = self.spec.value
-        if value is None:
-            x = 1.0
-        elif isinstance(value, str):
-            x = f.get(value)
-            if x is None:
-                return
-            x = float(x)
-        else:
-            x = float(value)
+        x = line_value(value, f)
+        if x is None:
+            return
         if self.spec.type == "counter" and x < 0:
             return
         self.updates += 1
