@@ -288,7 +288,8 @@ def groups() -> list[dict]:
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": "KV transfers of {{ $labels.server }} keep failing ({{ $value | printf \"%.0f\" }} in 10 minutes)",
-                "description": "A prefill/decode connector (NIXL, Mooncake) or a KV offload tier logged failed transfers, "
+                "description": "A KV connector (NIXL, Mooncake, MoRIIO, LMCache's multiprocess adapter, hf3fs...) or a KV "
+                               "offload tier logged failed transfers, "
                                "handshakes or tier polls for 5 minutes. KV that does not arrive is computed again (a "
                                "prefill's cost) or fails the request. The memory board's \"KV that did not arrive\" row "
                                "says which connector and why: a peer or its link down, a bootstrap server gone, a full disk.",

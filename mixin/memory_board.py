@@ -64,9 +64,11 @@ def memory_kv() -> dict:
         (f"sum by (server, connector, reason) (increase(vllm_log_kv_connector_failures_total{{{S}}}[$__rate_interval]))",
          "{{server}} {{connector}} {{reason}}"),
     ], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
-        description="Failures NIXL and Mooncake logged between prefill and decode servers: transfers, handshakes and "
-                    "bootstrap, timeouts, leases that expired before the decoder pulled, store operations, a sender "
-                    "thread that exited. VllmKvTransferFailing fires on several in 10 minutes.")
+        description="Failures KV connectors logged (NIXL, Mooncake, MoRIIO, P2P NCCL, V0's simple connector, LMCache's "
+                    "multiprocess adapter, hf3fs, UMBP): transfers, handshakes and bootstrap, timeouts, leases that "
+                    "expired before the decoder pulled, lost notifications, store operations, a sender thread that "
+                    "exited, slow submissions, a peer's buffer full, a circuit breaker opened. VllmKvTransferFailing "
+                    "fires on several transfers, handshakes or timeouts in 10 minutes.")
     b.timeseries("KV offload failures and stalls", [
         (f"sum by (server, reason) (increase(vllm_log_kv_offload_failures_total{{{S}}}[$__rate_interval]))",
          "{{server}} {{reason}}"),

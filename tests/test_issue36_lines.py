@@ -123,6 +123,24 @@ def test_the_context_length_cut_and_the_failures_are_counted_with_bounded_labels
     assert not any("cmpl-77" in str(k) for k in s)
 
 
+def test_the_other_connectors_failures_are_counted_by_connector():
+    """MoRIIO, P2P NCCL and a circuit breaker (which names no connector: `other`) in the same counter as
+    NIXL's and Mooncake's; a request's id is no label."""
+    from tests.helpers import value
+
+    s = _metrics([_line("MoRIIO RDMA read timed out, with its seconds"),
+                  _line("P2P NCCL peer out of memory, with the tensor's size"),
+                  _line("a connector's circuit breaker opened (0.34), no connector named"),
+                  _line("KV offload P2P peer reaped with transfers running")])
+    assert value(s, "vllm_log_kv_connector_failures_total", server="s", connector="moriio", reason="timeout") == 1
+    assert value(s, "vllm_log_kv_connector_failures_total", server="s", connector="p2p_nccl",
+                 reason="buffer_full") == 1
+    assert value(s, "vllm_log_kv_connector_failures_total", server="s", connector="other",
+                 reason="circuit_open") == 1
+    assert value(s, "vllm_log_kv_offload_failures_total", server="s", reason="peer_down") == 1
+    assert not any("cmpl-7f3a" in str(k) for k in s)
+
+
 def test_the_extensible_kv_cache_s_final_size_is_the_one_exported():
     """0.34 reserves the KV cache at start-up and commits its size after warm-up: the profile's KV memory
     before it was the budget; the extension's blocks and bytes are what the server runs with."""

@@ -8,8 +8,9 @@ Emitted:
     vllm_log_lmcache_bytes_total{direction="store|retrieve"}, vllm_log_lmcache_seconds_total{direction},
     vllm_log_lmcache_tokens_total{direction}, vllm_log_lmcache_requested_tokens_total,
     vllm_log_lmcache_hit_tokens_total, vllm_log_lmcache_store_skipped_tokens_total,
-    vllm_log_kv_connector_failures_total{connector="nixl|mooncake",reason} (a prefill/decode connector's
-    transfer, handshake, timeout, expired lease, store or sender-thread failure),
+    vllm_log_kv_connector_failures_total{connector="nixl|mooncake|moriio|p2p_nccl|simple|lmcache|hf3fs|umbp|other",
+    reason} (a KV connector's transfer, handshake, timeout, expired lease, notification, store or sender-thread
+    failure, a slow submission, a peer's buffer full, a circuit breaker opened),
     vllm_log_kv_offload_failures_total{reason} (vLLM's KV offload tiers: transfer, io, lookup, tier_poll_failed,
     tier_poll_stopped, tier_poll_stall, stuck, peer_down, peer_timeout)
 """
@@ -25,8 +26,9 @@ MAX_RATE = 1e15
 # Per-interval offload rates: PCIe 3 x16 (~16 GB/s) to PCIe 5 x16 (~64 GB/s) and NVLink-C2C beyond.
 THROUGHPUT_BUCKETS = (1e8, 5e8, 1e9, 2.5e9, 5e9, 1e10, 1.5e10, 2e10, 3e10, 4e10, 5e10, 5.5e10, 6e10, 8e10, 1.2e11, 2e11)
 _DIRECTIONS = (("store", "store_bytes", "store_seconds"), ("load", "load_bytes", "load_seconds"))
-CONNECTORS = ("nixl", "mooncake")
-CONNECTOR_REASONS = ("transfer", "handshake", "timeout", "expired", "store", "sender_exit", "unavailable")
+CONNECTORS = ("nixl", "mooncake", "moriio", "p2p_nccl", "simple", "lmcache", "hf3fs", "umbp")
+CONNECTOR_REASONS = ("transfer", "handshake", "timeout", "expired", "store", "sender_exit", "unavailable", "notify",
+                     "slow", "buffer_full", "circuit_open")
 OFFLOAD_REASONS = ("transfer", "io", "lookup", "tier_poll_failed", "tier_poll_stopped", "tier_poll_stall", "stuck",
                    "peer_down", "peer_timeout")
 
@@ -58,10 +60,12 @@ class OffloadMetrics:
         self.lmcache_store_skipped = c("vllm_log_lmcache_store_skipped_tokens", "Leading tokens a store left out "
                                        "because LMCache already held them ('Storing KV cache for N out of M tokens "
                                        "(skip_leading_tokens=S)'); the tokens stored are in vllm_log_lmcache_tokens_total.")
-        self.kv_connector_failures = c("vllm_log_kv_connector_failures", "Failures a prefill/decode KV connector "
-                                       "logged, by connector (nixl, mooncake) and reason (transfer, handshake, timeout, "
-                                       "expired, store, sender_exit, unavailable): KV that did not arrive is computed again "
-                                       "or fails the request.", S + ["connector", "reason"])
+        self.kv_connector_failures = c("vllm_log_kv_connector_failures", "Failures a KV connector (prefill/decode "
+                                       "disaggregation, KV stores) logged, by connector (nixl, mooncake, moriio, p2p_nccl, "
+                                       "simple: V0's, lmcache: its multiprocess adapter, hf3fs, umbp, other) and reason "
+                                       "(transfer, handshake, timeout, expired, store, sender_exit, unavailable, notify, "
+                                       "slow, buffer_full, circuit_open): KV that did not arrive is computed again or fails "
+                                       "the request.", S + ["connector", "reason"])
         self.kv_offload_failures = c("vllm_log_kv_offload_failures", "Failures and stalls vLLM's KV offload tiers "
                                      "logged, by reason (transfer, io, lookup, tier_poll_failed, tier_poll_stopped, "
                                      "tier_poll_stall, stuck, peer_down, peer_timeout).", S + ["reason"])

@@ -35,11 +35,25 @@ and tier-poll stalls"):
   failed``, ``... has failed %d consecutive rounds (%.0fs)``, ``... backing off to %.1fs after %.0fs of
   consecutive failures``, ``... stopping after %.0fs of consecutive failures`` and its stall ``... has not
   acquired the manager lock for %.0fs``, a drain that hangs ``...drain_jobs: still draining after 5s``, the
-  P2P tier's ``P2P %s: peer %s down``, ``P2PSession %s: handshake timed out after %ds``, ``P2PSession %s: ...
-  timed out``. (``Request %s: cannot store ...`` begins with a request's id: an echo record, read as none.)
+  P2P tier's ``P2P %s: peer %s down`` (or reaped, or without a session), ``P2PSession %s: handshake timed out
+  after %ds``, ``P2PSession %s: ... timed out``, its transfers stuck after a peer was reaped or an abort,
+  ``KV offload load|store job %d failed`` (0.34), the object-store tier's per-job NIXL set-up failing. (``Request %s: cannot store ...`` begins with a request's id: an echo record, read as none.)
 
-Events: ``kv_connector_failure`` {connector: nixl|mooncake, reason: transfer|handshake|timeout|expired|store|
-sender_exit|unavailable, and the numbers a line holds}; ``kv_offload_failure`` {reason: transfer|io|lookup|
+- Other connectors (decisions.yaml's "KV connectors' other transfer, handshake, notification and store
+  failures"): NIXL's push mode (``Declining expired remote read``, ``Unrecognized request %s notif``,
+  ``_do_start_push_kv for %s took %.1fms (slow NIXL submission)``...), Mooncake's sender worker, expired
+  requests and store worker (``Failed to get %d Mooncake keys from sub-batch``, ``Boundary-state put failed
+  ... %d/%d keys failed``...), MoRIIO (``RDMA transfer failed for request``, ``RDMA read TIMED OUT for req %s
+  after %.1fs``, ``Reaped %d deferred sends ...``, ``Eager MoRIIO handshake failed``...), P2P NCCL's
+  ``Send Tensor, Peer Out Of Memory/Threshold`` (0.9-0.23), V0's simple connector and PyNccl pipe, LMCache's
+  multiprocess adapter (``Something went wrong when processing the retrieve request``), hf3fs's load and
+  save workers, UMBP's store (0.34) and any connector's ``%s circuit breaker opened after %d consecutive
+  failures``. A wording any component could print (``Transfer %s failed: %s``, ``Load worker error: %s``)
+  is read only from its connector's file (the logger's stem).
+
+Events: ``kv_connector_failure`` {connector: nixl|mooncake|moriio|p2p_nccl|simple|lmcache|hf3fs|umbp (absent
+for a circuit breaker, which names no connector), reason: transfer|handshake|timeout|expired|store|sender_exit|
+unavailable|notify|slow|buffer_full|circuit_open, and the numbers a line holds}; ``kv_offload_failure`` {reason: transfer|io|lookup|
 tier_poll_failed|tier_poll_stopped|tier_poll_stall|stuck|peer_down|peer_timeout, direction where logged,
 seconds/transfers/keys where logged}. Never a request's id or a peer's address.
 """
@@ -49,13 +63,14 @@ from __future__ import annotations
 import re
 
 from exporter.framing.frame import Frame
-from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, Parser, where
+from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, Parser, logger_stem, where
 from exporter.parsers.events import Event
 
 _N = r"(\d+)"
 _F = r"(\d+(?:\.\d+)?)"
 
-# (pattern at the message's start, connector, reason, names of the pattern's groups that are numbers)
+# (pattern at the message's start, connector, reason, names of the pattern's groups that are numbers[, the
+# logger file's stem it must begin with, for a wording any component could print])
 _CONNECTOR = (
     (r"NIXL transfer failure: ", "nixl", "transfer", ()),
     (r"NIXL transfer (?:failed|exception|setup/initiation failed) for request ", "nixl", "transfer", ()),
@@ -65,31 +80,90 @@ _CONNECTOR = (
     (r"Potentially invalid KV blocks for unrecognized request ", "nixl", "expired", ()),
     (rf"Releasing expired KV blocks for request .* which were retrieved by {_N} ", "nixl", "expired", ("workers",)),
     (r"NIXL is not available$", "nixl", "unavailable", ()),
+    (r"Declining expired remote read for |Unrecognized request \S+ notif \(may have expired\)", "nixl", "expired", ()),
+    (r"Failed to decode PUSH_REG notification payload", "nixl", "notify", ()),
+    (rf"_do_start_push_kv for .* took {_F}ms \(slow NIXL submission\)", "nixl", "slow", ("ms",)),
+    (r"nixl-push-writer error", "nixl", "transfer", ()),
     (r"Error happens during tran(?:s)?fer(?:r)?ing kvcache for ", "mooncake", "transfer", ()),
     (r"pulling kv_caches for .* failed: ", "mooncake", "transfer", ()),
     (rf"Sending to \S+ failed \(ret=[^)]*\) after .* \({_N} descriptors, {_N} bytes\)", "mooncake", "transfer",
      ("descriptors", "bytes")),
     (r"Error processing Mooncake xfer request: ", "mooncake", "transfer", ()),
     (r"Error in Mooncake sender thread: .*\. Exiting thread\.$", "mooncake", "sender_exit", ()),
+    (r"Error in _sender_worker: ", "mooncake", "transfer", ()),
     (r"Mooncake(?:Agent|Xfer)Metadata transfer failed for |Error processing Mooncake handshake: ", "mooncake",
      "handshake", ()),
     (r"Failed to connect to bootstrap server |Error registering \S+ with bootstrap server|Failed to find remote "
      r"engine_id |Bootstrap (?:query to \S+ failed|registration attempt \d+/\d+ for \S+ failed)", "mooncake",
      "handshake", ()),
+    (rf"Skipping KV lease renewal for {_N} requests: remote engine_id \S+ not found", "mooncake", "handshake",
+     ("requests",)),
+    (rf"req \S+: KV group count mismatch: local={_N}, remote={_N}", "mooncake", "handshake", ("local", "remote")),
     (r"Timeout waiting for P side ready: ", "mooncake", "timeout", ()),
     (r"KV lease of request .* expired before the decoder pulled it", "mooncake", "expired", ()),
-    (r"Transfer Return Error$|Failed to receive ACK from the receiver$", "mooncake", "transfer", ()),
+    (r"Request .* expired before sending on P side|Requests .* were pulled after their KV expired on P side|"
+     r"Request .* not found in reqs_need_send$", "mooncake", "expired", ()),
+    (rf"Request .* timed out after {_N} seconds without being sent", "mooncake", "expired", ("seconds",)),
+    (r"Transfer Return Error$|Failed to receive ACK from the receiver$|Allocation Return Error$", "mooncake",
+     "transfer", ()),
     (rf"Failed to (?:get value from|put value into) Mooncake Store: |(?:Async )?Mooncake lookup failed for |"
      rf"Failed to put key |batch_put failed: {_N}/\d+ keys failed", "mooncake", "store", ("keys",)),
+    (rf"(?:Boundary-state|Partial-tail) put failed for request .*: {_N}/\d+ keys failed", "mooncake", "store",
+     ("keys",)),
+    (rf"Failed to (?:check|put) (?:boundary-state|partial-tail) keys for request |Failed to get {_N} Mooncake keys "
+     rf"from sub-batch|Failed to get Mooncake sub-batch |Failed to lease a Mooncake lookup hit|Mooncake "
+     rf"(?:reset_store RPC|remove_all) failed|Mooncake store reset timed out|Remote connection failed in lookup: |"
+     rf"Error in \S+ \(req=", "mooncake", "store", ("keys",)),
+    # V0's connectors: Mooncake's store connector and the simple connector (its PyNccl pipe) print the same words
+    (r"\[rank\d+\]: Failed to receive all KVs and hidden states, redo model forwarding", "by_logger", "transfer", ()),
+    (r"Encountering exception in KV receiving thread|\[rank\d+\]: Exception when trying to send ", "simple",
+     "transfer", ()),
+    # MoRIIO (AMD's RDMA connector, 0.14+)
+    (r"Eager MoRIIO handshake failed for |MoRIIO discovery heartbeat send failed", "moriio", "handshake", ()),
+    (r"MoRIIO READ barrier failed |MoRIIO hybrid READ failed |RDMA transfer failed for request |"
+     r"(?:Deferred write|Write) task failed for request ", "moriio", "transfer", ()),
+    (rf"RDMA read TIMED OUT for req .* after {_F}s", "moriio", "timeout", ("seconds",)),
+    (rf"Deferred write task for request .* timed out after {_F}s", "moriio", "timeout", ("seconds",)),
+    (r"MoRIIO READ barrier timed out |MoRIIO READ send queue stayed full past transfer_timeout|Timed out waiting "
+     r"for (?:load_ready_flag|write_ready_flags)\[", "moriio", "timeout", ()),
+    (rf"Deferred write task for request .* expired after {_F}s", "moriio", "expired", ("seconds",)),
+    (r"Could not find \S+ +in transfer_id_to_request_id ?lookup table", "moriio", "expired", ()),
+    (rf"Reaped {_N} deferred sends with no finished_sending notification after {_F}s", "moriio", "notify",
+     ("sends", "seconds")),
+    (r"Failed to send error notification for request |Failed to notify decode DP rank \d+ that transfer ",
+     "moriio", "notify", ()),
+    (r"Failed to send notification to |Error processing message: ", "moriio", "notify", (), "moriio"),
+    (r"Transfer \S+ failed: |Transfer failed: .*, Code: ", "moriio", "transfer", (), "moriio"),
+    # P2P NCCL (0.9-0.23): a peer's buffer full, the tensor sent or kept elsewhere
+    (rf"\U0001f534Send Tensor, Peer Out Of Memory/Threshold, .*size:{_F}GB", "p2p_nccl", "buffer_full", ("gb",)),
+    (r"\U0001f534\[PUT\]Recv Tensor, Out Of (?:Memory|Threshold), ", "p2p_nccl", "buffer_full", ()),
+    # LMCache's multiprocess adapter (vLLM's side of LMCache's server), hf3fs, UMBP (0.34)
+    (r"Something went wrong when processing the (?:retrieve|store) request ", "lmcache", "transfer", ()),
+    (r"(?:Load|Save) worker error: ", "hf3fs", "transfer", (), "hf3fs"),
+    (r"Error calculating matches for request |Confirm write for keys failed: |Failed to POST to \S+ after retries",
+     "hf3fs", "store", (), "hf3fs"),
+    (r"UMBP \S+ publish failed: |UMBP standalone \S+ against \S+ failed; treating as a miss|UMBP standalone clear "
+     r"at \S+ failed", "umbp", "store", ()),
+    # any connector's circuit breaker (0.34): the failures it counted were logged one by one
+    (rf"\S+ circuit breaker opened after {_N} consecutive failures; skipping requests for {_F} seconds", None,
+     "circuit_open", ("failures", "seconds")),
 )
 _OFFLOAD = (
     (r"KV offload (GPU->CPU|CPU->GPU) transfer failed for job \d+", "transfer", ("direction",)),
     (r"KV offload transfer for job \d+ failed while waiting", "transfer", ()),
+    (rf"KV offload (load|store) job \d+ failed; ", "transfer", ("direction",)),
     (rf"Failed to synchronize transfer end event; skipping {_N} remaining transfers", "transfer", ("transfers",)),
     (r"(?:Exception in|Failed to submit) (.+?) transfer \d+", "transfer", ("kind",)),
     (r"agent\.transfer failed for job |transfer failed job=\d+ state=", "transfer", ()),
+    (r"(?:make_prepped_xfer|prep_xfer_dlist \(OBJ\)|register_memory \(OBJ\)) failed for job \d+$|KVCR source "
+     r"acquisition failed", "transfer", ()),
+    (r"NixlTransport \S+: (?:check_xfer_state failed for transfer_id=|write_blocks NO REMOTE DLIST for peer=|"
+     r"write_blocks failed for peer=)", "transfer", ()),
+    (r"P2PSession \S+: (?:transport reported (?:done|failed) for unknown transfer_id=|write_blocks failed for |"
+     r"fetch .* have no pinned supply; failing fetch)", "transfer", ()),
     (r"I/O failed for job |(?:FileSystemTierManagerPython: job|Job) \S+ block I/O failed", "io", ()),
     (rf"batch_lookup failed on tier \S+ for {_N} keys", "lookup", ("keys",)),
+    (r"lookup failed for key ", "lookup", ()),
     (r"KV offload tier-poll round failed", "tier_poll_failed", ()),
     (rf"KV offload tier-poll thread has failed {_N} consecutive rounds \({_F}s\)", "tier_poll_failed",
      ("rounds", "seconds")),
@@ -98,13 +172,21 @@ _OFFLOAD = (
     (rf"KV offload tier-poll thread stopping after {_F}s of consecutive failures", "tier_poll_stopped", ("seconds",)),
     (rf"KV offload tier-poll thread has not acquired the manager lock for {_F}s", "tier_poll_stall", ("seconds",)),
     (r"\w+SecondaryTierManager\.drain_jobs: still draining after 5s", "stuck", ()),
+    (rf"P2P \S+: {_N} transfers of reaped peers still running after {_F}s", "stuck", ("transfers", "seconds")),
+    (rf"P2PSession \S+: abort of .* still waiting after {_F}s for {_N} transfers", "stuck", ("seconds", "transfers")),
     (r"P2P \S+: peer \S+ down", "peer_down", ()),
+    (rf"P2P \S+: peer \S+ reaped with {_N} transfers still running", "peer_down", ("transfers",)),
+    (r"P2P \S+: (?:failed to open connection to |submit_load job_id=\d+ NO SESSION for peer=|submit_store for "
+     r"reaped )", "peer_down", ()),
+    (r"P2PSession \S+: (?:peer registration failed|protocol error: |send of .* failed .*marking connection dead)",
+     "peer_down", ()),
+    (rf"P2P \S+: unbound store .* timed out after {_F}s without a fetch", "peer_timeout", ("seconds",)),
     (rf"P2PSession \S+: handshake timed out after {_N}s", "peer_timeout", ("seconds",)),
     (r"P2PSession \S+: .* timed out", "peer_timeout", ()),
 )
-_CONNECTOR_RX = tuple((re.compile(p), c, r, names) for p, c, r, names in _CONNECTOR)
+_CONNECTOR_RX = tuple((re.compile(e[0]), *e[1:4], e[4] if len(e) > 4 else None) for e in _CONNECTOR)
 _OFFLOAD_RX = tuple((re.compile(p), r, names) for p, r, names in _OFFLOAD)
-_DIRECTIONS = {"GPU->CPU": "store", "CPU->GPU": "load"}
+_DIRECTIONS = {"GPU->CPU": "store", "CPU->GPU": "load", "store": "store", "load": "load"}
 
 
 def _numbers(m: re.Match, names: tuple[str, ...]) -> dict:
@@ -118,6 +200,10 @@ def _numbers(m: re.Match, names: tuple[str, ...]) -> dict:
             gpu, cpu = value.find("GPU"), value.find("CPU")
             if gpu >= 0 and cpu >= 0:
                 out["direction"] = "store" if gpu < cpu else "load"
+        elif name == "ms":
+            out["seconds"] = float(value) / 1000
+        elif name == "gb":
+            out["bytes"] = int(float(value) * 2**30)
         else:
             out[name] = float(value) if name == "seconds" else int(value)
     return out
@@ -136,10 +222,19 @@ _EXC = re.compile(EXCEPTION_P)
 
 def _connector(frame: Frame) -> list[Event] | None:
     for msg in _messages(frame):
-        for rx, connector, reason, names in _CONNECTOR_RX:
+        for rx, connector, reason, names, stem in _CONNECTOR_RX:
             m = rx.match(msg)
             if m:
-                return [Event("kv_connector_failure", {"connector": connector, "reason": reason, **_numbers(m, names)})]
+                if stem is not None or connector == "by_logger":
+                    file = logger_stem(frame.logger) if frame.logger else ""
+                    if stem is not None and not file.startswith(stem):
+                        return None  # a wording any component could print, from another file
+                    if connector == "by_logger":
+                        connector = "mooncake" if file.startswith("mooncake") else "simple"
+                fields = {"reason": reason, **_numbers(m, names)}
+                if connector is not None:
+                    fields["connector"] = connector
+                return [Event("kv_connector_failure", fields)]
     return None
 
 
@@ -157,14 +252,19 @@ def _offload(frame: Frame) -> list[Event] | None:
 KV_CONNECTOR_FAILURE = Parser(
     "kv_connector_failure",
     ("NIXL ", "NixlPush", "andshake", "Mooncake", "kvcache for", "kv_caches for", "Sending to ", "ootstrap", "P side",
-     "KV lease", "Return Error", "ACK from", "KV blocks for", "Failed to put key", "batch_put failed"),
+     "KV lease", "Return Error", "ACK from", "KV blocks for", "Failed to put key", "batch_put failed", "remote read",
+     "PUSH_REG", "notif", "push_kv", "push-writer", "_sender_worker", "reqs_need_send", "without being sent",
+     "KV group count", "put failed for request", " keys for request", "(req=", "failed in lookup", "KVs and hidden",
+     "KV receiving", "trying to send", "MoRIIO", "RDMA ", "write task", "Write task", "Timed out waiting for ",
+     "transfer_id_to_request_id", "processing message", "Transfer ", "Out Of ", "went wrong when processing",
+     "worker error", "matches for request", "Confirm write", "Failed to POST", "UMBP ", "circuit breaker"),
     _connector,
-    where(PROBLEM_LEVELS, start=EXCEPTION_P + "(?:" + "|".join(p for p, _, _, _ in _CONNECTOR) + ")"),
+    where(PROBLEM_LEVELS, start=EXCEPTION_P + "(?:" + "|".join(e[0] for e in _CONNECTOR) + ")"),
 )
 KV_OFFLOAD_FAILURE = Parser(
     "kv_offload_failure",
     ("KV offload", "transfer end event", " transfer ", "transfer failed", "I/O failed", "batch_lookup failed",
-     "drain_jobs", "P2P"),
+     "drain_jobs", "P2P", "failed for job", "KVCR", "NixlTransport", "lookup failed for key"),
     _offload,
     where(PROBLEM_LEVELS, start=EXCEPTION_P + "(?:" + "|".join(p for p, _, _ in _OFFLOAD) + ")"),
 )

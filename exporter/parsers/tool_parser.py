@@ -14,6 +14,13 @@ file is a tool parser. Its message often quotes the model's output: none of it i
 of the table (no needle: the pipeline asks ``failure`` of a WARNING-or-worse record no family took, so the
 INFO lines' fast path pays nothing). Event: ``tool_call_parser_failure`` ``{"parser": "hermes"}`` (the
 file's name without ``_tool_parser``; the bound is the metric's).
+
+The parsers of ``vllm/parser/`` (0.16+: ``mistral.py``, ``gemma4.py``, ``harmony.py``,
+``response_template.py``) and the pythonic parsers' shared helpers (``tool_parsers/utils.py``) have files
+whose names other modules share (``vllm/tokenizers/mistral.py``, every ``utils.py``): their records are
+taken by file and wording together (``_BY_WORDS``), the parser named by the file (``pythonic`` for the
+helpers). Their set-up and per-request option notices (structured outputs with a forced tool call...) are
+configuration, not the model's output failing to parse, and are not read.
 """
 
 from __future__ import annotations
@@ -28,6 +35,19 @@ _SUFFIX = "_tool_parser"
 _NAME = re.compile(r"[a-z0-9_]{1,40}")
 _HEADER_FILE = re.compile(r"\[([^\s\]]+)\]\s*$")
 _LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
+# (file stem: (the parser it names, the wordings of a tool call it could not read, at the message's start))
+_BY_WORDS = {
+    "mistral": ("mistral", re.compile(r"Error in extracting tool call from response\.$|Error trying to handle streaming "
+                                      r"tool call\.$|No tool call found in the JSON after ")),
+    "gemma4": ("gemma4", re.compile(r"Gemma4 (?:args|array) parser made no progress at position \d+")),
+    "harmony": ("harmony", re.compile(r"Harmony parser ended in a non-terminal state")),
+    "response_template": ("response_template",
+                          re.compile(r"response_template: dropping an? (?:malformed|incomplete) tool call")),
+    "utils": ("pythonic", re.compile(r"Dict argument keys are not all literals|Non-JSON-representable constant in "
+                                     r"tool call arguments|Tool call arguments .* do not end with expected withheld "
+                                     r"suffix|Tool call has non-simple function name|Unsupported (?:AST node type|"
+                                     r"unary operand) in tool call arguments")),
+}
 
 
 def parser_of(logger: str | None) -> str | None:
@@ -47,6 +67,10 @@ def failure(frame: Frame) -> Event | None:
     if frame.level not in _LEVELS:
         return None
     name = parser_of(frame.logger)
+    if name is None and frame.logger:
+        by_words = _BY_WORDS.get(logger_stem(frame.logger))
+        if by_words is not None and by_words[1].match(frame.message):
+            name = by_words[0]
     return Event("tool_call_parser_failure", {"parser": name}) if name is not None else None
 
 
