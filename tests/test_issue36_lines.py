@@ -304,6 +304,24 @@ def test_a_tool_call_parser_failure_is_the_model_s_not_a_server_traceback():
     assert value(_metrics(BANNER + other), "vllm_log_errors_total", server="s", kind="traceback") == 1
 
 
+def test_a_newer_parser_s_tool_call_failure_is_no_server_traceback_either():
+    """vllm/parser/mistral.py (0.27+) is read by file and wording (its file's name is also the tokenizer's):
+    its logger.exception counts one tool_call_parser_failure{parser="mistral"} and its traceback is that
+    failure; the same traceback after another record of mistral.py is still a traceback."""
+    from tests.helpers import value
+
+    h = "(APIServer pid=10) ERROR 12-04 10:00:20 [mistral.py:188] "
+    tb = [h + "Traceback (most recent call last):",
+          h + '  File "/usr/local/lib/python3.12/site-packages/vllm/parser/mistral.py", line 180, in extract',
+          h + "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)"]
+    s = _metrics(BANNER + [h + "Error in extracting tool call from response."] + tb)
+    assert value(s, "vllm_log_tool_call_parser_failures_total", server="s", parser="mistral") == 1
+    assert value(s, "vllm_log_errors_total", server="s", kind="traceback") == 0
+    s = _metrics(BANNER + [h + "Failed to convert the token list."] + tb)
+    assert value(s, "vllm_log_tool_call_parser_failures_total", server="s", parser="mistral") is None
+    assert value(s, "vllm_log_errors_total", server="s", kind="traceback") == 1
+
+
 def test_the_start_up_memory_lines_of_0_18_and_later_are_exported():
     from tests.helpers import value
 

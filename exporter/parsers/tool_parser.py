@@ -20,7 +20,9 @@ The parsers of ``vllm/parser/`` (0.16+: ``mistral.py``, ``gemma4.py``, ``harmony
 whose names other modules share (``vllm/tokenizers/mistral.py``, every ``utils.py``): their records are
 taken by file and wording together (``_BY_WORDS``), the parser named by the file (``pythonic`` for the
 helpers). Their set-up and per-request option notices (structured outputs with a forced tool call...) are
-configuration, not the model's output failing to parse, and are not read.
+configuration, not the model's output failing to parse, and are not read. A ``logger.exception`` of theirs is
+known as a tool parser's by its first line (exporter.stream.pipeline remembers that record's header), not by
+its file, so its traceback is this failure too.
 """
 
 from __future__ import annotations

@@ -73,6 +73,9 @@ class Pipeline:
         self.families = families
         self.lineno = 0
         self._tracebacks: dict[tuple, OpenTraceback] = {}
+        # (process key, header) of the latest tool-parser failure read by its words (tool_parser._BY_WORDS): a
+        # logger.exception's traceback under that header is the same record (its file alone does not say so)
+        self._tool_failure: tuple | None = None
         self._engine_of: dict[tuple, int] = {}
         self._cri = CriJoiner(max_line, on_cut)
         self._echoes = Echoes()  # records that echo a client's text, and their continuation lines
@@ -365,8 +368,10 @@ class Pipeline:
             if len(self._tracebacks) >= MAX_PROCESSES and key not in self._tracebacks:
                 # endless processes each opening a traceback: the oldest is over, never held for ever
                 done = self._tracebacks.pop(next(iter(self._tracebacks))).events()
+            header = f.header and f.header.rstrip()
             self._tracebacks[key] = OpenTraceback(
-                f.ts, f.process, f.pid, f.header and f.header.rstrip(), self.lineno, touched=time.monotonic(), last_ts=f.ts
+                f.ts, f.process, f.pid, header, self.lineno, touched=time.monotonic(), last_ts=f.ts,
+                tool_parser=header is not None and self._tool_failure == (key, header)
             )
             return PARSED, done
         events = parse_frame(f)
@@ -386,6 +391,8 @@ class Pipeline:
         if level in ("WARNING", "ERROR", "CRITICAL"):
             failed = tool_parser.failure(f)
             if failed is not None:
+                if f.header is not None and tool_parser.parser_of(f.logger) is None:
+                    self._tool_failure = (key, f.header.rstrip())
                 # a tool-call parser's record quotes the model's output: its level counts, its text is not kept
                 out = [failed, Event("log", {"level": level.lower(), "logger": f.logger, "tool_parser": True})]
                 for ev in out:

@@ -53,6 +53,7 @@ class OpenTraceback:
     chain: int = 0  # exceptions seen (``exceptions`` keeps at most MAX_EXCEPTIONS of them)
     touched: float = 0.0
     last_ts: float | None = None  # log time of the latest line taken
+    tool_parser: bool = False  # the record's first line was a tool parser's failure (exporter.parsers.tool_parser)
 
     def offer(self, f: Frame) -> bool:
         """Take ``f`` if it continues this traceback; False means the traceback ended before it."""
@@ -143,7 +144,7 @@ class OpenTraceback:
             out.append(Event("startup_failure", {"reason": "weights_oom", "message": fields.get("message", "")[:500]}))
         # what the traceback was recognised as (exporter.stream.incidents: such a traceback is counted as that kind)
         fields["kinds"] = sorted(seen)
-        if not seen and tool_parser.header_parser(self.header) is not None:
+        if not seen and (self.tool_parser or tool_parser.header_parser(self.header) is not None):
             # a tool-call parser's logger.exception: the failure its record's first line counted
             # (exporter.parsers.tool_parser), the model's output, not a server error
             fields["kinds"] = ["tool_call_parser_failure"]
