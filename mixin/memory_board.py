@@ -75,6 +75,13 @@ def memory_kv() -> dict:
     ], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
         description="vLLM's own KV offload tiers: transfers and I/O that failed, lookups, the tier-poll thread failing, "
                     "stopping or stalled (peers then wait for engine steps), drains stuck on a transfer, P2P peers down.")
+    b.timeseries("Encoder-cache connector failures (encoder disaggregation)", [
+        (f"sum by (server, connector, reason) (increase(vllm_log_ec_connector_failures_total{{{S}}}[$__rate_interval]))",
+         "{{server}} {{connector}} {{reason}}"),
+    ], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
+        description="Encoder outputs (images, audio embeddings) that did not arrive from the encoder server: the EC "
+                    "connectors' control channel, NIXL reads failed or timed out, Mooncake pushes that never came, "
+                    "the embedding store, and requests failed for want of their remote encoding (missing).")
     b.row("LMCache")
     b.timeseries("LMCache rate (bytes / recorded time)", [
         (f"sum by (server, direction) (rate(vllm_log_lmcache_bytes_total{{{S}}}[$__rate_interval]))"

@@ -141,6 +141,19 @@ def test_the_other_connectors_failures_are_counted_by_connector():
     assert not any("cmpl-7f3a" in str(k) for k in s)
 
 
+def test_the_encoder_cache_connectors_failures_have_a_counter_of_their_own():
+    """Encoder outputs are no KV: EC connectors' failures count in vllm_log_ec_connector_failures_total, not
+    in the KV connectors' counter (nor its alert)."""
+    from tests.helpers import value
+
+    s = _metrics([_line("EC connector (Mooncake) waited for a push that never came"),
+                  _line("EC connector (NIXL) failed a request for want of its encoding")])
+    assert value(s, "vllm_log_ec_connector_failures_total", server="s", connector="mooncake", reason="timeout") == 1
+    assert value(s, "vllm_log_ec_connector_failures_total", server="s", connector="nixl", reason="missing") == 1
+    assert value(s, "vllm_log_kv_connector_failures_total", server="s", connector="nixl", reason="missing") is None
+    assert not any("cmpl-9" in str(k) for k in s)
+
+
 def test_the_extensible_kv_cache_s_final_size_is_the_one_exported():
     """0.34 reserves the KV cache at start-up and commits its size after warm-up: the profile's KV memory
     before it was the budget; the extension's blocks and bytes are what the server runs with."""

@@ -12,7 +12,10 @@ Emitted:
     reason} (a KV connector's transfer, handshake, timeout, expired lease, notification, store or sender-thread
     failure, a slow submission, a peer's buffer full, a circuit breaker opened),
     vllm_log_kv_offload_failures_total{reason} (vLLM's KV offload tiers: transfer, io, lookup, tier_poll_failed,
-    tier_poll_stopped, tier_poll_stall, stuck, peer_down, peer_timeout)
+    tier_poll_stopped, tier_poll_stall, stuck, peer_down, peer_timeout),
+    vllm_log_ec_connector_failures_total{connector="nixl|mooncake",reason} (an encoder-cache connector's control
+    channel, transfer, timeout, handshake, notification or store failure, or a request failed for want of its
+    remote encoding)
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ _DIRECTIONS = (("store", "store_bytes", "store_seconds"), ("load", "load_bytes",
 CONNECTORS = ("nixl", "mooncake", "moriio", "p2p_nccl", "simple", "lmcache", "hf3fs", "umbp")
 CONNECTOR_REASONS = ("transfer", "handshake", "timeout", "expired", "store", "sender_exit", "unavailable", "notify",
                      "slow", "buffer_full", "circuit_open")
+EC_CONNECTORS = ("nixl", "mooncake")
+EC_REASONS = ("control", "transfer", "missing", "timeout", "handshake", "notify", "store")
 OFFLOAD_REASONS = ("transfer", "io", "lookup", "tier_poll_failed", "tier_poll_stopped", "tier_poll_stall", "stuck",
                    "peer_down", "peer_timeout")
 
@@ -69,6 +74,11 @@ class OffloadMetrics:
         self.kv_offload_failures = c("vllm_log_kv_offload_failures", "Failures and stalls vLLM's KV offload tiers "
                                      "logged, by reason (transfer, io, lookup, tier_poll_failed, tier_poll_stopped, "
                                      "tier_poll_stall, stuck, peer_down, peer_timeout).", S + ["reason"])
+        self.ec_connector_failures = c("vllm_log_ec_connector_failures", "Failures an encoder-cache (EC) connector "
+                                       "of encoder disaggregation logged, by connector (nixl, mooncake) and reason "
+                                       "(control, transfer, missing: a request failed for want of its remote "
+                                       "encoding, timeout, handshake, notify, store): an encoder output that did not "
+                                       "arrive is computed again or fails the request.", S + ["connector", "reason"])
 
     def _touch_offload(self, server: str) -> None:
         for direction in ("store", "load"):
@@ -120,3 +130,7 @@ class OffloadMetrics:
 
     def _on_kv_offload_failure(self, server: str, ev: Event, f: dict) -> None:
         self.kv_offload_failures.inc((server, _bounded(f.get("reason"), OFFLOAD_REASONS)))
+
+    def _on_ec_connector_failure(self, server: str, ev: Event, f: dict) -> None:
+        self.ec_connector_failures.inc((server, _bounded(f.get("connector"), EC_CONNECTORS),
+                                        _bounded(f.get("reason"), EC_REASONS)))

@@ -60,6 +60,7 @@ KINDS = (
     # KV that did not arrive: the connectors' and the offload tiers' failures (exporter.parsers.kv_failures)
     "kv_connector_failure",
     "kv_offload_failure",
+    "ec_connector_failure",
     # what a running server gave up to keep serving (exporter.parsers.serving_capacity)
     "dp_fault_tolerance",
     "request_rejected",

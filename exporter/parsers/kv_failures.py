@@ -51,11 +51,17 @@ and tier-poll stalls"):
   failures``. A wording any component could print (``Transfer %s failed: %s``, ``Load worker error: %s``)
   is read only from its connector's file (the logger's stem).
 
+- The encoder-cache (EC) connectors (``ec_transfer/ec_connector/**``, 0.30+: encoder outputs moved between
+  servers): their control channel (``ec: router recv failed``...), NIXL reads that failed, timed out or were
+  quarantined, a request failed for want of its remote encoding, Mooncake's pushes, waits and embedding
+  store (``EC Mooncake waited %.1fs for a push of mm_hash=%s ... that never arrived``).
+
 Events: ``kv_connector_failure`` {connector: nixl|mooncake|moriio|p2p_nccl|simple|lmcache|hf3fs|umbp (absent
 for a circuit breaker, which names no connector), reason: transfer|handshake|timeout|expired|store|sender_exit|
 unavailable|notify|slow|buffer_full|circuit_open, and the numbers a line holds}; ``kv_offload_failure`` {reason: transfer|io|lookup|
 tier_poll_failed|tier_poll_stopped|tier_poll_stall|stuck|peer_down|peer_timeout, direction where logged,
-seconds/transfers/keys where logged}. Never a request's id or a peer's address.
+seconds/transfers/keys where logged}; ``ec_connector_failure`` {connector: nixl|mooncake, reason: control|
+transfer|missing|timeout|handshake|notify|store, seconds where logged}. Never a request's id or a peer's address.
 """
 
 from __future__ import annotations
@@ -184,7 +190,24 @@ _OFFLOAD = (
     (rf"P2PSession \S+: handshake timed out after {_N}s", "peer_timeout", ("seconds",)),
     (r"P2PSession \S+: .* timed out", "peer_timeout", ()),
 )
+# The encoder-cache (EC) connectors of encoder disaggregation (0.30+: encoder outputs moved from an encoder
+# server to the one that prefills): (pattern, connector, reason, numbers[, the logger stem it must begin with])
+_EC = (
+    (r"ec: (?:DEALER recv|monitor poll|router poller|router recv|router send) failed", "nixl", "control", ()),
+    (r"EC consumer: failed to start NIXL xfer |EC Connector: check_xfer_state failed for ", "nixl", "transfer", ()),
+    (r"EC consumer: request .* needs remote encoding .*; failing the request", "nixl", "missing", ()),
+    (r"EC Connector: (?:READ for|quarantined) mm_hash=\S+ from \S+ timed out", "nixl", "timeout", ()),
+    (r"EC Connector: failed to register peer ", "nixl", "handshake", ()),
+    (r"EC Connector: get_new_notifs failed", "nixl", "notify", ()),
+    (r"EC Mooncake event channel failed", "mooncake", "control", ()),
+    (r"EC Mooncake event-channel discovery for \S+ failed", "mooncake", "handshake", ()),
+    (rf"EC Mooncake waited {_F}s for a push of ", "mooncake", "timeout", ("seconds",)),
+    (r"EC Mooncake (?:push batch|pushed load) failed", "mooncake", "transfer", ()),
+    (r"EC Mooncake async save failed |Mooncake embedding Store (?:GET|lookup) failed", "mooncake", "store", ()),
+    (r"Store PUT failed for ", "mooncake", "store", (), "backend"),
+)
 _CONNECTOR_RX = tuple((re.compile(e[0]), *e[1:4], e[4] if len(e) > 4 else None) for e in _CONNECTOR)
+_EC_RX = tuple((re.compile(e[0]), *e[1:4], e[4] if len(e) > 4 else None) for e in _EC)
 _OFFLOAD_RX = tuple((re.compile(p), r, names) for p, r, names in _OFFLOAD)
 _DIRECTIONS = {"GPU->CPU": "store", "CPU->GPU": "load", "store": "store", "load": "load"}
 
@@ -220,9 +243,9 @@ def _messages(frame: Frame) -> tuple[str, ...]:
 _EXC = re.compile(EXCEPTION_P)
 
 
-def _connector(frame: Frame) -> list[Event] | None:
+def _connector(frame: Frame, table=_CONNECTOR_RX, kind: str = "kv_connector_failure") -> list[Event] | None:
     for msg in _messages(frame):
-        for rx, connector, reason, names, stem in _CONNECTOR_RX:
+        for rx, connector, reason, names, stem in table:
             m = rx.match(msg)
             if m:
                 if stem is not None or connector == "by_logger":
@@ -234,8 +257,12 @@ def _connector(frame: Frame) -> list[Event] | None:
                 fields = {"reason": reason, **_numbers(m, names)}
                 if connector is not None:
                     fields["connector"] = connector
-                return [Event("kv_connector_failure", fields)]
+                return [Event(kind, fields)]
     return None
+
+
+def _ec(frame: Frame) -> list[Event] | None:
+    return _connector(frame, _EC_RX, "ec_connector_failure")
 
 
 def _offload(frame: Frame) -> list[Event] | None:
@@ -268,5 +295,11 @@ KV_OFFLOAD_FAILURE = Parser(
     _offload,
     where(PROBLEM_LEVELS, start=EXCEPTION_P + "(?:" + "|".join(p for p, _, _ in _OFFLOAD) + ")"),
 )
-PARSERS = (KV_CONNECTOR_FAILURE, KV_OFFLOAD_FAILURE)
-KINDS = ("kv_connector_failure", "kv_offload_failure")
+EC_CONNECTOR_FAILURE = Parser(
+    "ec_connector_failure",
+    ("ec: ", "EC ", "Mooncake embedding", "Store PUT failed"),
+    _ec,
+    where(PROBLEM_LEVELS, start=EXCEPTION_P + "(?:" + "|".join(e[0] for e in _EC) + ")"),
+)
+PARSERS = (KV_CONNECTOR_FAILURE, KV_OFFLOAD_FAILURE, EC_CONNECTOR_FAILURE)
+KINDS = ("kv_connector_failure", "kv_offload_failure", "ec_connector_failure")

@@ -300,6 +300,9 @@ class RunStats(Summary):
     def _on_kv_offload_failure(self, ev, f):
         self._give_up(f"KV offload: {f.get('reason')}")
 
+    def _on_ec_connector_failure(self, ev, f):
+        self._give_up(f"encoder-cache connector {f.get('connector')}: {f.get('reason')}")
+
     def _on_request_rejected(self, ev, f):
         self._give_up(f"requests turned away: {f.get('reason')}")
 
