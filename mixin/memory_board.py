@@ -82,6 +82,14 @@ def memory_kv() -> dict:
         description="Encoder outputs (images, audio embeddings) that did not arrive from the encoder server: the EC "
                     "connectors' control channel, NIXL reads failed or timed out, Mooncake pushes that never came, "
                     "the embedding store, and requests failed for want of their remote encoding (missing).")
+    b.timeseries("Mooncake store loads by tier", [
+        (f"sum by (server, tier) (rate(vllm_log_mooncake_store_load_keys_total{{{S}}}[$__rate_interval]))",
+         "{{server}} {{tier}}"),
+        (f"sum by (server) (rate(vllm_log_mooncake_store_load_failed_keys_total{{{S}}}[$__rate_interval]))",
+         "{{server}} failed"),
+    ], "short", min_=0, description="KV keys Mooncake's store connector loaded per second, by the tier that held them "
+                                    "(memory or disk: a disk tier is slower), and the keys that failed (computed "
+                                    "again). Logged only with VLLM_MOONCAKE_STORE_TIER_LOG=1.")
     b.row("LMCache")
     b.timeseries("LMCache rate (bytes / recorded time)", [
         (f"sum by (server, direction) (rate(vllm_log_lmcache_bytes_total{{{S}}}[$__rate_interval]))"

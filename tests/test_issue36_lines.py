@@ -141,6 +141,18 @@ def test_the_other_connectors_failures_are_counted_by_connector():
     assert not any("cmpl-7f3a" in str(k) for k in s)
 
 
+def test_mooncake_store_loads_count_by_tier():
+    from tests.helpers import value
+
+    s = _metrics([_line("Mooncake store load by tier")] * 2)
+    assert value(s, "vllm_log_mooncake_store_load_keys_total", server="s", tier="memory") == 40
+    assert value(s, "vllm_log_mooncake_store_load_keys_total", server="s", tier="disk") == 8
+    assert value(s, "vllm_log_mooncake_store_load_keys_total", server="s", tier="unknown") is None
+    assert value(s, "vllm_log_mooncake_store_load_bytes_total", server="s", tier="disk") == 2 * 8388608
+    assert value(s, "vllm_log_mooncake_store_load_failed_keys_total", server="s") == 2
+    assert not any("cmpl-5" in str(k) for k in s)
+
+
 def test_the_encoder_cache_connectors_failures_have_a_counter_of_their_own():
     """Encoder outputs are no KV: EC connectors' failures count in vllm_log_ec_connector_failures_total, not
     in the KV connectors' counter (nor its alert)."""

@@ -13,6 +13,9 @@ Emitted:
     failure, a slow submission, a peer's buffer full, a circuit breaker opened),
     vllm_log_kv_offload_failures_total{reason} (vLLM's KV offload tiers: transfer, io, lookup, tier_poll_failed,
     tier_poll_stopped, tier_poll_stall, stuck, peer_down, peer_timeout),
+    vllm_log_mooncake_store_load_keys_total{tier="memory|disk|unknown"},
+    vllm_log_mooncake_store_load_bytes_total{tier}, vllm_log_mooncake_store_load_failed_keys_total (Mooncake's
+    store connector's loads by the tier that held them, with VLLM_MOONCAKE_STORE_TIER_LOG=1),
     vllm_log_ec_connector_failures_total{connector="nixl|mooncake",reason} (an encoder-cache connector's control
     channel, transfer, timeout, handshake, notification or store failure, or a request failed for want of its
     remote encoding)
@@ -74,6 +77,13 @@ class OffloadMetrics:
         self.kv_offload_failures = c("vllm_log_kv_offload_failures", "Failures and stalls vLLM's KV offload tiers "
                                      "logged, by reason (transfer, io, lookup, tier_poll_failed, tier_poll_stopped, "
                                      "tier_poll_stall, stuck, peer_down, peer_timeout).", S + ["reason"])
+        T = S + ["tier"]
+        self.mooncake_load_keys = c("vllm_log_mooncake_store_load_keys", "KV keys Mooncake's store connector loaded, "
+                                    "by the tier its store held them in (memory, disk, unknown), from its 'Mooncake "
+                                    "load tier summary' lines (VLLM_MOONCAKE_STORE_TIER_LOG=1).", T)
+        self.mooncake_load_bytes = c("vllm_log_mooncake_store_load_bytes", "Bytes of those loads, by tier.", T)
+        self.mooncake_load_failed = c("vllm_log_mooncake_store_load_failed_keys", "Keys of those loads that failed "
+                                      "(the KV is computed again).")
         self.ec_connector_failures = c("vllm_log_ec_connector_failures", "Failures an encoder-cache (EC) connector "
                                        "of encoder disaggregation logged, by connector (nixl, mooncake) and reason "
                                        "(control, transfer, missing: a request failed for want of its remote "
@@ -130,6 +140,14 @@ class OffloadMetrics:
 
     def _on_kv_offload_failure(self, server: str, ev: Event, f: dict) -> None:
         self.kv_offload_failures.inc((server, _bounded(f.get("reason"), OFFLOAD_REASONS)))
+
+    def _on_mooncake_load_tiers(self, server: str, ev: Event, f: dict) -> None:
+        for tier in ("memory", "disk", "unknown"):
+            if f.get(tier + "_keys"):
+                self.mooncake_load_keys.inc((server, tier), f[tier + "_keys"])
+            if f.get(tier + "_bytes"):
+                self.mooncake_load_bytes.inc((server, tier), f[tier + "_bytes"])
+        self.mooncake_load_failed.inc((server,), f.get("failed_keys", 0))
 
     def _on_ec_connector_failure(self, server: str, ev: Event, f: dict) -> None:
         self.ec_connector_failures.inc((server, _bounded(f.get("connector"), EC_CONNECTORS),

@@ -44,6 +44,7 @@ PARSERS: tuple[Parser, ...] = (
     spec_decode.PARSER,
     spec_decode.CALIBRATION,
     kv_transfer.PARSER,
+    kv_transfer.MOONCAKE_LOAD_TIERS,
     lmcache.PARSER,
     *recovery.PARSERS,
     *kv_failures.PARSERS,

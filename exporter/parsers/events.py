@@ -61,6 +61,8 @@ KINDS = (
     "kv_connector_failure",
     "kv_offload_failure",
     "ec_connector_failure",
+    # where Mooncake's store found the KV it loaded (exporter.parsers.kv_transfer)
+    "mooncake_load_tiers",
     # what a running server gave up to keep serving (exporter.parsers.serving_capacity)
     "dp_fault_tolerance",
     "request_rejected",

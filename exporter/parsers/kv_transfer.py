@@ -239,3 +239,34 @@ def fields_of(metrics: dict, text: str) -> dict:
 # varies: kv_connector/v1/metrics.py, the stats logger, a plugin's connector such as tpu-inference's).
 PARSER = Parser("kv_transfer", (MARKER,), _parse, where(
     INFO_LEVELS, start=r"(?:Engine \d+: )?" + MARKER))
+
+
+# Mooncake's store connector (0.22+, with VLLM_MOONCAKE_STORE_TIER_LOG=1): one line per batch it loads, ``Mooncake
+# load tier summary: req_id=%s batch_keys=%d memory_keys=%d disk_keys=%d unknown_keys=%d success_keys=%d
+# failed_keys=%d bytes_by_tier={'memory': N, 'disk': N, 'unknown': N}``: where the store found the KV (its
+# memory or its disk tier) and how much of it. The request's id comes first and may be a client's (a request-id
+# header): the numbers are read after the last " batch_keys=", which no id can move.
+LOAD_TIERS_MARKER = "Mooncake load tier summary: "
+_TIER_TAIL = re.compile(r"(\d{1,12}) memory_keys=(\d{1,12}) disk_keys=(\d{1,12}) unknown_keys=(\d{1,12}) "
+                        r"success_keys=(\d{1,12}) failed_keys=(\d{1,12}) bytes_by_tier=\{([^{}]{0,200})\}")
+_TIER_BYTES = re.compile(r"'(memory|disk|unknown)': (\d{1,15})")
+
+
+def _load_tiers(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    at = msg.rfind(" batch_keys=")
+    if at < 0:
+        return None
+    m = _TIER_TAIL.fullmatch(msg, at + len(" batch_keys="))
+    if m is None:
+        return None
+    keys, memory, disk, unknown, ok, failed, tiers = m.groups()
+    fields = {"keys": int(keys), "memory_keys": int(memory), "disk_keys": int(disk), "unknown_keys": int(unknown),
+              "success_keys": int(ok), "failed_keys": int(failed)}
+    for tier, n in _TIER_BYTES.findall(tiers):
+        fields[tier + "_bytes"] = int(n)
+    return [Event("mooncake_load_tiers", fields)]
+
+
+MOONCAKE_LOAD_TIERS = Parser("mooncake_load_tiers", (LOAD_TIERS_MARKER,), _load_tiers,
+                             where(INFO_LEVELS, start=LOAD_TIERS_MARKER))
