@@ -403,3 +403,64 @@ def test_lmcache_s_multiprocess_server_counts_its_tokens_not_a_rate_it_cannot_gi
     assert value(s, "vllm_log_lmcache_tokens_total", server="s", direction="retrieve") == 1792
     assert value(s, "vllm_log_lmcache_bytes_total", server="s", direction="store") is None
     assert value(s, "vllm_log_lmcache_seconds_total", server="s", direction="store") is None
+
+
+def test_engine_ops_series_count_what_the_lines_say():
+    """Sleep mode counts transitions and their seconds by action; EPLB's balance is the last step's, its
+    rearrangements leave out the start-up profile run's; an elastic scaling counts once (the coordinator's
+    word for it is not read) and sets the data-parallel size; V0's preemption warning adds what its count
+    grew by; an engine hang counts by source."""
+    from tests.helpers import value
+
+    s = _metrics([_line("sleep mode, falling asleep (an RL reward server's measurement, the message alone)"),
+                  _line("sleep mode, waking up by tags (0.11.2+)"), _line("sleep mode, waking up (0.7.3's wording, the message alone)"),
+                  _line("EPLB step (0.9.2-0.10.2)"), _line("EPLB step with the balance of the experts' load (0.14.1+)"),
+                  _line("EPLB rearranged the experts while serving (0.14.1+, the argument is a space when not the profile run)"),
+                  _line("EPLB rearranged the experts in the start-up profile run (0.9.2-0.13.0)"),
+                  _line("EPLB skipped a rearrangement (0.27.1+)"),
+                  _line("elastic data-parallel scale-up completed (0.10.2+)"),
+                  _line("elastic data-parallel scale-down completed (0.10.2+)"),
+                  _line("the coordinator's word for the same scaling (not counted twice)"),
+                  _line("the watchdog dumped the stacks of a loop not fed in time (0.33+)")])
+    assert value(s, "vllm_log_sleep_mode_transitions_total", server="s", action="wake_up") == 2
+    assert value(s, "vllm_log_sleep_mode_seconds_total", server="s", action="wake_up") == pytest.approx(2.513807 + 0.779162)
+    assert value(s, "vllm_log_sleep_mode_seconds_total", server="s", action="sleep") == pytest.approx(0.744026)
+    assert value(s, "vllm_log_eplb_balancedness", server="s") == pytest.approx(0.7275)
+    assert value(s, "vllm_log_eplb_rearrangements_total", server="s", mode="sync") == 1
+    assert value(s, "vllm_log_eplb_rearrangement_seconds_total", server="s", mode="sync") == pytest.approx(1.87)
+    assert value(s, "vllm_log_eplb_rearrangements_skipped_total", server="s") == 1
+    assert value(s, "vllm_log_dp_scalings_total", server="s", direction="up") == 1
+    assert value(s, "vllm_log_dp_scalings_total", server="s", direction="down") == 1
+    assert value(s, "vllm_log_data_parallel_size", server="s") == 2
+    assert value(s, "vllm_log_engine_hangs_total", server="s", source="watchdog") == 1
+    assert value(s, "vllm_log_preemptions_total", server="s", engine="0") is None  # no line said any
+
+
+def test_v0_preemption_warnings_add_what_the_count_grew_by():
+    line = _line("V0 preemption warning (every 50th preemption, with the count so far)")
+    first = line.replace("=51", "=1")
+    restarted = line.replace("=51", "=1")
+    from tests.helpers import value
+
+    s = _metrics([first, line])
+    assert value(s, "vllm_log_preemptions_total", server="s", engine="0") == 51
+    s = _metrics([first, line, restarted])  # the count went back: a new engine, its 1 preemption added
+    assert value(s, "vllm_log_preemptions_total", server="s", engine="0") == 52
+
+
+def test_v0_iteration_timeout_marks_a_serving_engine_stalled():
+    from tests.helpers import value
+
+    s = _metrics(BANNER + [_line("V0's engine iteration timed out (the engine is marked dead)")])
+    assert value(s, "vllm_log_engine_hangs_total", server="s", source="iteration_timeout") == 1
+    assert value(s, "vllm_log_engine_stalled", server="s", engine="0") == 1
+
+
+def test_start_up_download_and_encoder_graphs_are_series():
+    from tests.helpers import value
+
+    s = _metrics([_line("time spent downloading the weights (0.7.3+)"),
+                  _line("the multimodal encoder's CUDA graphs captured (0.31+)")])
+    assert value(s, "vllm_log_weights_download_seconds", server="s", worker="EngineCore_DP0") == pytest.approx(73.125402)
+    assert value(s, "vllm_log_startup_memory_bytes", server="s", worker="EngineCore_DP0",
+                 component="encoder_cuda_graph") == pytest.approx(0.52 * 2**30)

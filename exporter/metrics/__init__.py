@@ -15,6 +15,7 @@ emits (PromQL names):
   vllm_log_rule_label_overflow_total{metric,label} while rules are loaded
 - exporter.metrics.serving: data-parallel ranks lost, requests turned away, the context length cut
 - exporter.metrics.requests: the request log's counts (bounded labels), LoRA adapters, per-step latency
+- exporter.metrics.engine_ops: sleep mode, expert load balancing, elastic DP scaling, engine hangs
 - this module: the exporter itself:
     vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
     value beyond the bounds of exporter.metrics.labels, counted instead),
@@ -40,6 +41,7 @@ from prometheus_client import PlatformCollector, ProcessCollector, disable_creat
 from exporter import __version__
 from exporter.parsers.events import KINDS, Event
 from exporter.metrics.engine import EngineMetrics
+from exporter.metrics.engine_ops import EngineOpsMetrics
 from exporter.metrics.errors import ErrorMetrics
 from exporter.metrics.offload import OffloadMetrics
 from exporter.metrics.rules import RuleMetrics
@@ -68,7 +70,7 @@ class _Collectors:
 
 
 class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics, SupervisorMetrics,
-              WarningSignMetrics, RuleMetrics, ServingMetrics, RequestMetrics):
+              WarningSignMetrics, RuleMetrics, ServingMetrics, RequestMetrics, EngineOpsMetrics):
     """``registry`` holds every metric (backfill and prometheus-client's writers read it);
     ``render()`` writes the same in the text format, faster (what /metrics serves)."""
 
@@ -101,6 +103,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._declare_rules()  # none until set_rules (the daemon, report and test give the user's)
         self._declare_serving(S)
         self._declare_requests(S)
+        self._declare_engine_ops(S)
 
         c, lg = self._counter, self._lasting_gauge
         self.last_line = lg("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
@@ -222,6 +225,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._adapters.pop(server, None)
         self._tool_parsers.pop(server, None)
         self._collectives.pop(server, None)
+        self._forget_engine_ops(server)
         for key in [k for k in self._position_keys if k[0] == server]:
             del self._position_keys[key]
         self._forget_rule_labels(server)

@@ -65,7 +65,8 @@ class EngineMetrics:
                                "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}, not vllm:prompt_tokens_total.", SE)
         self.gen_tokens = c("vllm_log_generation_tokens", "Generated tokens, estimated as window average x window length.", SE)
         self.preemptions = c("vllm_log_preemptions", "Preemptions the stats lines reported ('Preemptions: N', "
-                             "logged only in a window that had some). Absent until a line carries it: vLLM's V1 "
+                             "logged only in a window that had some), and V0's preemption warning (what its "
+                             "total_num_cumulative_preemption grew by). Absent until a line carries it: vLLM's V1 "
                              "logger (0.11 to 0.32 at least) resets its count before it checks it, so the field "
                              "is never printed and the log cannot tell preemptions; vLLM's own "
                              "vllm:num_preemptions_total can.", SE)

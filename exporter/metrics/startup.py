@@ -6,7 +6,9 @@ Emitted:
     vllm_log_max_model_len_tokens{engine}, vllm_log_kv_cache_memory_bytes{worker},
     vllm_log_model_weights_bytes{worker}, vllm_log_model_load_seconds{worker},
     vllm_log_startup_memory_bytes{worker,component=peak_activation|non_torch|cuda_graph|cuda_graph_estimate|
-    transient_reserve|torch_reserve_growth} (the last two from 0.34's extensible KV cache, after warm-up),
+    transient_reserve|torch_reserve_growth|encoder_cuda_graph} (two from 0.34's extensible KV cache, after warm-up;
+    encoder_cuda_graph: 0.31+'s multimodal encoder's CUDA graphs), vllm_log_weights_download_seconds{worker} (time
+    fetching the weights from the hub, when they were not cached),
     vllm_log_engine_init_seconds{engine}, vllm_log_engine_compile_seconds{engine}, vllm_log_max_num_seqs,
     vllm_log_model_init_seconds{worker} (building the model's modules, before its weights: "Initializing
     model took"), vllm_log_warmup_seconds{worker} (the profiling/warm-up run),
@@ -61,6 +63,8 @@ class StartupMetrics:
         self.startup_mem = w("vllm_log_startup_memory_bytes", "GPU memory found by the start-up profile besides weights and KV cache.", W + ["component"])
         self.model_init_secs = w("vllm_log_model_init_seconds", "Time building the model's modules before any weight "
                                  "is read ('Initializing model took'), per worker.", W)
+        self.download_secs = w("vllm_log_weights_download_seconds", "Time spent downloading the model's weights at "
+                                "start-up, per worker (logged only when they were fetched, not found cached).", W)
         self.warmup_secs = w("vllm_log_warmup_seconds", "Time of the initial profiling/warm-up run, per worker.", W)
         self.init_secs = w("vllm_log_engine_init_seconds", "Engine init time (profile, KV cache, warm-up).", SE)
         self.compile_secs = w("vllm_log_engine_compile_seconds", "Compilation part of the engine init time.", SE)
@@ -123,6 +127,13 @@ class StartupMetrics:
             self._set(self.load_secs, (server, w), f["seconds"])
         if "init_seconds" in f:
             self._set(self.model_init_secs, (server, w), f["init_seconds"])
+        if "download_seconds" in f:
+            self._set(self.download_secs, (server, w), f["download_seconds"])
+
+    def _on_cuda_graph(self, server, ev, f):
+        # the main graphs' memory comes from the profile line (component cuda_graph); the encoder's has only this one
+        if f.get("graph") == "encoder" and "bytes" in f:
+            self._set(self.startup_mem, (server, self._worker(server, ev), "encoder_cuda_graph"), f["bytes"])
 
     def _on_warmup(self, server, ev, f):
         self._set(self.warmup_secs, (server, self._worker(server, ev)), f["seconds"])

@@ -12,6 +12,7 @@ from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers import (
     access_log,
+    engine_ops,
     engine_stats,
     errors,
     iteration,
@@ -49,6 +50,7 @@ PARSERS: tuple[Parser, ...] = (
     *recovery.PARSERS,
     *kv_failures.PARSERS,
     *serving_capacity.PARSERS,
+    *engine_ops.PARSERS,  # sleep mode, EPLB, elastic DP, V0 preemptions, engine hangs
     # before the error families: its message is the client's text, which may hold any error's words
     request_error.PARSER,
     # vLLM's warning signs before a hang or death (exporter.parsers.warning_signs): none of their

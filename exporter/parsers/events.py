@@ -69,6 +69,12 @@ KINDS = (
     "max_model_len_reduced",
     "weight_cache_daemon_exit",
     "stop_requests",
+    # what was done to a running engine, and its loop hanging (exporter.parsers.engine_ops)
+    "sleep_mode",
+    "eplb",
+    "dp_scale",
+    "preemption",
+    "engine_hang",
     # the request log's bounded facts (exporter.parsers.echo: never its text) and run-time LoRA adapters
     "request_log",
     "lora_adapter",

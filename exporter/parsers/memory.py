@@ -13,7 +13,12 @@
   (``model_executor/model_loader/base_loader.py:82`` in 0.32): building the model's modules before
   any weight is read, ``init_seconds``. The last is a part of the first, not the same figure; vLLM's
   CPU backend logs only that one (its runner prints no "Model loading took").
-- ``Graph capturing finished in 5 secs, took 0.14 GiB``.
+- ``Graph capturing finished in 5 secs, took 0.14 GiB``; 0.31+'s multimodal encoder
+  (``v1/worker/mm_encoder_model_runner.py``): ``Encoder graph capturing finished in 12 secs, took 0.52 GiB
+  (48 graphs)`` (``graph: encoder``, ``graphs``).
+- ``Time spent downloading weights for <model>: 73.125402 seconds`` (``model_executor/model_loader/
+  weight_utils.py``, 0.7.3-0.34.0; only when the weights were fetched from the hub, not found cached):
+  ``model_load`` with ``download_seconds`` (the model name is not kept).
 - 0.18+: ``Estimated CUDA graph memory: X GiB total`` (``cuda_graph_estimate_bytes``), ``CUDA graph memory
   profiling is enabled ... --gpu-memory-utilization=U is equivalent to --gpu-memory-utilization=E without ...``
   (``equivalent_gpu_memory_utilization``: what the KV cache shrank to); XPU's ``Before memory profiling run,
@@ -117,7 +122,9 @@ _KV_BYTES_HINT = re.compile(r"--kv-cache-memory-bytes=(\d+)`? \([\d.]+ GiB\) to 
 _MODEL_LOAD = re.compile(r"(?:Model loading|Loading model weights) took ([\d.]+) ?(GiB|GB)(?: memory)?(?: and ([\d.]+) seconds)?")
 _WEIGHTS_IO = re.compile(r"Loading weights took ([\d.]+) seconds")
 _MODEL_INIT = re.compile(r"^Initializing model took ([\d.]+) seconds")
-_GRAPH = re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took (-?[\d.]+) ?(GiB|GB|MiB))?")
+_GRAPH = re.compile(r"(Encoder g|G)raph capturing finished in ([\d.]+) secs?(?:, took (-?[\d.]+) ?(GiB|GB|MiB))?"
+                    r"(?: \((\d+) graphs\))?")
+_DOWNLOAD = re.compile(r"Time spent downloading weights for .{0,1024}?: ([\d.]+) seconds$")
 
 
 def _profile(frame: Frame) -> list[Event] | None:
@@ -153,6 +160,9 @@ def _model_load(frame: Frame) -> list[Event] | None:
     m = _MODEL_INIT.search(msg)
     if m:
         return [Event("model_load", {"init_seconds": float(m.group(1))})]
+    m = _DOWNLOAD.match(msg)
+    if m:
+        return [Event("model_load", {"download_seconds": float(m.group(1))})]
     return None
 
 
@@ -170,9 +180,13 @@ def _graph(frame: Frame) -> list[Event] | None:
     m = _GRAPH.search(frame.message)
     if not m:
         return None
-    fields = {"seconds": float(m.group(1))}
-    if m.group(2):
-        fields["bytes"] = to_bytes(float(m.group(2)), "MiB" if m.group(3) == "MiB" else "GiB")
+    fields: dict = {"seconds": float(m.group(2))}
+    if m.group(3):
+        fields["bytes"] = to_bytes(float(m.group(3)), "MiB" if m.group(4) == "MiB" else "GiB")
+    if m.group(1) == "Encoder g":
+        fields["graph"] = "encoder"
+        if m.group(5):
+            fields["graphs"] = int(m.group(5))
     return [Event("cuda_graph", fields)]
 
 
@@ -189,9 +203,10 @@ MEMORY_PROFILE = Parser(
                              r"|Estimated CUDA graph memory: |CUDA graph memory profiling is enabled |Before memory profiling "
                              r"run, |Applying persisted startup plan )"),
 )
-MODEL_LOAD = Parser("model_load", (" took ",), _model_load, where(
-    INFO_LEVELS, start=r"(?:Model loading took |Loading model weights took |Loading weights took |Initializing model took )"))
-CUDA_GRAPH = Parser("cuda_graph", ("Graph capturing finished",), _graph, where(
-    INFO_LEVELS, start="Graph capturing finished in "))
+MODEL_LOAD = Parser("model_load", (" took ", "Time spent downloading weights for "), _model_load, where(
+    INFO_LEVELS, start=r"(?:Model loading took |Loading model weights took |Loading weights took |Initializing model took "
+                       r"|Time spent downloading weights for )"))
+CUDA_GRAPH = Parser("cuda_graph", ("raph capturing finished",), _graph, where(
+    INFO_LEVELS, start="(?:Encoder g|G)raph capturing finished in "))
 KV_CACHE_EXTENDED = Parser("kv_cache_extended", ("Extended KV cache to ",), _extended, where(
     INFO_LEVELS, ("extensible_kv_cache", "gpu_model_runner", "model_runner"), start="Extended KV cache to "))

@@ -1,0 +1,141 @@
+"""What was done to a running engine: sleep mode (RL trainers put the engine to sleep to free its GPU
+memory between rollouts and wake it for the next), expert-parallel load balancing (EPLB), elastic data
+parallel scaling, V0's per-preemption warning, and the signs of an engine loop that hangs.
+
+Wordings, read from the released wheels (``pip download vllm==X``; catalogue/vllm-log-calls.jsonl):
+
+- ``sleep_mode`` (INFO, ``executor/executor_base.py`` 0.7.3-0.10.2, ``v1/executor/abstract.py`` 0.11.2-0.34.0):
+  ``"It took %.6f seconds to fall asleep."``, ``"It took %.6f seconds to wake up tags %s."`` (0.7.3:
+  ``"... to wake up."``), 0.31+ ``"It took %.6f seconds to discard tags %s."``: ``action`` (sleep, wake_up,
+  discard) and ``seconds``. The tags (``['weights']``, ``['kv_cache']``, ``None``) are not kept.
+- ``eplb`` (INFO, ``distributed/eplb/eplb_state.py``, rank 0 of the expert-parallel group):
+  ``"EPLB step: avg_tokens=%.2f, max_tokens=%d, balancedness=%.4f"`` (0.9.2-0.10.2), from 0.11.2
+  ``"EPLB step: %d for model %s: avg_tokens=..., max_tokens=..., balancedness=..."`` and from 0.14.1
+  ``", steps until the next rearrangement: %d"`` (op ``step``: the experts' load over the last window,
+  balancedness = avg_tokens / max_tokens, 1 is even); ``"Rearranged experts%sin %.2f seconds."``
+  (0.9.2-0.13.0) / ``"Rearranged experts %s in %.2f s."`` (0.14.1+), ``%s`` `` (profile) `` for the start-up
+  profile run (op ``rearranged``, ``profile``); 0.34's async worker ``"Async EPLB rearranged %d/%d layers of
+  %s in %.2f s."`` (op ``rearranged``, ``mode: async``); 0.27.1+ ``"[EPLB] Skip rearrange: imbalance %.4f ->
+  %.4f (no material gain)"`` (op ``skipped``). The model name is not kept (a label vLLM users do not bound).
+- ``dp_scale`` (INFO, ``v1/engine/core_client.py`` 0.10.2-0.34.0): ``"[Elastic EP] Scale up completed, new
+  data parallel size: %s"`` / ``"... Scale down completed, ..."``: ``direction`` and ``size``. (The
+  coordinator's ``"DPCoordinator scaled up from %s to %s engines"`` says the same scaling again and is not
+  read, so each scaling counts once.)
+- ``preemption`` (WARNING, V0 ``core/scheduler.py`` 0.6.6-0.10.2, logged for the 1st, 51st, 101st...
+  preemption only): ``"Sequence group %s is preempted by %s mode because there is not enough KV cache space.
+  ... total_num_cumulative_preemption=%d"`` (``%s`` the enum, ``PreemptionMode.RECOMPUTE``): ``mode``
+  (recompute, swap) and ``cumulative``, the engine's preemptions so far (the request id is not kept).
+- ``engine_hang``: V0's ``engine/async_llm_engine.py`` (ERROR, 0.6.6-0.10.2) ``"Engine iteration timed out.
+  This should never happen!"`` (an engine step took longer than VLLM_ENGINE_ITERATION_TIMEOUT_S; the engine
+  is marked errored, so its death follows: ``source: iteration_timeout``); 0.33+'s watchdog
+  (``utils/watch_dog.py``, INFO, on when ``dump_dir`` is set) ``"[Watchdog]Dumped stack to %s due to %s"``
+  (the watched loop was not fed within its timeout; reason ``feed timeout``: ``source: watchdog``; the
+  path is not kept).
+"""
+
+from __future__ import annotations
+
+import re
+
+from exporter.parsers.events import Event
+from exporter.framing.frame import Frame
+from exporter.parsers.base import INFO_LEVELS, PROBLEM_LEVELS, Parser, where
+
+_SLEEP = re.compile(r"It took (\d+(?:\.\d+)?) seconds to (fall asleep|wake up|discard)\b")
+_ACTIONS = {"fall asleep": "sleep", "wake up": "wake_up", "discard": "discard"}
+
+
+def _sleep(frame: Frame) -> list[Event] | None:
+    m = _SLEEP.match(frame.message)
+    if not m:
+        return None
+    return [Event("sleep_mode", {"action": _ACTIONS[m.group(2)], "seconds": float(m.group(1))})]
+
+
+_F = r"(\d+(?:\.\d+)?)"
+_STEP = re.compile(rf"EPLB step: (?:(\d+) for model .{{0,200}}?: )?avg_tokens={_F}, max_tokens=(\d+), "
+                   rf"balancedness={_F}(?:, steps until the next rearrangement: (-?\d+))?")
+_REARRANGED = re.compile(rf"Rearranged experts *(\(profile\))? *in {_F} s(?:econds)?\.")
+_ASYNC = re.compile(rf"Async EPLB rearranged (\d+)/(\d+) layers of .{{0,200}}? in {_F} s\.")
+_SKIPPED = re.compile(rf"\[EPLB\] Skip rearrange: imbalance {_F} -> {_F} \(no material gain\)")
+
+
+def _eplb(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    m = _STEP.match(msg)
+    if m:
+        fields: dict = {"op": "step", "avg_tokens": float(m.group(2)), "max_tokens": int(m.group(3)),
+                        "balancedness": float(m.group(4))}
+        if m.group(1) is not None:
+            fields["step"] = int(m.group(1))
+        if m.group(5) is not None:
+            fields["steps_to_rearrangement"] = int(m.group(5))
+        return [Event("eplb", fields)]
+    m = _REARRANGED.match(msg)
+    if m:
+        return [Event("eplb", {"op": "rearranged", "mode": "sync", "profile": m.group(1) is not None,
+                               "seconds": float(m.group(2))})]
+    m = _ASYNC.match(msg)
+    if m:
+        return [Event("eplb", {"op": "rearranged", "mode": "async", "profile": False, "layers": int(m.group(1)),
+                               "num_layers": int(m.group(2)), "seconds": float(m.group(3))})]
+    m = _SKIPPED.match(msg)
+    if m:
+        return [Event("eplb", {"op": "skipped", "imbalance": float(m.group(1)),
+                               "proposed_imbalance": float(m.group(2))})]
+    return None
+
+
+_SCALE = re.compile(r"\[Elastic EP\] Scale (up|down) completed, new data parallel size: (\d+)$")
+
+
+def _dp_scale(frame: Frame) -> list[Event] | None:
+    m = _SCALE.match(frame.message)
+    if not m:
+        return None
+    return [Event("dp_scale", {"direction": m.group(1), "size": int(m.group(2))})]
+
+
+_PREEMPTED = re.compile(r"Sequence group \S{1,256} is preempted by PreemptionMode\.(RECOMPUTE|SWAP) mode because there "
+                        r"is not enough KV cache space\..*?total_num_cumulative_preemption=(\d+)")
+
+
+def _preemption(frame: Frame) -> list[Event] | None:
+    m = _PREEMPTED.match(frame.message)
+    if not m:
+        return None
+    return [Event("preemption", {"mode": m.group(1).lower(), "cumulative": int(m.group(2))})]
+
+
+_WATCHDOG = re.compile(r"\[Watchdog\]Dumped stack to \S.{0,4096}? due to (.{1,64})$")
+
+
+def _engine_hang(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    if msg.startswith("Engine iteration timed out."):
+        return [Event("engine_hang", {"source": "iteration_timeout"})]
+    m = _WATCHDOG.match(msg)
+    if m:
+        reason = m.group(1).strip()
+        return [Event("engine_hang", {"source": "watchdog",
+                                      "reason": reason if reason == "feed timeout" else "other"})]
+    return None
+
+
+# Where vLLM prints them (the trust boundary): INFO records of the executor, EPLB and the engine client, the
+# words first; V0's preemption warning from its scheduler, its iteration timeout from the async engine.
+SLEEP_MODE = Parser("sleep_mode", ("It took ",), _sleep, where(
+    INFO_LEVELS, ("executor_base", "abstract"), start=r"It took \d"))
+EPLB = Parser("eplb", ("EPLB", "Rearranged experts"), _eplb, where(
+    INFO_LEVELS, ("eplb_state", "async_worker"),
+    start=r"(?:EPLB step: |Rearranged experts|Async EPLB rearranged |\[EPLB\] Skip rearrange: )"))
+DP_SCALE = Parser("dp_scale", ("[Elastic EP] Scale ",), _dp_scale, where(
+    INFO_LEVELS, ("core_client",), start=r"\[Elastic EP\] Scale (?:up|down) completed, "))
+PREEMPTION = Parser("preemption", ("is preempted by ",), _preemption, where(
+    {"WARNING", ""}, ("scheduler",), start=r"Sequence group \S+ is preempted by "))
+ENGINE_HANG = Parser("engine_hang", ("Engine iteration timed out", "[Watchdog]Dumped stack"), _engine_hang, where(
+    INFO_LEVELS | PROBLEM_LEVELS, ("async_llm_engine", "watch_dog"),
+    start=r"(?:Engine iteration timed out\.|\[Watchdog\]Dumped stack to )"))
+
+PARSERS = (SLEEP_MODE, EPLB, DP_SCALE, PREEMPTION, ENGINE_HANG)
+KINDS = ("sleep_mode", "eplb", "dp_scale", "preemption", "engine_hang")
