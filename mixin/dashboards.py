@@ -98,6 +98,31 @@ def overview() -> dict:
                     "vLLM 0.11-0.32 (V1): its stats line never prints 'Preemptions:' (the logger resets the count "
                     "before it checks it), so the log cannot tell; vLLM's vllm:num_preemptions_total can. Requests "
                     "waiting beside a full KV cache are the sign the log gives.")
+    b.timeseries("Expert load balance (EPLB) and data-parallel size", [
+        (f"vllm_log_eplb_balancedness{{{S}}}", "{{server}} EPLB balancedness"),
+        (f"vllm_log_data_parallel_size{{{S}}}", "{{server}} data-parallel size")], "percentunit", min_=0,
+        overrides=[{"matcher": {"id": "byRegexp", "options": "/data-parallel/"},
+                    "properties": [{"id": "unit", "value": "short"}, {"id": "decimals", "value": 0},
+                                   {"id": "custom.axisPlacement", "value": "right"}]}],
+        description="EPLB's last logged balance of the experts' load (avg_tokens / max_tokens, 1 is even: at 0.5 the "
+                    "busiest expert's GPU does twice the average work and every step waits for it; needs "
+                    "--eplb-config.log_balancedness), and the data-parallel size after the last elastic scaling "
+                    "(absent until one). Empty without expert parallelism's EPLB or elastic EP.")
+    b.timeseries("Engine operations: sleep mode, expert rearrangements, scaling", [
+        (f"sum by (server, action) (increase(vllm_log_sleep_mode_transitions_total{{{S}}}[$__rate_interval]))",
+         "{{server}} {{action}}"),
+        (f"sum by (server, mode) (increase(vllm_log_eplb_rearrangements_total{{{S}}}[$__rate_interval]))",
+         "{{server}} experts rearranged ({{mode}})"),
+        (f"sum by (server) (increase(vllm_log_eplb_rearrangements_skipped_total{{{S}}}[$__rate_interval]))",
+         "{{server}} rearrangement skipped"),
+        (f"sum by (server, direction) (increase(vllm_log_dp_scalings_total{{{S}}}[$__rate_interval]))",
+         "{{server}} scaled {{direction}}")], "short", min_=0, decimals=0,
+        custom={"drawStyle": "bars", "fillOpacity": 70},
+        description="What was done to the running engines: sleep-mode transitions (an RL trainer freeing the GPU "
+                    "between rollouts: sleep, wake_up, discard; their mean time is vllm_log_sleep_mode_seconds_total "
+                    "over the transitions), EPLB moving experts (each pauses serving for "
+                    "vllm_log_eplb_rearrangement_seconds_total's share) or judging it not worth it, and elastic "
+                    "data-parallel scale-ups and scale-downs.")
     b.timeseries("Estimated compute and memory traffic per device (MFU)", [
         (f"vllm_log_estimated_flops_per_second_per_device{{{SE}}}", "FLOP/s {{server}} e{{engine}}"),
         (f"vllm_log_estimated_memory_bytes_per_second_per_device{{{SE}}}", "bytes/s {{server}} e{{engine}}"),
@@ -186,6 +211,8 @@ def overview() -> dict:
     b.timeseries("Warning signs and recoveries", [
         (f"sum by (server, method) (increase(vllm_log_rpc_timeouts_total{{{S}}}[$__rate_interval]))",
          "{{server}} RPC timeout {{method}}"),
+        (f"sum by (server, source) (increase(vllm_log_engine_hangs_total{{{S}}}[$__rate_interval]))",
+         "{{server}} engine hang ({{source}})"),
         (f"sum by (server) (increase(vllm_log_shm_broadcast_waits_total{{{S}}}[$__rate_interval]))",
          "{{server}} shm broadcast wait"),
         (f"sum by (server, executor) (increase(vllm_log_worker_deaths_total{{{S}}}[$__rate_interval]))",
@@ -196,7 +223,8 @@ def overview() -> dict:
          "{{server}} {{backend}} JIT while serving"),
     ], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
         description="What vLLM says before a hang or a death, and what it recovered from: RPCs to the workers that "
-                    "timed out and shared-memory broadcast waits (both mark a serving engine stalled), worker "
+                    "timed out, V0's engine iteration timeout and shared-memory broadcast waits (they mark a serving "
+                    "engine stalled), 0.33+'s watchdog finding the engine loop unfed (its stack dump says where), worker "
                     "processes that died, KV loads a connector failed (recovered: prefill computed again; failed: "
                     "the requests ended in error), kernels compiled while serving (a latency spike's cause).")
     b.timeseries("Capacity given up while serving", [

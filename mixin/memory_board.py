@@ -29,13 +29,17 @@ def memory_kv() -> dict:
                            (f"vllm_log_engine_compile_seconds{{{SE}}}", "compile {{server}} e{{engine}}")], "s",
            description="Profile, KV cache creation and warm-up at start, and the compilation part of it, per engine "
                        "(data-parallel rank).")
+    b.stat("Weights download", [(f"vllm_log_weights_download_seconds{{{S}}}", "{{server}} {{worker}}")], "s",
+           description="Time fetching the model's weights from the hub at start-up (logged only when they were not "
+                       "cached: a start that downloads every time wants a persistent cache volume).")
     b.stat("CPU offload pool", [(f"vllm_log_kv_offload_pool_bytes{{{S}}}", "{{server}}")], "bytes",
            description="Host memory set aside for KV offload at start-up.")
     b.bargauge("GPU memory split per worker",
                [(f"vllm_log_model_weights_bytes{{{S}}}", "{{server}} {{worker}} weights"),
                 (f"vllm_log_kv_cache_memory_bytes{{{S}}}", "{{server}} {{worker}} kv_cache"),
                 (f"vllm_log_startup_memory_bytes{{{S}}}", "{{server}} {{worker}} {{component}}")], "bytes", w=12, h=9,
-               description="Weights, KV cache, peak activation, non-torch memory and CUDA graphs per worker.")
+               description="Weights, KV cache, peak activation, non-torch memory and CUDA graphs per worker (the "
+                           "multimodal encoder's CUDA graphs as encoder_cuda_graph).")
     b.bargauge("Model weights per worker", [(f"vllm_log_model_weights_bytes{{{S}}}", "{{server}} {{worker}}")], "bytes",
                w=12, h=9, description="GPU memory the model's weights take on each worker.")
     b.bargauge("Last CUDA OOM per GPU", [
