@@ -359,6 +359,21 @@ def spec_decode() -> dict:
          "{{confidence}}")], "percentunit", min_=0, max_=1, w=8,
         description="DSpark: the drafter's mean confidence in each bin. Acceptance well below it: the drafter is "
                     "over-confident, and its confidence-based stopping drafts too long.")
+    b.row("Diffusion decoding")
+    b.timeseries("Tokens committed per denoising step", [
+        (f"sum by (server, engine) (rate(vllm_log_diffusion_committed_tokens_total{{{SE}}}[$__rate_interval])) / "
+         f"sum by (server, engine) (rate(vllm_log_diffusion_denoising_steps_total{{{SE}}}[$__rate_interval]))",
+         "{{server}} e{{engine}}")], "short", min_=0, w=12,
+        description="A diffusion language model's decoding (vLLM 0.24+, its 'DiffusionDecoding metrics' line): output "
+                    "tokens committed per denoising step, the parallelism it gets over one token per step. Empty for "
+                    "autoregressive models.")
+    b.timeseries("Diffusion committed tokens and positions evaluated", [
+        (f"sum by (server) (rate(vllm_log_diffusion_committed_tokens_total{{{SE}}}[$__rate_interval]))",
+         "committed {{server}}"),
+        (f"sum by (server) (rate(vllm_log_diffusion_canvas_positions_total{{{SE}}}[$__rate_interval]))",
+         "evaluated {{server}}")], TOKS, min_=0, w=12,
+        description="Tokens committed and canvas positions evaluated per second: the gap is the compute that was "
+                    "denoised and not yet committed.")
     return b.model()
 
 

@@ -464,3 +464,17 @@ def test_start_up_download_and_encoder_graphs_are_series():
     assert value(s, "vllm_log_weights_download_seconds", server="s", worker="EngineCore_DP0") == pytest.approx(73.125402)
     assert value(s, "vllm_log_startup_memory_bytes", server="s", worker="EngineCore_DP0",
                  component="encoder_cuda_graph") == pytest.approx(0.52 * 2**30)
+
+
+def test_diffusion_decoding_counts_its_windows_for_the_engine_of_the_stats_line_before():
+    from tests.helpers import value
+
+    line = _line("diffusion decoding's window (0.24+)")
+    stats = ("(EngineCore_DP1 pid=12) INFO 12-04 10:00:10 [loggers.py:257] Engine 001: Avg prompt throughput: 0.0 "
+             "tokens/s, Avg generation throughput: 41.2 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: "
+             "1.0%, Prefix cache hit rate: 0.0%")
+    s = _metrics([line, stats, line.replace("EngineCore_DP0 pid=11", "EngineCore_DP1 pid=12")])
+    assert value(s, "vllm_log_diffusion_committed_tokens_total", server="s", engine="0") == 412
+    assert value(s, "vllm_log_diffusion_committed_tokens_total", server="s", engine="1") == 412
+    assert value(s, "vllm_log_diffusion_denoising_steps_total", server="s", engine="1") == 100
+    assert value(s, "vllm_log_diffusion_canvas_positions_total", server="s", engine="0") == 3200

@@ -17,7 +17,10 @@ Emitted (label ``engine`` as for the stats windows):
     vllm_log_spec_decode_confidence_accepted_tokens_total{confidence},
     vllm_log_spec_decode_confidence_sum_total{confidence} (DSpark's calibration bins, summed over
     positions: per bin of the drafter's own confidence, what it drafted, what was accepted and the
-    confidences' sum; accepted / drafted against sum / drafted is its reliability curve)
+    confidences' sum; accepted / drafted against sum / drafted is its reliability curve),
+    vllm_log_diffusion_committed_tokens_total, vllm_log_diffusion_denoising_steps_total,
+    vllm_log_diffusion_canvas_positions_total (a diffusion language model's decoding, 0.24+: tokens committed,
+    denoising steps run and canvas positions evaluated; committed over steps is tokens per denoising step)
 """
 
 from __future__ import annotations
@@ -74,6 +77,12 @@ class SpecDecodeMetrics:
         self.spec_ratio_hist = h("vllm_log_spec_decode_window_draft_acceptance_ratio", "Per-window draft acceptance rate (0-1).", SE,
                                  RATIO_BUCKETS)
         CB = SE + ["confidence"]
+        self.diff_committed = c("vllm_log_diffusion_committed_tokens", "Diffusion decoding (0.24+): tokens committed "
+                                "to the output ('DiffusionDecoding metrics: ... Committed: N tokens').", SE)
+        self.diff_steps = c("vllm_log_diffusion_denoising_steps", "Diffusion decoding: denoising steps run (committed "
+                            "tokens over these: tokens per step, the parallelism the model got).", SE)
+        self.diff_positions = c("vllm_log_diffusion_canvas_positions", "Diffusion decoding: canvas positions evaluated "
+                                "(committed tokens over these: the share of the compute that became output).", SE)
         self.conf_drafted = c("vllm_log_spec_decode_confidence_drafted_tokens", "DSpark: drafted tokens by the "
                               "drafter's own confidence (its STS calibration bins, all positions).", CB)
         self.conf_accepted = c("vllm_log_spec_decode_confidence_accepted_tokens", "DSpark: accepted tokens by the "
@@ -81,6 +90,13 @@ class SpecDecodeMetrics:
         self.conf_sum = c("vllm_log_spec_decode_confidence_sum", "DSpark: the sum of the drafter's confidences in each "
                           "bin; / the drafted tokens is the bin's mean confidence (calibrated: equal to its acceptance).", CB)
         self._position_keys: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+
+    def _on_diffusion_decoding(self, server: str, ev: Event, f: dict) -> None:
+        key = (server, engine_label(f.get("engine", 0)) or self._overflow(server, "engine"))
+        for fam, name in ((self.diff_committed, "committed_tokens"), (self.diff_steps, "denoising_steps"),
+                          (self.diff_positions, "canvas_positions")):
+            c = fam.values
+            c[key] = c.get(key, 0.0) + max(0, f[name])
 
     def _on_spec_decode(self, server: str, ev: Event, f: dict) -> None:
         eng = engine_label(f.get("engine", 0)) or self._overflow(server, "engine")

@@ -44,6 +44,7 @@ PARSERS: tuple[Parser, ...] = (
     iteration.PARSER,  # one line per engine step, when --enable-logging-iteration-details is on
     spec_decode.PARSER,
     spec_decode.CALIBRATION,
+    spec_decode.DIFFUSION,
     kv_transfer.PARSER,
     kv_transfer.MOONCAKE_LOAD_TIERS,
     lmcache.PARSER,

@@ -13,6 +13,7 @@ KINDS = (
     "prefix_cache",
     "spec_decode",
     "spec_calibration",
+    "diffusion_decoding",
     "kv_transfer",
     "lmcache",
     "kv_cache_size",

@@ -10,6 +10,11 @@ With dynamic draft lengths, vLLM's ``v1/spec_decode/metrics.py`` (``SpecDecoding
 length the window held, lengths that did not occur left out. Every draft is counted, those of
 length 0 too (the drafter chose not to propose), so the counts add up to the window's drafts: the
 number the mean acceptance length and each per-position rate are divided by.
+
+Diffusion language models (0.24+, the same ``v1/spec_decode/metrics.py``, each stats interval, at INFO or DEBUG
+when idle): ``DiffusionDecoding metrics: Committed token throughput: 41.20 tokens/s, Mean denoising steps per
+canvas: 8.00, Mean tokens committed per denoising step: 4.12, Committed: 412 tokens, Denoising steps: 100,
+Canvas positions evaluated: 3200`` (``diffusion_decoding``: the window's counts and vLLM's means of them).
 """
 
 from __future__ import annotations
@@ -216,3 +221,31 @@ def drafts_of(fields: dict) -> int | None:
         return 0
     depth = fields.get("speculative_depth") or len(per_pos)
     return round(drafted / depth) if drafted and depth else None
+
+
+# Diffusion decoding (0.24+): the window's counts, and vLLM's own means of them
+DIFFUSION_MARKER = "DiffusionDecoding metrics: "
+_DIFFUSION = re.compile(
+    r"Committed token throughput: ([\d.]+) tokens/s, Mean denoising steps per canvas: ([\d.]+|nan), Mean tokens "
+    r"committed per denoising step: ([\d.]+|nan), Committed: (\d+) tokens, Denoising steps: (\d+), Canvas positions "
+    r"evaluated: (\d+)")
+
+
+def _parse_diffusion(frame: Frame) -> list[Event] | None:
+    msg = frame.message
+    i = msg.find(DIFFUSION_MARKER)
+    if i < 0:
+        return None
+    m = _DIFFUSION.match(msg, i + len(DIFFUSION_MARKER))
+    if m is None:
+        return None
+    fields: dict = {"committed_tokens_per_second": float(m.group(1)), "committed_tokens": int(m.group(4)),
+                    "denoising_steps": int(m.group(5)), "canvas_positions": int(m.group(6))}
+    for name, v in (("mean_steps_per_canvas", m.group(2)), ("mean_tokens_per_step", m.group(3))):
+        if v != "nan":
+            fields[name] = float(v)
+    return [Event("diffusion_decoding", fields)]
+
+
+DIFFUSION = Parser("diffusion_decoding", (DIFFUSION_MARKER,), _parse_diffusion, where(
+    INFO_LEVELS, LOGGERS, start=r"(?:Engine \d+: )?DiffusionDecoding metrics: "))

@@ -35,8 +35,8 @@ from exporter.parsers import echo, parse_frame
 # The families whose lines are vLLM's words and numbers from end to end (a client's text is in none
 # of them): a record glued after one of these lines is a record (vllm-project/vllm#18115). An access
 # line is one when it is whole (its path is the client's, but a record glued on starts after the status).
-GLUE_HOSTS = frozenset({"engine_stats", "mfu", "prefix_cache", "spec_decode", "spec_calibration", "kv_transfer",
-                        "access_log"})
+GLUE_HOSTS = frozenset({"engine_stats", "mfu", "prefix_cache", "spec_decode", "spec_calibration", "diffusion_decoding",
+                        "kv_transfer", "access_log"})
 # Progress bars (tqdm) that records get glued onto when a newline is lost.
 _PROGRESS = re.compile(r"(?:Loading (?:safetensors|pt) checkpoint shards|Capturing CUDA graph|Processed prompts|"
                        r"Adding requests|Compiling|\d+%\|)")

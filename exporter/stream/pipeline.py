@@ -342,7 +342,7 @@ class Pipeline:
             if len(self._engine_of) >= MAX_PROCESSES and key not in self._engine_of:
                 self._engine_of.clear()  # a log naming endless processes: forget, never grow
             self._engine_of[key] = fields.get("engine", 0)
-        elif kind in ("spec_decode", "spec_calibration", "kv_transfer"):
+        elif kind in ("spec_decode", "spec_calibration", "diffusion_decoding", "kv_transfer"):
             fields.setdefault("engine", self._engine_of.get(key, 0))
 
     def _classify(self, f: Frame, key: tuple, text: int = 0) -> tuple[str, list[Event]]:
