@@ -93,6 +93,12 @@ def _fewest(strings: tuple[str, ...]) -> tuple[str, ...]:
 
 
 _TABLE = _needle_table(PARSERS)
+# Per level a frame may carry, the needles of the families whose ``where`` admits it: an INFO line is not
+# tested for the needles of families that read only WARNING and worse (it could never be theirs), so the
+# failure families cost the commonest lines nothing. A frame of any other level (none, a level vLLM does
+# not print) is tested against the whole table.
+_TABLE_BY_LEVEL = {level: tuple((n, p) for n, p in _TABLE if p.where.levels is None or level in p.where.levels)
+                   for level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")}
 # Every needle once: a message holding none of them is recognised by no family.
 NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(needle for needle, _ in _TABLE))
 # Fewer strings with the same answer to "does the message hold a needle?": every needle holds one of
@@ -138,7 +144,7 @@ def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Eve
     one that finds nothing passes the line on to the next family. Every event's numbers are within
     exporter.parsers._values.LIMIT (those that are not are left out)."""
     if parsers is PARSERS:
-        table = _TABLE
+        table = _TABLE_BY_LEVEL.get(frame.level, _TABLE)  # (a level no family admits is skipped by admits anyway)
     elif parsers is EXCEPTION_PARSERS:
         table = _ERROR_TABLE
     elif parsers is CONTINUATION_PARSERS:
