@@ -7,7 +7,8 @@
   = 71.39GiB``, ``model weights take 4.03GiB; non_torch_memory takes 1.39GiB; PyTorch activation peak
   memory takes 0.32GiB; the rest of the memory reserved for KV Cache is 65.65GiB.`` and
   ``Memory profiling takes 20.40 seconds``.
-- ``Model loading took 81.01 GiB memory and 40.2 seconds`` (all wordings since 0.3; "GB" there is GiB):
+- ``Model loading took 81.01 GiB memory and 40.2 seconds`` (all wordings since 0.3; "GB" there is GiB;
+  Gaudi's ``Loading model weights took in total 15.05 GiB of device memory (...)``):
   the whole load, ``seconds``; ``Loading weights took 12.31 seconds``: reading the weights only,
   ``weights_load_seconds``; ``Initializing model took 0.071071 seconds``
   (``model_executor/model_loader/base_loader.py:82`` in 0.32): building the model's modules before
@@ -119,7 +120,11 @@ _AFTER_WARMUP_FIELDS = ("free_bytes", "kv_cache_committed_bytes", "transient_byt
 _EXTENDED = re.compile(r"Extended KV cache to (\d+) blocks(?: \(([\d.]+) GiB\))?\.")
 _KV_BYTES_HINT = re.compile(r"--kv-cache-memory-bytes=(\d+)`? \([\d.]+ GiB\) to (fit|fully)")
 
-_MODEL_LOAD = re.compile(r"(?:Model loading|Loading model weights) took ([\d.]+) ?(GiB|GB)(?: memory)?(?: and ([\d.]+) seconds)?")
+# Gaudi's runner (HabanaAI/vllm-fork hpu_model_runner.py, vllm-gaudi): "Loading model weights took in total
+# 15.05 GiB of device memory (15.05 GiB/30.15 GiB used) and 1.134 GiB of host memory (...)", in MiB or KiB for
+# a small model; its "Pre-loading model weights on hpu:0 took ..." (one device) is left to that total
+_MODEL_LOAD = re.compile(r"(?:Model loading|Loading model weights) took (?:in total )?([\d.]+) ?(GiB|GB|MiB|KiB)"
+                         r"(?: memory| of device memory)?(?: and ([\d.]+) seconds)?")
 _WEIGHTS_IO = re.compile(r"Loading weights took ([\d.]+) seconds")
 _MODEL_INIT = re.compile(r"^Initializing model took ([\d.]+) seconds")
 _GRAPH = re.compile(r"(Encoder g|G)raph capturing finished in ([\d.]+) secs?(?:, took (-?[\d.]+) ?(GiB|GB|MiB))?"
@@ -150,7 +155,8 @@ def _model_load(frame: Frame) -> list[Event] | None:
     msg = frame.message
     m = _MODEL_LOAD.search(msg)
     if m:
-        fields = {"weights_bytes": to_bytes(float(m.group(1)), "GiB")}
+        unit = m.group(2)
+        fields = {"weights_bytes": to_bytes(float(m.group(1)), "GiB" if unit == "GB" else unit)}
         if m.group(3):
             fields["seconds"] = float(m.group(3))
         return [Event("model_load", fields)]
