@@ -35,6 +35,7 @@ from exporter.parsers import (
 )
 from exporter.parsers._values import SQUEEZE_FROM_CHARS, bounded, has_long_run, squeeze_digits
 from exporter.parsers.base import ANYWHERE, Parser, Where
+from exporter.parsers.reach import could_hold
 
 # Most frequent first: access-log lines dominate real logs, then the periodic stats families.
 PARSERS: tuple[Parser, ...] = (
@@ -186,10 +187,14 @@ class Families:
     line's file before framing it, tests only the needles of the rules that could take it
     (``needles_for``, ``filters_for``): a rule bound to its file costs other files' lines nothing.
     ``client_text``: per rule, whether it may read a record that echoes a client's text (the trust
-    boundary: ``rule_events(frame, echo=True)`` tries only those rules)."""
+    boundary: ``rule_events(frame, echo=True)`` tries only those rules).
+
+    What the fast path reads per line, without a call: ``by_file`` (some rule is bound to a logger file: the
+    needles depend on the line's file; else ``filters`` serves every file), ``filters_cache`` (file ->
+    ``filters_for(file)``) and ``shape_cache`` ((shape, file) -> ``shape_needles``)."""
 
     __slots__ = ("rules", "rule_table", "client_text_table", "rule_needles", "filters", "_bound", "_unbound",
-                 "_needles_for", "_filters_for")
+                 "_needles_for", "by_file", "filters_cache", "shape_cache")
 
     def __init__(self, rules: tuple[Parser, ...] = (), loggers: tuple[tuple[str, ...], ...] | None = None,
                  client_text: tuple[bool, ...] | None = None):
@@ -210,7 +215,9 @@ class Families:
                 unbound += p.needles
         self._unbound = _fewest(tuple(unbound))
         self._needles_for: dict[str, tuple[str, ...]] = {}
-        self._filters_for: dict[str, tuple[str, ...]] = {}
+        self.by_file = bool(self._bound)
+        self.filters_cache: dict[str, tuple[str, ...]] = {}
+        self.shape_cache: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def needles_for(self, file: str) -> tuple[str, ...]:
         """The needles of the rules that may take a line from logger file ``file`` (file.py)."""
@@ -223,11 +230,21 @@ class Families:
 
     def filters_for(self, file: str) -> tuple[str, ...]:
         """``filters`` for a line from logger file ``file``: NO_NEEDLE_FILTERS and ``needles_for(file)``."""
-        got = self._filters_for.get(file)
+        got = self.filters_cache.get(file)
         if got is None:
             got = _fewest(NO_NEEDLE_FILTERS + self.needles_for(file)) if self.rules else NO_NEEDLE_FILTERS
-            if len(self._filters_for) < 1024:
-                self._filters_for[file] = got
+            if len(self.filters_cache) < 1024:
+                self.filters_cache[file] = got
+        return got
+
+    def shape_needles(self, shape: str, pattern: str, file: str) -> tuple[str, ...]:
+        """``needles_for(file)`` less those no message ``pattern`` matches whole can hold
+        (exporter.parsers.reach): the ones a line of that shape (exporter.stream.fastpath) is searched for."""
+        got = self.shape_cache.get((shape, file))
+        if got is None:
+            got = tuple(n for n in self.needles_for(file) if could_hold(pattern, n))
+            if len(self.shape_cache) < 1024:
+                self.shape_cache[(shape, file)] = got
         return got
 
     def rule_events(self, frame: Frame, echo: bool = False) -> list[Event]:

@@ -49,6 +49,12 @@ _TEMPLATES: list[tuple[tuple[str, ...], re.Pattern]] = []
 _VALUE = "([0-9][0-9.eE+-]*)"
 
 
+# A pattern every body plain_metrics takes matches whole (wider than what it takes): keys without white space
+# or "=", values a digit and then what float() reads (digits, ".", "e", "E", "+", "-", white space). What
+# exporter.parsers.reach reads to know which of a user's needles a plain KV line can hold (tests check both).
+PLAIN_BODY = r"(?:[^\s=]+=\d[\d\s.eE+\-]*, )*[^\s=]+=\d[\d\s.eE+\-]*"
+
+
 def plain_metrics(body: str) -> dict | None:
     """``a=1, b=2.5`` -> {"a": 1.0, "b": 2.5} when the body is only such pairs, else None."""
     for keys, pattern in _TEMPLATES:

@@ -40,16 +40,18 @@ _WRAPPER_COMMON = re.compile(
 
 # (what the message starts with, kind, its exact pattern, fields from that pattern's groups, the family's
 # parser: its ``where`` says which levels and loggers its lines come from, so both ways keep the same
-# boundary; the answer per (level, file) is remembered, they are few)
+# boundary; the answer per (level, file) is remembered, they are few; and a pattern every message the fast
+# path answers matches whole, from which a user's rules' needles that no such message holds are known,
+# Families.shape_needles: the KV body's ``(.*)`` is only read when plain, kv_transfer.PLAIN_BODY)
 _SHAPES = tuple(
-    (start, kind, regex, fields, (parser.where, {}))
-    for start, kind, regex, fields, parser in (
+    (start, kind, regex, fields, (parser.where, {}, reach))
+    for start, kind, regex, fields, parser, reach in (
         ("Engine ", "engine_stats", re.compile(engine_stats.CURRENT_PATTERN), engine_stats.current_fields,
-         engine_stats.PARSER),
+         engine_stats.PARSER, engine_stats.CURRENT_PATTERN),
         (spec_decode.MARKER, "spec_decode", re.compile(re.escape(spec_decode.MARKER) + spec_decode.CURRENT_PATTERN),
-         spec_decode.current_fields, spec_decode.PARSER),
+         spec_decode.current_fields, spec_decode.PARSER, re.escape(spec_decode.MARKER) + spec_decode.CURRENT_PATTERN),
         (kv_transfer.MARKER, "kv_transfer", re.compile(re.escape(kv_transfer.MARKER) + "(.*)"), kv_transfer.plain_fields,
-         kv_transfer.PARSER),
+         kv_transfer.PARSER, re.escape(kv_transfer.MARKER) + kv_transfer.PLAIN_BODY),
     ))
 
 
@@ -96,7 +98,7 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
     m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
     if m is None:
         return None
-    parser_where, admitted = where
+    parser_where, admitted, reach = where
     level_file = m.group(12, 18)
     ok = admitted.get(level_file)
     if ok is None:
@@ -109,7 +111,12 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
     if not text.startswith(start, end):
         return None
     if families.rules:
-        for needle in families.needles_for(m.group(18)):
+        # (only the needles that a message of this shape can hold: most rules' hold none, and cost nothing here)
+        key = (kind, level_file[1] if families.by_file else "")
+        needles = families.shape_cache.get(key)
+        if needles is None:
+            needles = families.shape_needles(kind, reach, key[1])
+        for needle in needles:
             if needle in text:
                 return None  # a rule may want it too: framed the usual way
     b = regex.fullmatch(text, end)
@@ -146,7 +153,10 @@ def _quiet(line: str, clock: Clock, families: Families):
         return False
     msg = text[m.end():]
     # (a user's rules add their needles, those of the rules that may take this logger file's lines)
-    filters = families.filters_for(m.group(18)) if families.rules else families.filters
+    filters = families.filters
+    if families.by_file:
+        file = m.group(18)
+        filters = families.filters_cache.get(file) or families.filters_for(file)
     # (the needle loop first: it is what most lines end on, and it needs nothing else)
     for needle in filters:
         if needle in msg:
