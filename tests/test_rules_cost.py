@@ -140,3 +140,27 @@ def test_a_rule_whose_needle_is_in_some_periodic_lines_reads_exactly_those_in_bo
         assert _ruled(events) == WANT
         assert [e.line for e in events if e.kind == "rule"] == [2, 4, 6]
         assert _builtin(events) == _builtin(events_plain)  # the built-in events as without rules
+
+
+def test_a_rule_bound_to_levels_costs_other_levels_lines_nothing_and_reads_its_own():
+    unlinked = next(line for line in SEED if "Unlinked mmap file" in line)
+    assert " INFO " in unlinked
+    warning = unlinked.replace(" INFO ", " WARNING ", 1)
+    rule = {"name": "unlinked", "pattern": r"Unlinked mmap file \S+ after (?P<workers>\d+) workers",
+            "fields": {"workers": "int"}, "metrics": [{"name": "t_workers", "type": "gauge", "value": "workers"}]}
+    running = {"name": "running", "pattern": "Running: 7 reqs", "metrics": [{"name": "t_running_total", "type": "counter"}]}
+    clock = Clock(year=2026)
+    at_warning = families(load_rules([{**rule, "level": "WARNING"}, {**running, "level": "WARNING"}], "t.yaml: rules"))
+    at_info = families(load_rules([{**rule, "level": ["INFO", "WARNING"]}, {**running, "level": "INFO"}], "t.yaml: rules"))
+    seven = ENGINE.replace("Running: 1 reqs", "Running: 7 reqs")
+    # a WARNING rule: the INFO lines stay on the fast path (its needles are not looked for)
+    assert fastpath.ignorable(unlinked, clock, at_warning) and fastpath.match(seven, clock, at_warning) is not None
+    # one that reads INFO: they go the usual way
+    assert not fastpath.ignorable(unlinked, clock, at_info) and fastpath.match(seven, clock, at_info) is None
+    for fams, want in ((at_warning, [("unlinked", {"workers": 2})]),
+                       (at_info, [("running", {}), ("unlinked", {"workers": 2}), ("unlinked", {"workers": 2})])):
+        each = Pipeline(Clock(year=2026), families=fams)
+        events_each = [ev for line in (seven, unlinked, warning) for ev in each.feed(line, True)[1]] + each.flush()
+        batch = Pipeline(Clock(year=2026), families=fams)
+        events_batch = batch.feed_batch([seven, unlinked, warning])[1] + batch.flush()
+        assert _ruled(events_each) == _ruled(events_batch) == want

@@ -183,21 +183,23 @@ class Families:
     ``filters``: NO_NEEDLE_FILTERS with the rules' needles: a message holding none is wanted by no family
     and no rule (the fast path skips such lines unframed). ``rule_needles``: the rules' needles alone (a
     periodic line the fast path reads holding one of them goes the usual way, so the rules see it).
-    ``loggers``: per rule, the logger files it takes lines from (empty: any); the fast path, which knows a
-    line's file before framing it, tests only the needles of the rules that could take it
-    (``needles_for``, ``filters_for``): a rule bound to its file costs other files' lines nothing.
-    ``client_text``: per rule, whether it may read a record that echoes a client's text (the trust
-    boundary: ``rule_events(frame, echo=True)`` tries only those rules).
+    ``loggers``, ``levels``: per rule, the logger files and the levels it takes lines from (empty: any); the
+    fast path, which knows a line's file and level before framing it, tests only the needles of the rules
+    that could take it (``needles_for``, ``filters_for``): a rule bound to its file or its levels costs other
+    files' and levels' lines nothing; and of a periodic line it reads whole, only the needles its message can
+    hold (``shape_needles``). ``client_text``: per rule, whether it may read a record that echoes a client's
+    text (the trust boundary: ``rule_events(frame, echo=True)`` tries only those rules).
 
-    What the fast path reads per line, without a call: ``by_file`` (some rule is bound to a logger file: the
-    needles depend on the line's file; else ``filters`` serves every file), ``filters_cache`` (file ->
-    ``filters_for(file)``) and ``shape_cache`` ((shape, file) -> ``shape_needles``)."""
+    What the fast path reads per line, without a call: ``by_file``, ``by_level`` (some rule is bound to a
+    logger file, a level: the needles depend on the line's; else ``filters`` serves every line and the key
+    part is ""), ``filters_cache`` ((level, file) -> ``filters_for``) and ``shape_cache`` ((shape, level,
+    file) -> ``shape_needles``)."""
 
-    __slots__ = ("rules", "rule_table", "client_text_table", "rule_needles", "filters", "_bound", "_unbound",
-                 "_needles_for", "by_file", "filters_cache", "shape_cache")
+    __slots__ = ("rules", "rule_table", "client_text_table", "rule_needles", "filters", "_origins", "_needles_for",
+                 "by_file", "by_level", "filters_cache", "shape_cache")
 
     def __init__(self, rules: tuple[Parser, ...] = (), loggers: tuple[tuple[str, ...], ...] | None = None,
-                 client_text: tuple[bool, ...] | None = None):
+                 client_text: tuple[bool, ...] | None = None, levels: tuple[tuple[str, ...], ...] | None = None):
         self.rules = tuple(rules)
         self.rule_table = _needle_table(self.rules)
         readers = client_text if client_text is not None else (False,) * len(self.rules)
@@ -205,46 +207,45 @@ class Families:
         self.rule_needles = _fewest(tuple(n for n, _ in self.rule_table))
         self.filters = _fewest(NO_NEEDLE_FILTERS + self.rule_needles) if self.rules else NO_NEEDLE_FILTERS
         files = loggers if loggers is not None else ((),) * len(self.rules)
-        # file -> needles of the rules bound to it; the needles of rules bound to no file
-        self._bound: dict[str, tuple[str, ...]] = {}
-        unbound: list[str] = []
-        for p, fs in zip(self.rules, files):
-            for f in {lg.partition(":")[0] for lg in fs}:
-                self._bound[f] = self._bound.get(f, ()) + p.needles
-            if not fs:
-                unbound += p.needles
-        self._unbound = _fewest(tuple(unbound))
-        self._needles_for: dict[str, tuple[str, ...]] = {}
-        self.by_file = bool(self._bound)
-        self.filters_cache: dict[str, tuple[str, ...]] = {}
-        self.shape_cache: dict[tuple[str, str], tuple[str, ...]] = {}
+        lvls = levels if levels is not None else ((),) * len(self.rules)
+        # per rule: its needles, the logger files it takes (a "file.py:12" as its file), its levels (None: any)
+        self._origins = tuple((p.needles, frozenset(lg.partition(":")[0] for lg in fs) or None, frozenset(lv) or None)
+                              for p, fs, lv in zip(self.rules, files, lvls))
+        self._needles_for: dict[tuple[str, str], tuple[str, ...]] = {}
+        self.by_file = any(fs is not None for _, fs, _ in self._origins)
+        self.by_level = any(lv is not None for _, _, lv in self._origins)
+        self.filters_cache: dict[tuple[str, str], tuple[str, ...]] = {}
+        self.shape_cache: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
-    def needles_for(self, file: str) -> tuple[str, ...]:
-        """The needles of the rules that may take a line from logger file ``file`` (file.py)."""
-        got = self._needles_for.get(file)
+    def needles_for(self, file: str, level: str = "") -> tuple[str, ...]:
+        """The needles of the rules that may take a line from logger file ``file`` (file.py) at ``level``
+        ("": any level; a file "" when no rule names one)."""
+        got = self._needles_for.get((level, file))
         if got is None:
-            got = _fewest(self._unbound + self._bound.get(file, ()))
+            got = _fewest(tuple(n for needles, files, levels in self._origins
+                                if (files is None or file in files) and (levels is None or not level or level in levels)
+                                for n in needles))
             if len(self._needles_for) < 1024:  # (files are few; an endless variety is not cached)
-                self._needles_for[file] = got
+                self._needles_for[(level, file)] = got
         return got
 
-    def filters_for(self, file: str) -> tuple[str, ...]:
-        """``filters`` for a line from logger file ``file``: NO_NEEDLE_FILTERS and ``needles_for(file)``."""
-        got = self.filters_cache.get(file)
+    def filters_for(self, file: str, level: str = "") -> tuple[str, ...]:
+        """``filters`` for a line from logger file ``file`` at ``level``: NO_NEEDLE_FILTERS and ``needles_for``."""
+        got = self.filters_cache.get((level, file))
         if got is None:
-            got = _fewest(NO_NEEDLE_FILTERS + self.needles_for(file)) if self.rules else NO_NEEDLE_FILTERS
+            got = _fewest(NO_NEEDLE_FILTERS + self.needles_for(file, level)) if self.rules else NO_NEEDLE_FILTERS
             if len(self.filters_cache) < 1024:
-                self.filters_cache[file] = got
+                self.filters_cache[(level, file)] = got
         return got
 
-    def shape_needles(self, shape: str, pattern: str, file: str) -> tuple[str, ...]:
-        """``needles_for(file)`` less those no message ``pattern`` matches whole can hold
+    def shape_needles(self, shape: str, pattern: str, file: str, level: str = "") -> tuple[str, ...]:
+        """``needles_for(file, level)`` less those no message ``pattern`` matches whole can hold
         (exporter.parsers.reach): the ones a line of that shape (exporter.stream.fastpath) is searched for."""
-        got = self.shape_cache.get((shape, file))
+        got = self.shape_cache.get((shape, level, file))
         if got is None:
-            got = tuple(n for n in self.needles_for(file) if could_hold(pattern, n))
+            got = tuple(n for n in self.needles_for(file, level) if could_hold(pattern, n))
             if len(self.shape_cache) < 1024:
-                self.shape_cache[(shape, file)] = got
+                self.shape_cache[(shape, level, file)] = got
         return got
 
     def rule_events(self, frame: Frame, echo: bool = False) -> list[Event]:

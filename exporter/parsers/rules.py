@@ -171,4 +171,4 @@ def families(specs):
     if not specs:
         return BUILT_IN
     return Families(tuple(rule_parser(s) for s in specs), tuple(tuple(s.loggers) for s in specs),
-                    tuple(bool(s.client_text) for s in specs))
+                    tuple(bool(s.client_text) for s in specs), tuple(tuple(s.levels) for s in specs))

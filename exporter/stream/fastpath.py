@@ -12,8 +12,10 @@ INFO or DEBUG, with no parser's needle in the message and nothing glued on, the 
 count the line as ignored and make nothing of it; so it is not framed at all.
 
 With a user's rules (exporter.parsers.Families), a line holding the needle of a rule that may take it
-(one bound to no logger file, or to this line's) goes the usual way, so the rules see it framed, as the
-built-in families do. With rules loaded, a quiet line that begins a record echoing a client's text
+(one bound to no logger file and level, or to this line's) goes the usual way, so the rules see it framed,
+as the built-in families do. A periodic line read whole is searched only for the needles its shape's
+message can hold (exporter.parsers.reach): a rule whose words are no engine-stats, spec-decode or KV
+words costs those lines a dictionary look-up, not a substring search. With rules loaded, a quiet line that begins a record echoing a client's text
 (exporter.parsers.echo) is answered ECHO: ignored, and kept by the pipeline, which reads its header
 (``echo_key``) only when a rule matches a later line, so that the record's continuation lines reach no
 rule but one with ``client_text: true`` at the cost of a list append per echo line.
@@ -112,10 +114,10 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
         return None
     if families.rules:
         # (only the needles that a message of this shape can hold: most rules' hold none, and cost nothing here)
-        key = (kind, level_file[1] if families.by_file else "")
+        key = (kind, level_file[0] if families.by_level else "", level_file[1] if families.by_file else "")
         needles = families.shape_cache.get(key)
         if needles is None:
-            needles = families.shape_needles(kind, reach, key[1])
+            needles = families.shape_needles(kind, reach, key[2], key[1])
         for needle in needles:
             if needle in text:
                 return None  # a rule may want it too: framed the usual way
@@ -152,11 +154,11 @@ def _quiet(line: str, clock: Clock, families: Families):
     if m is None or m.group(12) not in _QUIET_LEVELS:
         return False
     msg = text[m.end():]
-    # (a user's rules add their needles, those of the rules that may take this logger file's lines)
+    # (a user's rules add their needles, those of the rules that may take this logger file's and level's lines)
     filters = families.filters
-    if families.by_file:
-        file = m.group(18)
-        filters = families.filters_cache.get(file) or families.filters_for(file)
+    if families.by_file or families.by_level:
+        key = (m.group(12) if families.by_level else "", m.group(18) if families.by_file else "")
+        filters = families.filters_cache.get(key) or families.filters_for(key[1], key[0])
     # (the needle loop first: it is what most lines end on, and it needs nothing else)
     for needle in filters:
         if needle in msg:
