@@ -137,8 +137,8 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
 
 
 _QUIET_LEVELS = frozenset({"INFO", "DEBUG"})
-_ECHO_STARTS = tuple(start for start, _ in echo.STARTS)
-_ECHO_FIRST = frozenset(start[0] for start in _ECHO_STARTS)
+# first letter -> the echo records' starts with it (most quiet lines begin with none of those letters)
+_ECHO_BY_FIRST = {c: tuple(s for s, _ in echo.STARTS if s[0] == c) for c in {s[0] for s, _ in echo.STARTS}}
 
 
 def ignorable(line: str, clock: Clock, families: Families = BUILT_IN) -> bool:
@@ -175,7 +175,7 @@ def _quiet(line: str, clock: Clock, families: Families):
     known = clock.minutes.get(text[:m.start(5)])
     if (known is None or known is NO_MONTH) and record_time(m, text, clock) is NO_MONTH:
         return False
-    if families.rules and msg[:1] in _ECHO_FIRST and msg.startswith(_ECHO_STARTS):
+    if families.rules and msg.startswith(_ECHO_BY_FIRST.get(msg[:1], ())):
         # a record that echoes a client's text: ignored all the same, but its continuation lines (the
         # same header) must reach no rule without client_text, so the pipeline is told (echo_key)
         return ECHO
