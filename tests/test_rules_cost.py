@@ -164,3 +164,50 @@ def test_a_rule_bound_to_levels_costs_other_levels_lines_nothing_and_reads_its_o
         batch = Pipeline(Clock(year=2026), families=fams)
         events_batch = batch.feed_batch([seven, unlinked, warning])[1] + batch.flush()
         assert _ruled(events_each) == _ruled(events_batch) == want
+
+
+# Rules whose needles some periodic or quiet lines hold and others not (some bound to a file or a level), and
+# one whose needle holds a built-in filter ("memory"), against lines of every kind, mutated.
+_PROPERTY_RULES = [
+    {"name": "running", "pattern": r"Running: (?P<n>\d+) reqs", "fields": {"n": "int"},
+     "metrics": [{"name": "p_running", "type": "gauge", "value": "n"}]},
+    {"name": "hit", "pattern": r"hit rate: 8\d", "level": "INFO", "metrics": [{"name": "p_hit_total", "type": "counter"}]},
+    {"name": "store", "pattern": r"kv_offload_store_bytes=(?P<b>\d+)", "logger": "metrics.py", "fields": {"b": "int"},
+     "metrics": [{"name": "p_store_value", "type": "gauge", "value": "b"}]},
+    {"name": "depth", "pattern": r"speculative depth: (?P<d>\d+)", "level": "WARNING", "fields": {"d": "int"},
+     "metrics": [{"name": "p_depth", "type": "gauge", "value": "d"}]},
+    {"name": "unlinked", "pattern": r"Unlinked mmap file", "metrics": [{"name": "p_unlinked_total", "type": "counter"}]},
+    {"name": "pool", "pattern": r"memory pool of (?P<n>\d+)", "fields": {"n": "int"},
+     "metrics": [{"name": "p_pool", "type": "gauge", "value": "n"}]},
+    {"name": "xyz", "pattern": r"Xyz frobnicated", "metrics": [{"name": "p_xyz_total", "type": "counter"}]},
+]
+_FAMS = families(load_rules(_PROPERTY_RULES, "t.yaml: rules"))
+_SAMPLES = [line for line in SEED if " INFO " in line or " DEBUG " in line] + [
+    line for line in (ROOT / "exporter" / "data" / "sample.log").read_text(encoding="utf-8").splitlines()
+    if " INFO " in line][:200]
+
+
+def _outcome(lines, clean: bool):
+    p = Pipeline(Clock(year=2026), families=_FAMS)
+    out = []
+    for line in lines:
+        res, events = p.feed(line, clean)
+        out.append((res, [(e.kind, e.fields) for e in events]))
+    return out, [(e.kind, e.fields) for e in p.flush()]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_SAMPLES), st.lists(st.tuples(st.integers(0, 400), st.sampled_from(
+    ["", "7", "8", " ", "Running: 7 reqs", "hit rate: 85", "kv_offload_store_bytes=9", "speculative depth: 4",
+     "Unlinked mmap file", "memory pool of 3", "Xyz frobnicated", " WARNING ", " DEBUG ", "[metrics.py:1] ",
+     "[other.py:2] ", "Finished request ", "Xyz", "memory"])), max_size=3)), min_size=1, max_size=4))
+def test_with_rules_the_fast_path_makes_of_every_line_what_the_usual_way_makes(batch):
+    from exporter.stream.batch import batch_unsafe
+    lines = []
+    for line, edits in batch:
+        for pos, text in edits:
+            line = line[:pos] + text + line[pos + 1:]
+        if not batch_unsafe(line):
+            lines.append(line)
+    if lines:
+        assert _outcome(lines, True) == _outcome(lines, False), lines

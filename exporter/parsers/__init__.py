@@ -185,18 +185,19 @@ class Families:
     periodic line the fast path reads holding one of them goes the usual way, so the rules see it).
     ``loggers``, ``levels``: per rule, the logger files and the levels it takes lines from (empty: any); the
     fast path, which knows a line's file and level before framing it, tests only the needles of the rules
-    that could take it (``needles_for``, ``filters_for``): a rule bound to its file or its levels costs other
+    that could take it (``needles_for``, ``quiet_needles``): a rule bound to its file or its levels costs other
     files' and levels' lines nothing; and of a periodic line it reads whole, only the needles its message can
     hold (``shape_needles``). ``client_text``: per rule, whether it may read a record that echoes a client's
     text (the trust boundary: ``rule_events(frame, echo=True)`` tries only those rules).
 
     What the fast path reads per line, without a call: ``by_file``, ``by_level`` (some rule is bound to a
-    logger file, a level: the needles depend on the line's; else ``filters`` serves every line and the key
-    part is ""), ``filters_cache`` ((level, file) -> ``filters_for``) and ``shape_cache`` ((shape, level,
-    file) -> ``shape_needles``)."""
+    logger file, a level: the needles depend on the line's; else that part of the keys is ""),
+    ``quiet_any`` (``quiet_needles`` when no rule names either), ``quiet_cache`` ((level, file) ->
+    ``quiet_needles``) and ``shape_cache`` ((shape, level, file) ->
+    ``shape_needles``)."""
 
     __slots__ = ("rules", "rule_table", "client_text_table", "rule_needles", "filters", "_origins", "_needles_for",
-                 "by_file", "by_level", "filters_cache", "shape_cache")
+                 "by_file", "by_level", "quiet_any", "quiet_cache", "shape_cache")
 
     def __init__(self, rules: tuple[Parser, ...] = (), loggers: tuple[tuple[str, ...], ...] | None = None,
                  client_text: tuple[bool, ...] | None = None, levels: tuple[tuple[str, ...], ...] | None = None):
@@ -214,8 +215,9 @@ class Families:
         self._needles_for: dict[tuple[str, str], tuple[str, ...]] = {}
         self.by_file = any(fs is not None for _, fs, _ in self._origins)
         self.by_level = any(lv is not None for _, _, lv in self._origins)
-        self.filters_cache: dict[tuple[str, str], tuple[str, ...]] = {}
+        self.quiet_cache: dict[tuple[str, str], tuple[str, ...]] = {}
         self.shape_cache: dict[tuple[str, str, str], tuple[str, ...]] = {}
+        self.quiet_any = self.quiet_needles("", "")
 
     def needles_for(self, file: str, level: str = "") -> tuple[str, ...]:
         """The needles of the rules that may take a line from logger file ``file`` (file.py) at ``level``
@@ -229,13 +231,14 @@ class Families:
                 self._needles_for[(level, file)] = got
         return got
 
-    def filters_for(self, file: str, level: str = "") -> tuple[str, ...]:
-        """``filters`` for a line from logger file ``file`` at ``level``: NO_NEEDLE_FILTERS and ``needles_for``."""
-        got = self.filters_cache.get((level, file))
+    def quiet_needles(self, file: str, level: str = "") -> tuple[str, ...]:
+        """``needles_for(file, level)`` less those holding one of NO_NEEDLE_FILTERS: what the fast path searches
+        a quiet line for once it holds none of those (a message holding such a needle holds its filter too)."""
+        got = self.quiet_cache.get((level, file))
         if got is None:
-            got = _fewest(NO_NEEDLE_FILTERS + self.needles_for(file, level)) if self.rules else NO_NEEDLE_FILTERS
-            if len(self.filters_cache) < 1024:
-                self.filters_cache[(level, file)] = got
+            got = tuple(n for n in self.needles_for(file, level) if not any(f in n for f in NO_NEEDLE_FILTERS))
+            if len(self.quiet_cache) < 1024:
+                self.quiet_cache[(level, file)] = got
         return got
 
     def shape_needles(self, shape: str, pattern: str, file: str, level: str = "") -> tuple[str, ...]:

@@ -28,7 +28,7 @@ import re
 from exporter.framing.clock import Clock
 from exporter.framing.frame import (BARE_RESET, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, PROCESS_NAME_P, TRACEBACK_START,
                                     record_time)
-from exporter.parsers import BUILT_IN, Families, echo, engine_stats, kv_transfer, spec_decode
+from exporter.parsers import BUILT_IN, NO_NEEDLE_FILTERS, Families, echo, engine_stats, kv_transfer, spec_decode
 from exporter.parsers.base import logger_stem
 
 _WRAPPER = re.compile(JOURNALD_RECORD_P)
@@ -154,17 +154,24 @@ def _quiet(line: str, clock: Clock, families: Families):
     if m is None or m.group(12) not in _QUIET_LEVELS:
         return False
     msg = text[m.end():]
-    # (a user's rules add their needles, those of the rules that may take this logger file's and level's lines)
-    filters = families.filters
-    if families.by_file or families.by_level:
-        key = (m.group(12) if families.by_level else "", m.group(18) if families.by_file else "")
-        filters = families.filters_cache.get(key) or families.filters_for(key[1], key[0])
     # (the needle loop first: it is what most lines end on, and it needs nothing else)
-    for needle in filters:
+    for needle in NO_NEEDLE_FILTERS:
         if needle in msg:
             return False
     if msg.startswith(echo.COUNTED):
         return False  # the request log's records, whose bounded facts are counted (exporter.parsers.echo)
+    if families.rules:
+        # a user's rules' needles: those of the rules that may take this logger file's and level's lines, less
+        # those holding a filter above (Families.quiet_needles)
+        needles = families.quiet_any
+        if families.by_file or families.by_level:
+            key = (m.group(12) if families.by_level else "", m.group(18) if families.by_file else "")
+            needles = families.quiet_cache.get(key)
+            if needles is None:
+                needles = families.quiet_needles(key[1], key[0])
+        for needle in needles:
+            if needle in msg:
+                return False
     if TRACEBACK_START in msg or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):
         return False  # a traceback starting, or maybe another record glued on: the usual way decides
     # (every bare colour reset holds "0m" or "9m": two finds before the regex)
