@@ -191,13 +191,15 @@ class Families:
     text (the trust boundary: ``rule_events(frame, echo=True)`` tries only those rules).
 
     What the fast path reads per line, without a call: ``by_file``, ``by_level`` (some rule is bound to a
-    logger file, a level: the needles depend on the line's; else that part of the keys is ""),
+    logger file, a level: the needles depend on the line's; else that part of the keys is ""), ``by_origin``
+    (either),
     ``quiet_any`` (``quiet_needles`` when no rule names either), ``quiet_cache`` ((level, file) ->
-    ``quiet_needles``) and ``shape_cache`` ((shape, level, file) ->
-    ``shape_needles``)."""
+    ``quiet_needles``), ``shape_any`` (shape -> ``shape_needles``, when no rule names either) and
+    ``shape_cache`` ((shape, level, file) -> ``shape_needles``)."""
 
     __slots__ = ("rules", "rule_table", "client_text_table", "rule_needles", "filters", "_origins", "_needles_for",
-                 "by_file", "by_level", "quiet_any", "quiet_cache", "shape_cache")
+                 "by_file", "by_level", "by_origin", "quiet_any", "quiet_cache", "shape_any",
+                 "shape_cache")
 
     def __init__(self, rules: tuple[Parser, ...] = (), loggers: tuple[tuple[str, ...], ...] | None = None,
                  client_text: tuple[bool, ...] | None = None, levels: tuple[tuple[str, ...], ...] | None = None):
@@ -215,8 +217,10 @@ class Families:
         self._needles_for: dict[tuple[str, str], tuple[str, ...]] = {}
         self.by_file = any(fs is not None for _, fs, _ in self._origins)
         self.by_level = any(lv is not None for _, _, lv in self._origins)
+        self.by_origin = self.by_file or self.by_level
         self.quiet_cache: dict[tuple[str, str], tuple[str, ...]] = {}
         self.shape_cache: dict[tuple[str, str, str], tuple[str, ...]] = {}
+        self.shape_any: dict[str, tuple[str, ...]] = {}
         self.quiet_any = self.quiet_needles("", "")
 
     def needles_for(self, file: str, level: str = "") -> tuple[str, ...]:
@@ -249,6 +253,8 @@ class Families:
             got = tuple(n for n in self.needles_for(file, level) if could_hold(pattern, n))
             if len(self.shape_cache) < 1024:
                 self.shape_cache[(shape, level, file)] = got
+            if not file and not level:
+                self.shape_any[shape] = got
         return got
 
     def rule_events(self, frame: Frame, echo: bool = False) -> list[Event]:

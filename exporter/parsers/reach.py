@@ -18,6 +18,7 @@ flags, lookarounds, backreferences, conditionals) holds every needle.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 import re._constants as C  # noqa: N812 - the parser's opcode names
 import re._parser as P  # noqa: N812
 
@@ -65,7 +66,8 @@ def _in(items) -> object:
 
 class _Reach:
     """What a piece of pattern can produce: whether it matches the empty text, the tests of the characters
-    it can start and end with, the pairs (ends, starts) it can put next to each other, every character test."""
+    it can start and end with, the pairs (ends, starts) it can put next to each other, every character test.
+    A test is one character (a literal) or a function of one."""
 
     __slots__ = ("empty", "first", "last", "pairs", "chars")
 
@@ -78,11 +80,16 @@ def _one(test) -> _Reach:
 
 
 def _then(a: _Reach, b: _Reach) -> _Reach:
-    pairs = a.pairs + b.pairs
+    """``a`` then ``b``, in ``a`` (a sequence's own, growing: no list copied per step)."""
     if a.last and b.first:
-        pairs.append((tuple(a.last), tuple(b.first)))
-    return _Reach(a.empty and b.empty, a.first + (b.first if a.empty else []), b.last + (a.last if b.empty else []),
-                  pairs, a.chars + b.chars)
+        a.pairs.append((tuple(a.last), tuple(b.first)))
+    a.pairs += b.pairs
+    a.chars += b.chars
+    if a.empty:
+        a.first += b.first
+    a.last = b.last + a.last if b.empty else list(b.last)
+    a.empty = a.empty and b.empty
+    return a
 
 
 def _either(options: list[_Reach]) -> _Reach:
@@ -105,7 +112,7 @@ def _seq(nodes) -> _Reach:
 
 def _node(op, av) -> _Reach:
     if op is C.LITERAL:
-        return _one(lambda ch, c=chr(av): ch == c)
+        return _one(chr(av))
     if op is C.NOT_LITERAL:
         return _one(lambda ch, c=chr(av): ch != c)
     if op is C.ANY:
@@ -135,24 +142,55 @@ def _node(op, av) -> _Reach:
     raise _Unknown  # lookarounds, backreferences, conditionals: not followed
 
 
-def _pair(pairs, a: str, b: str) -> bool:
-    return any(any(t(a) for t in ends) and any(t(b) for t in starts) for ends, starts in pairs)
+def _has(tests, ch: str) -> bool:
+    return any(t == ch if t.__class__ is str else t(ch) for t in tests)
+
+
+class _Table:
+    """A pattern's pairs made quick to ask: those of two literal characters in a set, the others (a class on
+    one side or both) kept as (ends, starts) tests; its literal characters and its classes."""
+
+    __slots__ = ("literal_pairs", "other_pairs", "literals", "classes")
+
+    def __init__(self, r: _Reach):
+        self.literal_pairs: set[str] = set()
+        self.other_pairs = []
+        for ends, starts in r.pairs:
+            lit_ends = [t for t in ends if t.__class__ is str]
+            lit_starts = [t for t in starts if t.__class__ is str]
+            self.literal_pairs.update(a + b for a in lit_ends for b in lit_starts)
+            if len(lit_ends) < len(ends) or len(lit_starts) < len(starts):
+                self.other_pairs.append((ends, starts))
+        self.literals = {t for t in r.chars if t.__class__ is str}
+        self.classes = [t for t in r.chars if t.__class__ is not str]
+
+    def pair(self, a: str, b: str) -> bool:
+        return a + b in self.literal_pairs or any(_has(ends, a) and _has(starts, b) for ends, starts in self.other_pairs)
+
+    def char(self, ch: str) -> bool:
+        return ch in self.literals or any(t(ch) for t in self.classes)
+
+
+@lru_cache(maxsize=32)
+def _table(pattern: str) -> _Table | None:
+    """What ``pattern`` can produce, read once per pattern (None: it may hold anything)."""
+    try:
+        tree = P.parse(pattern)
+        if tree.state.flags & (re.IGNORECASE | re.LOCALE):
+            return None
+        return _Table(_seq(tree))
+    except (_Unknown, re.error, RecursionError):
+        return None
 
 
 def could_hold(pattern: str, needle: str) -> bool:
     """False only when no text that ``pattern`` matches whole (``fullmatch``) holds ``needle``."""
-    if not needle:
-        return True
-    try:
-        tree = P.parse(pattern)
-        if tree.state.flags & (re.IGNORECASE | re.LOCALE):
-            return True
-        r = _seq(tree)
-    except (_Unknown, re.error, RecursionError):
+    t = _table(pattern)
+    if t is None or not needle:
         return True
     if len(needle) == 1:
-        return any(t(needle) for t in r.chars)
-    return all(_pair(r.pairs, a, b) for a, b in zip(needle, needle[1:]))
+        return t.char(needle)
+    return all(t.pair(a, b) for a, b in zip(needle, needle[1:]))
 
 
 __all__ = ["could_hold"]

@@ -114,10 +114,15 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
         return None
     if families.rules:
         # (only the needles that a message of this shape can hold: most rules' hold none, and cost nothing here)
-        key = (kind, level_file[0] if families.by_level else "", level_file[1] if families.by_file else "")
-        needles = families.shape_cache.get(key)
-        if needles is None:
-            needles = families.shape_needles(kind, reach, key[2], key[1])
+        if families.by_origin:
+            key = (kind, level_file[0] if families.by_level else "", level_file[1] if families.by_file else "")
+            needles = families.shape_cache.get(key)
+            if needles is None:
+                needles = families.shape_needles(kind, reach, key[2], key[1])
+        else:
+            needles = families.shape_any.get(kind)
+            if needles is None:
+                needles = families.shape_needles(kind, reach, "", "")
         for needle in needles:
             if needle in text:
                 return None  # a rule may want it too: framed the usual way
@@ -160,11 +165,12 @@ def _quiet(line: str, clock: Clock, families: Families):
             return False
     if msg.startswith(echo.COUNTED):
         return False  # the request log's records, whose bounded facts are counted (exporter.parsers.echo)
-    if families.rules:
+    ruled = families.rules
+    if ruled:
         # a user's rules' needles: those of the rules that may take this logger file's and level's lines, less
         # those holding a filter above (Families.quiet_needles)
         needles = families.quiet_any
-        if families.by_file or families.by_level:
+        if families.by_origin:
             key = (m.group(12) if families.by_level else "", m.group(18) if families.by_file else "")
             needles = families.quiet_cache.get(key)
             if needles is None:
@@ -182,7 +188,7 @@ def _quiet(line: str, clock: Clock, families: Families):
     known = clock.minutes.get(text[:m.start(5)])
     if (known is None or known is NO_MONTH) and record_time(m, text, clock) is NO_MONTH:
         return False
-    if families.rules and msg.startswith(_ECHO_BY_FIRST.get(msg[:1], ())):
+    if ruled and (starts := _ECHO_BY_FIRST.get(msg[:1])) is not None and msg.startswith(starts):
         # a record that echoes a client's text: ignored all the same, but its continuation lines (the
         # same header) must reach no rule without client_text, so the pipeline is told (echo_key)
         return ECHO
