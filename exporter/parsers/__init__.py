@@ -192,14 +192,12 @@ class Families:
 
     What the fast path reads per line, without a call: ``by_file``, ``by_level`` (some rule is bound to a
     logger file, a level: the needles depend on the line's; else that part of the keys is ""), ``by_origin``
-    (either),
-    ``quiet_any`` (``quiet_needles`` when no rule names either), ``quiet_cache`` ((level, file) ->
+    (either), ``quiet_any`` (``quiet_needles`` when no rule names either), ``quiet_cache`` ((level, file) ->
     ``quiet_needles``), ``shape_any`` (shape -> ``shape_needles``, when no rule names either) and
     ``shape_cache`` ((shape, level, file) -> ``shape_needles``)."""
 
     __slots__ = ("rules", "rule_table", "client_text_table", "rule_needles", "filters", "_origins", "_needles_for",
-                 "by_file", "by_level", "by_origin", "quiet_any", "quiet_cache", "shape_any",
-                 "shape_cache")
+                 "by_file", "by_level", "by_origin", "quiet_any", "quiet_cache", "shape_any", "shape_cache")
 
     def __init__(self, rules: tuple[Parser, ...] = (), loggers: tuple[tuple[str, ...], ...] | None = None,
                  client_text: tuple[bool, ...] | None = None, levels: tuple[tuple[str, ...], ...] | None = None):

@@ -72,7 +72,8 @@ class _Reach:
     __slots__ = ("empty", "first", "last", "pairs", "chars")
 
     def __init__(self, empty=True, first=(), last=(), pairs=(), chars=()):
-        self.empty, self.first, self.last, self.pairs, self.chars = empty, list(first), list(last), list(pairs), list(chars)
+        self.empty, self.first, self.last = empty, list(first), list(last)
+        self.pairs, self.chars = list(pairs), list(chars)
 
 
 def _one(test) -> _Reach:
@@ -165,7 +166,8 @@ class _Table:
         self.classes = [t for t in r.chars if t.__class__ is not str]
 
     def pair(self, a: str, b: str) -> bool:
-        return a + b in self.literal_pairs or any(_has(ends, a) and _has(starts, b) for ends, starts in self.other_pairs)
+        return a + b in self.literal_pairs or any(
+            _has(ends, a) and _has(starts, b) for ends, starts in self.other_pairs)
 
     def char(self, ch: str) -> bool:
         return ch in self.literals or any(t(ch) for t in self.classes)

@@ -15,10 +15,11 @@ With a user's rules (exporter.parsers.Families), a line holding the needle of a 
 (one bound to no logger file and level, or to this line's) goes the usual way, so the rules see it framed,
 as the built-in families do. A periodic line read whole is searched only for the needles its shape's
 message can hold (exporter.parsers.reach): a rule whose words are no engine-stats, spec-decode or KV
-words costs those lines a dictionary look-up, not a substring search. With rules loaded, a quiet line that begins a record echoing a client's text
-(exporter.parsers.echo) is answered ECHO: ignored, and kept by the pipeline, which reads its header
-(``echo_key``) only when a rule matches a later line, so that the record's continuation lines reach no
-rule but one with ``client_text: true`` at the cost of a list append per echo line.
+words costs those lines a dictionary look-up, not a substring search. With rules loaded, a quiet line
+that begins a record echoing a client's text (exporter.parsers.echo) is answered ECHO: ignored, and kept
+by the pipeline, which reads its header (``echo_key``) only when a rule matches a later line, so that the
+record's continuation lines reach no rule but one with ``client_text: true`` at the cost of a list
+append per echo line.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ _SHAPES = tuple(
         ("Engine ", "engine_stats", re.compile(engine_stats.CURRENT_PATTERN), engine_stats.current_fields,
          engine_stats.PARSER, engine_stats.CURRENT_PATTERN),
         (spec_decode.MARKER, "spec_decode", re.compile(re.escape(spec_decode.MARKER) + spec_decode.CURRENT_PATTERN),
-         spec_decode.current_fields, spec_decode.PARSER, re.escape(spec_decode.MARKER) + spec_decode.CURRENT_PATTERN),
+         spec_decode.current_fields, spec_decode.PARSER,
+         re.escape(spec_decode.MARKER) + spec_decode.CURRENT_PATTERN),
         (kv_transfer.MARKER, "kv_transfer", re.compile(re.escape(kv_transfer.MARKER) + "(.*)"), kv_transfer.plain_fields,
          kv_transfer.PARSER, re.escape(kv_transfer.MARKER) + kv_transfer.PLAIN_BODY),
     ))
