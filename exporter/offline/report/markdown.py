@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from exporter.offline.report import engine_ops as engine_ops_section
 from exporter.offline.report import rules as rule_sections
 
 GIB = 2**30
@@ -209,6 +210,8 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
             parts += ["| Engine steps (batch) | Steps | Mean | Longest |", "|---|---|---|---|"]
             parts += [f"| {b} | {v['count']:,} | {v['mean_seconds'] * 1000:.2f} ms | {v['max_seconds'] * 1000:.2f} ms |"
                       for b, v in steps.items()] + [""]
+    if s.get("engine_ops"):
+        parts += engine_ops_section.markdown(s["engine_ops"], tz)
     parts += ["## KV offload", ""]
     if kv.get("store") or kv.get("load"):
         parts += ["| Direction | Weighted rate | Observed range | Largest interval | Intervals |", "|---|---|---|---|---|"]

@@ -15,6 +15,7 @@ from typing import Any
 from exporter.parsers.events import ERROR_KINDS, KINDS, Event
 from exporter.stream.incidents import busy_window, counts_as_traceback
 from exporter.parsers.spec_decode import drafts_of
+from exporter.offline.report.engine_ops import EngineOps
 from exporter.offline.report.rules import RuleStats
 from exporter.offline.report.series import BucketCounts, Tally, Trace
 from exporter.offline.report.summary import Summary
@@ -137,6 +138,9 @@ class RunStats(Summary):
         self.last_ts: float | None = None
         self.events = 0
         self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
+        # sleep mode, EPLB, elastic DP, V0 preemptions, hangs, diffusion decoding: a section when the run had any
+        self.engine_ops = EngineOps(self)
+        self._handlers.update(self.engine_ops.handlers())
         # The per-window series are appended to by their arrays' own append (no Python frame per
         # value) and folded every FOLD_EVERY events.
         self._traces = (self.gen, self.prompt, self.kv_usage, self.accept_len, self.accept_ratio,

@@ -33,6 +33,8 @@ class Summary:
             "steps": {b: {"count": n, "mean_seconds": total / n, "max_seconds": top}
                       for b, (n, total, top) in sorted(self.steps.items())},
         }
+        if self.engine_ops:  # only when the run had such events: a report without them is unchanged
+            out["engine_ops"] = self.engine_ops.summary()
         if self.rules is not None:  # only with rules: the report of a run without them is unchanged
             out["rules"] = self.rules.summary()
         return out
