@@ -131,8 +131,8 @@ class EngineOps:
     def summary(self) -> dict:
         out: dict = {}
         if self.sleep:
-            out["sleep_mode"] = {a: {"count": n, "seconds": s, "longest_seconds": top}
-                                 for a, (n, s, top) in sorted(self.sleep.items(), key=lambda kv: list(SLEEP_WORDS).index(kv[0]))}
+            out["sleep_mode"] = {a: {"count": self.sleep[a][0], "seconds": self.sleep[a][1],
+                                     "longest_seconds": self.sleep[a][2]} for a in SLEEP_WORDS if a in self.sleep}
         if len(self.balance) or self.rearranged or self.skipped:
             e: dict = {}
             if len(self.balance):
