@@ -456,6 +456,22 @@ def test_v0_iteration_timeout_marks_a_serving_engine_stalled():
     assert value(s, "vllm_log_engine_stalled", server="s", engine="0") == 1
 
 
+def test_the_watchdog_s_feed_timeout_marks_a_serving_engine_stalled_and_its_dumps_at_a_stop_count_nothing():
+    """0.34's watchdog dumps the stacks on a feed timeout (300 s by default, suspended while the engine waits
+    for work) and also at every stop (SIGTERM, a worker's parent gone): only the first is a hang."""
+    from tests.helpers import value
+
+    hang = _line("the watchdog dumped the stacks of a loop not fed in time (0.33+)")
+    s = _metrics(BANNER + [hang])
+    assert value(s, "vllm_log_engine_hangs_total", server="s", source="watchdog") == 1
+    assert value(s, "vllm_log_engine_stalled", server="s", engine="0") == 1
+    stop = [_line("the watchdog's dump at a stop (the engine core's SIGTERM handler calls handle_failure), no hang"),
+            _line("the watchdog's dump when a worker's parent exited (vllm/v1/executor/multiproc_executor.py), no hang")]
+    s = _metrics(BANNER + stop)
+    assert value(s, "vllm_log_engine_hangs_total", server="s", source="watchdog") in (0, None)  # no hang counted
+    assert value(s, "vllm_log_engine_stalled", server="s", engine="0") in (0, None)
+
+
 def test_start_up_download_and_encoder_graphs_are_series():
     from tests.helpers import value
 

@@ -54,7 +54,8 @@ class EngineOpsMetrics:
         self.engine_hangs = c("vllm_log_engine_hangs", "Times the engine's loop was found hung, by source: "
                               "iteration_timeout (V0: a step took longer than VLLM_ENGINE_ITERATION_TIMEOUT_S, the "
                               "engine is marked dead), watchdog (0.33+: the loop was not fed within the watchdog's "
-                              "timeout; the stacks are in its dump file).", S + ["source"])
+                              "timeout; the stacks are in its dump file; its dumps at a stop are not counted).",
+                              S + ["source"])
         self._preempted: dict[str, int] = {}
 
     def _on_sleep_mode(self, server: str, ev: Event, f: dict) -> None:
@@ -92,7 +93,9 @@ class EngineOpsMetrics:
         source = f.get("source")
         if source in HANG_SOURCES:
             self.engine_hangs.inc((server, source))
-        if source == "iteration_timeout" and self.state.values.get((server, "serving")):
+        # the loop not fed for the watchdog's timeout (300 s by default; vLLM suspends it while the engine waits
+        # for work, v1/engine/core.py 0.34) is a step that hung, as V0's iteration timeout is
+        if source in HANG_SOURCES and self.state.values.get((server, "serving")):
             self._hung(server)
 
     def _forget_engine_ops(self, server: str) -> None:

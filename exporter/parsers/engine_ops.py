@@ -115,10 +115,10 @@ def _engine_hang(frame: Frame) -> list[Event] | None:
     if msg.startswith("Engine iteration timed out."):
         return [Event("engine_hang", {"source": "iteration_timeout"})]
     m = _WATCHDOG.match(msg)
-    if m:
-        reason = m.group(1).strip()
-        return [Event("engine_hang", {"source": "watchdog",
-                                      "reason": reason if reason == "feed timeout" else "other"})]
+    if m and m.group(1).strip() == "feed timeout":
+        return [Event("engine_hang", {"source": "watchdog", "reason": "feed timeout"})]
+    # 0.34's watchdog also dumps the stacks at a stop, "due to SIGTERM" (the engine core's signal handler)
+    # or "due to shutdown" (a worker whose parent exited): a routine stop, not a hang
     return None
 
 
