@@ -3,8 +3,8 @@
 
     python bench/families.py [ROUNDS=3] [--python PY ...] [--rules FILE] [--no-mtail]
 
-For each family (engine stats, spec decode, KV transfer, the request logger's lines, other INFO lines
-that no parser wants, access-log lines) a file of LINES lines of only that family is cut from the periodic-20 % benchmark
+For each family (engine stats, spec decode, KV transfer, the request logger's lines, WARNING lines, other
+INFO lines that no parser wants, access-log lines) a file of LINES lines of only that family is cut from the periodic-20 % benchmark
 log (bench/gen_log.py --mix periodic20); each tool runs over it and over an empty file, alternating,
 and (time - empty-file time) / lines is the cost of one line: reading, framing, parsing and counting
 it, without start-up. Medians of ROUNDS. With several ``--python`` (e.g. wrappers that run two
@@ -36,6 +36,9 @@ FAMILIES = (
     # the request logger's lines (--enable-log-requests): read for their bounded facts since issue 36, so no
     # longer among the lines nobody parses (the generated log's are cut short: no lora_request, so no event)
     ("request log", lambda l: "Received request " in l),
+    # WARNING records: every failure family's needles are tried on them (the bench log's are nearly all the
+    # serving layer's "The following fields were present in the request but ignored")
+    ("warnings", lambda l: " WARNING " in l),
     ("ignored INFO", lambda l: "HTTP/1.1\" " not in l and " INFO " in l and "metrics: " not in l
      and "Avg prompt throughput" not in l),
     ("access", lambda l: "HTTP/1.1\" " in l),
