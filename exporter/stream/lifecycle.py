@@ -113,12 +113,12 @@ class _FailedStart:
 
 class _Hold:
     """Death signals waiting for what follows them, and the watched events that came after."""
-    __slots__ = ("events", "ts", "opened", "shut", "unseen", "ambiguous")
+    __slots__ = ("events", "ts", "touched", "shut", "unseen", "ambiguous")
 
     def __init__(self, first: Event, unseen: bool):
         self.events = [first]
         self.ts = first.ts
-        self.opened = time.monotonic()  # held HOLD_SECONDS of wall clock at most
+        self.touched = time.monotonic()  # when it opened: held HOLD_SECONDS of wall clock at most
         self.shut: Event | None = None  # uvicorn's "Application shutdown complete." once seen
         self.unseen = unseen  # no start and no serving seen before: it may be a failed start
         self.ambiguous = first.fields.get("signature") in AMBIGUOUS_DEATHS  # every death signal held
@@ -177,7 +177,7 @@ class Lifecycle:
         ``idle_seconds`` is None (the end of the input), is over."""
         out: list[Event] = []
         h = self._hold
-        if h is not None and (idle_seconds is None or time.monotonic() - h.opened > HOLD_SECONDS):
+        if h is not None and (idle_seconds is None or time.monotonic() - h.touched > HOLD_SECONDS):
             self._release(out)
         f = self._fail
         if f is not None and not f.closed and (
@@ -208,8 +208,10 @@ class Lifecycle:
             if not h.ambiguous:  # a death vLLM names as one came first: a stop after it changes nothing
                 self._release(out, death=True)
                 return False
+            self._hold = None
             out.append(ev)
-            self._step(ev, out)  # (stepping never reads the hold) the server is stopped: the held join it
+            self._step(ev, out)
+            self._hold = h
             self._release(out)
             return True
         if kind == "startup_failure" and h.unseen and not self._far(h.ts, ev.ts):
@@ -220,9 +222,9 @@ class Lifecycle:
                 self._release(out, death=True)
                 return False
             h.ambiguous = False
-        elif kind in ("version", "process_exit", "ready", "engine_stats"):
-            # an exit (not clean: a death), a new start, a server that serves: what was seen decides (log time
-            # gone by is settled in feed, before any event reaches here)
+        elif (kind == "process_exit" and not f.get("clean")) or kind in ("version", "process_exit", "ready", "engine_stats") \
+                or (ev.ts is not None and h.ts is not None and ev.ts - h.ts > HOLD_SECONDS):
+            # an exit, a new start, a server that serves, or time gone by: what was seen decides
             self._release(out, death=kind == "process_exit" and not f.get("clean"))
             return False
         if kind == "shutdown" and f.get("message") == "Application shutdown complete.":
