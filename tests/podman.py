@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -89,22 +90,32 @@ def _python_base(env) -> None:
         if not shutil.which("debootstrap"):
             pytest.skip("debootstrap not installed: no Python base image can be made")
         CACHE.mkdir(parents=True, exist_ok=True)
-        root = CACHE / "python-rootfs"
-        shutil.rmtree(root, ignore_errors=True)
-        _run(["debootstrap", "--variant=minbase", "--include=python3,python3-pip", "bookworm", str(root),
-              "http://deb.debian.org/debian"], env, timeout=900)
-        (root / "usr/lib/python3.11/EXTERNALLY-MANAGED").unlink(missing_ok=True)
-        for name, target in (("python", "python3"), ("pip", "pip3")):
-            link = root / "usr/bin" / name
-            if not link.exists():
-                link.symlink_to(target)
-        _run(["tar", "-C", str(root), "-cf", str(tarball) + ".part", "."], env, timeout=300)
-        os.replace(str(tarball) + ".part", tarball)
-        shutil.rmtree(root, ignore_errors=True)
+        # the cache is the machine's: two test runs at once (two checkouts) must not debootstrap into
+        # one folder together (one's chroot found the other's half-made system and failed)
+        with open(CACHE / ".build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not tarball.exists():
+                _make_python_base(env, tarball)
     with open(tarball, "rb") as f:
         r = subprocess.run(["podman", "import", "--change", 'CMD ["python3"]', "-", UPSTREAM["docker.io/library/python:3.11-slim"]],
                            stdin=f, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
+
+
+def _make_python_base(env, tarball: Path) -> None:
+    """Debootstrap the stand-in's system and tar it (a few minutes; once per machine)."""
+    root = CACHE / "python-rootfs"
+    shutil.rmtree(root, ignore_errors=True)
+    _run(["debootstrap", "--variant=minbase", "--include=python3,python3-pip", "bookworm", str(root),
+          "http://deb.debian.org/debian"], env, timeout=900)
+    (root / "usr/lib/python3.11/EXTERNALLY-MANAGED").unlink(missing_ok=True)
+    for name, target in (("python", "python3"), ("pip", "pip3")):
+        link = root / "usr/bin" / name
+        if not link.exists():
+            link.symlink_to(target)
+    _run(["tar", "-C", str(root), "-cf", str(tarball) + ".part", "."], env, timeout=300)
+    os.replace(str(tarball) + ".part", tarball)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 # Stand-ins live under names of their own, never an upstream one: a user who ran the tests and then

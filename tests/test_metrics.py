@@ -291,6 +291,32 @@ def test_the_stats_clock_reads_window_lengths_from_the_log():
     assert w.window(key, 1030.0, True) == pytest.approx(2.25)  # past two intervals: lines lost, one interval
 
 
+def test_a_first_line_long_after_the_ready_line_followed_hidden_windows_and_is_one_interval():
+    """vLLM resets its logger's clock at every call, hidden (all-zero, DEBUG) ones too: a first stats
+    line 1.5 intervals or more after the ready line is not the logger's first call, and its window is
+    one interval, not the time since the ready line (a 0.32 run: ready at :15, first line at :20,
+    interval 2 s: counted as 5 s, 2.5x what vLLM counted in it)."""
+    from exporter.metrics.windows import StatsClock
+
+    key = ("s", "0")
+    for precise, ready, first, expect in ((False, 15.0, 20.0, 2.0), (False, 15.0, 19.0, 2.0),
+                                          (False, 15.0, 18.0, 3.0), (False, 15.0, 17.0, 2.0),
+                                          (True, 15.2, 20.3, 2.0), (True, 15.2, 18.7, 2.0),
+                                          (True, 15.2, 17.8, 2.6)):
+        c = StatsClock(2.0)
+        c.ready("s", ready)
+        got = c.window(key, first, True)
+        assert got == pytest.approx(expect), (precise, ready, first, got)
+        assert c.window(key, first + 2.0, True) == pytest.approx(2.0)
+    # the same at vLLM's default interval: a line 16 s after the ready line followed a hidden call
+    c = StatsClock(10.0)
+    c.ready("s", 100.0)
+    assert c.window(key, 116.0, True) == 10.0
+    c = StatsClock(10.0)
+    c.ready("s", 100.0)
+    assert c.window(key, 111.0, True) == 11.0
+
+
 def test_a_first_window_between_whole_second_stamps_is_the_mean_of_what_they_allow_above_the_interval():
     """Whole-second stamps an interval apart say the first window lies in [interval, interval + 1)
     (never shorter: vLLM's logger exists before the loop that calls it), 1/3 s past the interval on

@@ -161,4 +161,26 @@ def test_slis_of_a_real_vllm_have_data_and_move_the_right_way_when_it_is_slowed(
             except AssertionError:
                 seen = [line.strip()[-160:] for line in log.read_text(errors="replace").splitlines()
                         if "Waiting: " in line][-12:]
-                raise AssertionError(f"max waiting {sli.scalar(query)}; the log's last stats lines: {seen}") from None
+                raise AssertionError(f"max waiting {sli.scalar(query)}; the log's last stats lines: {seen}; "
+                                     f"what Prometheus holds: {_history(prom)}") from None
+            print("what Prometheus holds:", _history(prom))
+
+
+def _history(prom: Prometheus) -> dict[str, list]:
+    """The last five minutes of the exporter's scrapes and of the gauge, as Prometheus stored them:
+    tells a scrape that failed (up 0, a long scrape) from a value that was never exported."""
+    out = {}
+    for expr in ('up{job="vllm-log-exporter"}[5m]', 'scrape_duration_seconds{job="vllm-log-exporter"}[5m]',
+                 f'vllm_log_requests_waiting{{server="{SERVER}"}}[5m]',
+                 f'vllm_log_stats_windows_total{{server="{SERVER}"}}[5m]'):
+        rows = prom.query(expr)
+        vals = [(round(float(t), 1), v) for r in rows for t, v in r.get("values", [])]
+        # runs of equal values, as (first time, value, how many samples)
+        runs: list[list] = []
+        for t, v in vals:
+            if runs and runs[-1][1] == v:
+                runs[-1][2] += 1
+            else:
+                runs.append([t, v, 1])
+        out[expr] = runs[-40:]
+    return out

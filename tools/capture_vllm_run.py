@@ -58,7 +58,7 @@ from tools import vllm_cpu, vllm_traffic  # noqa: E402
 
 SCENARIOS = ("traffic", "kill_engine", "failed_start", "dp2", "missing_model", "port_in_use", "bad_value",
              "bad_choice", "warning_stop", "warning_kill", "error_stop", "error_kill", "preemption", "interval5",
-             "json_config")
+             "json_config", "late_traffic")
 # Starts vLLM refuses: (extra arguments, the reason the exporter must give)
 REFUSED = {"missing_model": "model_not_found", "port_in_use": "address_in_use", "bad_value": "bad_argument",
            "bad_choice": "bad_argument", "failed_start": "kv_cache_too_small"}
@@ -155,6 +155,21 @@ def _spec(run: Run) -> list[str]:
 def scenario_traffic(run: Run, model: Path, home: Path) -> None:
     srv = run.server(model, home, _spec(run))
     _serve_then_stop(run, srv, lambda client: _traffic(run, client, run.args.traffic_seconds))
+
+
+def scenario_late_traffic(run: Run, model: Path, home: Path) -> None:
+    """Traffic that begins three intervals after the server is up: the stats logger's first calls
+    are all-zero windows, logged at DEBUG (hidden), and the first line's window is one interval,
+    not the time since the start-up lines."""
+    srv = run.server(model, home, _spec(run))
+    idle = 3 * run.args.stats_interval + 1
+
+    def traffic(client: vllm_traffic.Client) -> None:
+        run.event("idle before traffic", seconds=idle)
+        time.sleep(idle)
+        _traffic(run, client, run.args.traffic_seconds)
+
+    _serve_then_stop(run, srv, traffic)
 
 
 def _serve_then_stop(run: Run, srv: vllm_cpu.Server, traffic, on_healthy=None) -> None:

@@ -5,11 +5,15 @@ throughput as the tokens it counted since its last ``log()`` call over the time 
 The API server calls ``log()`` every ``VLLM_LOG_STATS_INTERVAL`` seconds (an ``asyncio.sleep``
 loop in the app's lifespan), so a window is one interval, except:
 
-- the first one runs from the logger's creation, when the API server got its engine client (7 ms
-  before its ``Supported tasks: [...]`` line on a sub-second-stamped 0.32 run here; 0.4 s after the
-  engine core's ``init engine (...) took N s`` line), to the first call an interval after the HTTP
-  server came up: longer than the interval by the API server's own start-up (0.6 s on that run,
-  30 % of a 2 s interval);
+- the first call's window runs from the logger's creation, when the API server got its engine
+  client (7 ms before its ``Supported tasks: [...]`` line on a sub-second-stamped 0.32 run here;
+  0.4 s after the engine core's ``init engine (...) took N s`` line), to one interval after the
+  HTTP server came up (0.45-0.6 s after ``Supported tasks`` on the JSON captures here): longer than
+  the interval by the API server's own start-up. But that first call is seen only when it had
+  tokens to report: the logger's ``last_log_time`` is reset at every call, hidden ones included,
+  so a first visible line 1.5 intervals or more after the ready line (clients came later) follows
+  hidden calls, and its window is one interval, whatever the gap to the ready line (a 0.32 run
+  here: ready at :15, first line at :20, interval 2 s: 2 s, not 5);
 - a window whose throughputs and the previous window's are all 0 is logged at DEBUG: hidden. So
   after a line with non-zero throughput the next line always comes one interval later (only these
   gaps measure the interval), and a line after an all-zero line may follow hidden windows: its own
@@ -21,7 +25,8 @@ the gaps after busy lines: whole-second stamps' rounding averages out) unless th
 a second off it (the loop held up: the gap), and not past two intervals (lines lost, a hang: the
 interval); after an all-zero line, the
 interval; for the first line after a start, the time since the engine's ready line when that is
-under two intervals (one more second for whole-second stamps), else the interval. With whole-second
+under 1.5 intervals and half a second (a second more for whole-second stamps: the logger's first
+call), else the interval (hidden calls came before it). With whole-second
 stamps that time is the difference of two truncated stamps: the true one lies within a second of
 it (a triangle: both fractions unknown), and it is never shorter than the interval (the logger
 exists before the loop that calls it starts). Once the log shows the interval, the first window is
@@ -41,6 +46,10 @@ from typing import Callable
 MIN_GAPS = 2  # gaps after busy lines before the log's interval replaces the configured one
 MAX_GAPS = 32  # the recent gaps the estimate is made of (vLLM's interval can change at a restart only)
 DISAGREE = 0.1  # relative difference between the log's interval and the configured one worth a warning
+# A first line this many intervals (plus half a second of the API server's start-up, a second for
+# whole-second stamps) after the ready line or later is not the logger's first call: its first calls
+# were all-zero windows that vLLM logged at DEBUG, and its own window is one interval.
+FIRST_CALL = 1.5
 
 Key = tuple  # (server, engine)
 
@@ -102,7 +111,7 @@ class StatsClock:
             est = shown or self.configured
             ready = self._ready.get(server)
             since = ts - ready if ready is not None else -1.0
-            if 0 < since <= 2 * est + (0 if precise else 1):
+            if 0 < since < FIRST_CALL * est + (0.5 if precise else 1.0):
                 if precise:
                     return since
                 if shown is None:
