@@ -1,6 +1,6 @@
 """How long each stats window was, read from the log instead of assumed.
 
-vLLM's ``LoggingStatLogger`` (``v1/metrics/loggers.py``, read in 0.29-0.32) prints each window's
+vLLM's ``LoggingStatLogger`` (``v1/metrics/loggers.py``, read in 0.29-0.34: unchanged in this) prints each window's
 throughput as the tokens it counted since its last ``log()`` call over the time since that call.
 The API server calls ``log()`` every ``VLLM_LOG_STATS_INTERVAL`` seconds (an ``asyncio.sleep``
 loop in the app's lifespan), so a window is one interval, except:
