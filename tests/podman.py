@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,10 @@ from tests.helpers import ROOT
 
 CACHE = Path(os.environ.get("VLLM_LOG_EXPORTER_IMAGE_CACHE", "/var/tmp/vllm-log-exporter-test-images"))
 VENV_BIN = Path(sys.executable).parent
+# Images are the machine's: a name of this test run's own, so that two runs at once (two checkouts,
+# or CI beside a developer) never remove or replace each other's
+RUN = uuid.uuid4().hex[:8]
+SMOKE = f"localhost/vle-smoke-busybox:{RUN}"
 
 
 def podman_environment(tmp: Path) -> dict:
@@ -72,15 +77,15 @@ def podman_env(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("podman")
     env = {**podman_environment(tmp), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
     busybox = _busybox_rootfs(tmp)
-    _import(busybox, "localhost/vle-smoke-busybox:latest", 'CMD ["/bin/sh"]', env)
+    _import(busybox, SMOKE, 'CMD ["/bin/sh"]', env)
     try:
-        r = _run(["podman", "run", "--rm", "--network=host", "localhost/vle-smoke-busybox:latest", "/bin/true"], env,
+        r = _run(["podman", "run", "--rm", "--network=host", SMOKE, "/bin/true"], env,
                  check=False)
         if r.returncode != 0:
             pytest.skip(f"containers cannot run here: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
         yield env, tmp
     finally:
-        _run(["podman", "rmi", "-f", "localhost/vle-smoke-busybox:latest"], env, check=False)
+        _run(["podman", "rmi", "-f", SMOKE], env, check=False)
 
 
 def _python_base(env) -> None:
@@ -122,10 +127,10 @@ def _make_python_base(env, tarball: Path) -> None:
 # the stack must get the real images (compose pulls only what is missing). compose.yaml and the
 # Containerfile are rewritten to these names in temporary copies; every image is removed afterwards.
 UPSTREAM = {
-    "docker.io/prom/prometheus:v2.55.1": "localhost/vle-test-prometheus:standin",
-    "docker.io/prom/alertmanager:v0.27.0": "localhost/vle-test-alertmanager:standin",
-    "docker.io/library/python:3.11-slim": "localhost/vle-test-python:standin",
-    "localhost/vllm-log-exporter:latest": "localhost/vle-test-exporter:latest",
+    "docker.io/prom/prometheus:v2.55.1": f"localhost/vle-test-prometheus:standin-{RUN}",
+    "docker.io/prom/alertmanager:v0.27.0": f"localhost/vle-test-alertmanager:standin-{RUN}",
+    "docker.io/library/python:3.11-slim": f"localhost/vle-test-python:standin-{RUN}",
+    "localhost/vllm-log-exporter:latest": f"localhost/vle-test-exporter:{RUN}",
 }
 EXPORTER = UPSTREAM["localhost/vllm-log-exporter:latest"]
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.helpers import ROOT, http_get, wait_until
-from tests.podman import CACHE, EXPORTER, UPSTREAM, VENV_BIN, _busybox_rootfs, _import, _run, standin_names
+from tests.podman import CACHE, EXPORTER, SMOKE, UPSTREAM, VENV_BIN, _busybox_rootfs, _import, _run, standin_names
 
 COMPOSE = ROOT / "compose.yaml"
 
@@ -262,7 +262,7 @@ def test_the_grafana_secret_made_as_secrets_readme_says_is_readable_by_grafanas_
 
     def read_as_grafana():
         return _run(["podman", "run", "--rm", "--network=none", "--user", "472:0", "-v",
-                     f"{secret}:/run/secrets/grafana_admin_password:ro", "localhost/vle-smoke-busybox:latest",
+                     f"{secret}:/run/secrets/grafana_admin_password:ro", SMOKE,
                      "cat", "/run/secrets/grafana_admin_password"], env, check=False)
 
     r = read_as_grafana()
@@ -294,7 +294,7 @@ def test_each_profile_keeps_its_place_across_an_exporter_restart(images, tmp_pat
     project = compose_project(tmp_path / "project", lambda text: text.replace("127.0.0.1:10825", f"127.0.0.1:{port}"))
     name = f"vle-t-grandpa-{port}"
     if profile == "real":
-        feed = ContainerFeed(tmp_path / "vllm", env, "localhost/vle-smoke-busybox:latest", name)
+        feed = ContainerFeed(tmp_path / "vllm", env, SMOKE, name)
         variables, service, server = {"VLLM_LOG_SOURCE": f"container:{name}", "PODMAN_SOCKET": str(feed.sock)}, "exporter", name
     elif profile == "file":
         feed = FileFeed(tmp_path / "logs" / "vllm.log")

@@ -396,10 +396,10 @@ def exporter_image(tmp_path_factory):
     env = {**podman_environment(tmp), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     tarball = IMAGE_CACHE / "python-3.11-slim-standin.tar"
     if not tarball.exists():
-        from tests.podman import _python_base
+        from tests.podman import UPSTREAM, _python_base
 
         _python_base(env)  # makes the cached rootfs tarball (and imports it under test_compose's tag)
-        run("podman", "rmi", "-f", "localhost/vle-test-python:standin", env=env, check=False)
+        run("podman", "rmi", "-f", UPSTREAM["docker.io/library/python:3.11-slim"], env=env, check=False)
     tag = uuid.uuid4().hex[:8]
     base, image = f"localhost/vle-helm-python:{tag}", f"localhost/vle-helm-exporter:{tag}"
     made = []

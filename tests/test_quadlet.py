@@ -134,7 +134,7 @@ def test_the_unit_keeps_its_place_across_a_restart(quadlet, images, tmp_path, un
     from tests.helpers import free_port, http_get, value, wait_until
     from tests.journal import have_journal_tools
     from tests.restarts import ContainerFeed, JournalFeed, restart_mid_stream
-    from tests.podman import EXPORTER, _run
+    from tests.podman import EXPORTER, SMOKE, _run
 
     env, _ = images
     out = tmp_path / "generated"
@@ -146,7 +146,7 @@ def test_the_unit_keeps_its_place_across_a_restart(quadlet, images, tmp_path, un
             "vllm-log-exporter-container-state:": f"{volume}:",
             "vllm-log-exporter-state:": f"{volume}:"}
     if unit == "vllm-log-exporter":
-        feed = ContainerFeed(tmp_path / "vllm", env, "localhost/vle-smoke-busybox:latest", f"vle-t-grandpa-{port}")
+        feed = ContainerFeed(tmp_path / "vllm", env, SMOKE, f"vle-t-grandpa-{port}")
         subs.update({"/run/podman/podman.sock:/run": f"{feed.sock}:/run", "container:grandpa": f"container:{feed.name}"})
     else:
         if not have_journal_tools():
