@@ -46,18 +46,6 @@ def one(line: str, kind: str | None = None):
     return events[0]
 
 
-# Tests that build or run podman images share the session's images: under pytest-xdist they all go to
-# one worker (built once); every other module stays whole on a worker of its own choosing, so a
-# module's fixtures (a Prometheus, a stack) are made once (make test runs `-n 3 --dist loadgroup`).
-PODMAN_MODULES = frozenset({"test_compose", "test_quadlet", "test_helm", "test_source_container_real"})
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1]
-        item.add_marker(pytest.mark.xdist_group("podman" if module in PODMAN_MODULES else module))
-
-
 # make test (tools/run_tests.py) runs the property tests on the same examples every time, so that CI
 # fails for a change and never for a seed; run pytest yourself for new random examples (and keep any
 # failure they find as an @example)

@@ -317,6 +317,37 @@ def test_a_first_line_long_after_the_ready_line_followed_hidden_windows_and_is_o
     assert c.window(key, 111.0, True) == 11.0
 
 
+def test_a_stamped_application_startup_line_says_when_the_logging_loop_began():
+    """JSON records stamp uvicorn's 'Application startup complete.': vLLM's logging loop starts there,
+    so its first call comes one interval later however long the API server took to get there (seen
+    here under load: an API server start-up of 2 s, whose first window the 1.5-interval rule from
+    the ready line alone read as a hidden call's, 2 s instead of 4.05)."""
+    from exporter.metrics.windows import StatsClock
+
+    key = ("s", "0")
+    for first, expect in ((104.05, 4.05), (106.05, 2.0), (102.6, 2.6)):
+        c = StatsClock(2.0)
+        c.ready("s", 100.0)
+        c.serving("s", 102.0 if first != 102.6 else 100.55)
+        assert c.window(key, first, True) == pytest.approx(expect), first
+    # through the metrics: the record's own stamp reaches the clock
+    m = Metrics(process_metrics=False, stats_interval=2.0)
+    m.add_server("s")
+    _, events = run_lines([
+        '{"levelname": "INFO", "name": "vllm.entrypoints.launchers.api_server.entry", "process": 7, '
+        '"message": "Supported tasks: [\'generate\']", "vllm_process_name": "APIServer", '
+        '"time": "2026-12-04T22:24:00.000000+00:00"}',
+        '{"levelname": "INFO", "name": "uvicorn.error", "process": 7, "message": "Application startup complete.", '
+        '"vllm_process_name": "APIServer", "time": "2026-12-04T22:24:02.000000+00:00"}',
+        '{"levelname": "INFO", "name": "vllm.v1.metrics.loggers", "process": 7, "message": "Engine 000: Avg prompt '
+        'throughput: 100.0 tokens/s, Avg generation throughput: 10.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, '
+        'GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%", "vllm_process_name": "APIServer", '
+        '"time": "2026-12-04T22:24:04.050000+00:00"}'])
+    m.observe_many("s", events)
+    s = samples(m.render().decode())
+    assert value(s, "vllm_log_generation_tokens_total", server="s", engine="0") == pytest.approx(40.5)
+
+
 def test_a_first_window_between_whole_second_stamps_is_the_mean_of_what_they_allow_above_the_interval():
     """Whole-second stamps an interval apart say the first window lies in [interval, interval + 1)
     (never shorter: vLLM's logger exists before the loop that calls it), 1/3 s past the interval on
@@ -366,3 +397,23 @@ def test_the_first_windows_gained_seconds_are_counted_at_its_own_throughput():
         (2 + 1 / 3) * 300 + 2 * 30 + 2 * 3)
     assert value(s, "vllm_log_computed_prompt_tokens_total", server="s", engine="0") == pytest.approx(
         (2 + 1 / 3) * 600 + 2 * 60 + 2 * 6)
+
+
+def test_a_window_logged_after_a_death_or_stop_sets_no_load_gauge():
+    """The API server's logging loop outlives a dead engine (and a stop with requests in flight) by a
+    window or two, which describe the engine before it went: seen live under load, the KV cache's
+    usage read 0.002 after the death, as if a dead engine held some. Its tokens still count."""
+    stats = {"prompt_tokens_per_second": 100.0, "generation_tokens_per_second": 50.0, "running": 3, "waiting": 2,
+             "kv_cache_usage": 0.25, "prefix_cache_hit_rate": 0.5, "engine": 0}
+    for end in ("engine_death", "server_stop"):
+        m = Metrics(process_metrics=False, stats_interval=2.0)
+        m.add_server("s")
+        m.observe_many("s", [Event("engine_stats", dict(stats), ts=100.0), Event("engine_stats", dict(stats), ts=102.0),
+                             Event(end, {}, ts=103.0), Event("server_state", {"state": "dead" if end == "engine_death" else "stopped"}, ts=103.0),
+                             Event("engine_stats", dict(stats, kv_cache_usage=0.002, running=1), ts=104.0)])
+        s = samples(m.render().decode())
+        for name in ("vllm_log_kv_cache_usage_ratio", "vllm_log_requests_running", "vllm_log_requests_waiting",
+                     "vllm_log_generation_throughput_tokens_per_second"):
+            assert value(s, name, server="s") == 0, (end, name)
+        assert value(s, "vllm_log_prefix_cache_hit_ratio", server="s") == 0.5
+        assert value(s, "vllm_log_stats_windows_total", server="s") == 3

@@ -160,8 +160,9 @@ def test_slis_of_a_real_vllm_have_data_and_move_the_right_way_when_it_is_slowed(
             waited = ex.value("vllm_log_requests_waiting_seconds_total", server=SERVER) or 0.0
             queued = sum(v for k, v in vllm.items() if k.startswith("vllm:request_queue_time_seconds_sum"))
             print(f"seconds waiting: the log's windows {waited:.1f}, vLLM's queue time sum {queued:.1f}")
-            # each window's count at its end x its length, against vLLM's own sum of queue times
-            assert queued > 60 and waited == pytest.approx(queued, rel=0.35), (waited, queued)
+            # each window's count at its end x its length, against vLLM's own sum of queue times (406 s against
+            # 400.8 s on a run here)
+            assert queued > 60 and waited == pytest.approx(queued, rel=0.2), (waited, queued)
             query = f'sum(increase(vllm_log_requests_waiting_seconds_total{{server="{SERVER}"}}[5m]))'
             try:
                 wait_until(lambda: (sli.scalar(query) or 0) >= 0.5 * waited, 20, 0.5,

@@ -117,6 +117,10 @@ class EngineMetrics:
             (self.prefix_hit, "prefix_cache_hit_rate"), (self.ext_prefix_hit, "external_prefix_cache_hit_rate"),
             (self.mm_cache_hit, "mm_cache_hit_rate"),
         ))
+        # after a stop or a death, a window the API server still logs describes the engine before it:
+        # no load gauge takes it (the engine runs nothing and holds no KV cache now)
+        down = {id(v) for v in self._down_values}
+        self._window_gauges_gone = tuple((v, n) for v, n in self._window_gauges if id(v) not in down)
 
     def go_idle(self, now: float, log_time: bool = False) -> None:
         """vLLM logs no stats line while an engine is idle, so a window gauge would keep the last
@@ -153,6 +157,10 @@ class EngineMetrics:
         """An engine core said it is ready (its init engine line): the first stats window starts."""
         self._clock.ready(server, ev.ts)
 
+    def _on_ready(self, server: str, ev: Event, f: dict) -> None:
+        if f.get("signature") == "Application startup complete":
+            self._clock.serving(server, ev.ts)
+
     def _engine_down(self, server: str) -> None:
         """The engine died or was stopped: it runs nothing and holds no KV cache from now on (the
         last window's figures would otherwise stand until the next start), and it is not stalled."""
@@ -183,17 +191,18 @@ class EngineMetrics:
         key = (server, eng)
         if self._stats_off and server in self._stats_off:
             self._stats_came(server)
-        for values, name in self._window_gauges:
+        gone = self._gone(server)
+        for values, name in self._window_gauges_gone if gone else self._window_gauges:
             v = f.get(name)
             if v is not None:
                 values[key] = float(v)
         v = f.get("kv_cache_usage")
-        if v is not None:
+        if v is not None and not gone:
             self.kv_usage.values[(server, eng, _device(f))] = float(v)
         self._window_seen[key] = time.monotonic()
         # a window logged after a stop or death (requests in flight at SIGTERM) must not arm the
         # stall check of an engine that is gone
-        self._busy[key] = busy_window(f) and not self._gone(server)
+        self._busy[key] = busy_window(f) and not gone
         self.stalled.values[key] = 0.0
         prompt = max(0.0, f.get("prompt_tokens_per_second") or 0.0)
         gen = max(0.0, f.get("generation_tokens_per_second") or 0.0)

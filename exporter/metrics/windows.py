@@ -26,7 +26,9 @@ a second off it (the loop held up: the gap), and not past two intervals (lines l
 interval); after an all-zero line, the
 interval; for the first line after a start, the time since the engine's ready line when that is
 under 1.5 intervals and half a second (a second more for whole-second stamps: the logger's first
-call), else the interval (hidden calls came before it). With whole-second
+call; 1.5 intervals from uvicorn's ``Application startup complete.`` when its record carries
+a stamp of its own: the loop starts there, however long the API server's start-up took), else the
+interval (hidden calls came before it). With whole-second
 stamps that time is the difference of two truncated stamps: the true one lies within a second of
 it (a triangle: both fractions unknown), and it is never shorter than the interval (the logger
 exists before the loop that calls it starts). Once the log shows the interval, the first window is
@@ -62,6 +64,7 @@ class StatsClock:
         self._gaps: dict[Key, deque] = {}
         self._interval: dict[Key, float] = {}
         self._ready: dict[str, float] = {}  # log time of the server's last engine-ready line since its start
+        self._loop: dict[str, float] = {}  # log time its HTTP server came up (the logging loop's start), when stamped
         self._precise: set[str] = set()  # servers whose stamps carry sub-second time
         self._warned: set[str] = set()
         self._first: dict[Key, float] = {}  # whole seconds: the first window's stamps' difference, until the interval shows
@@ -73,6 +76,7 @@ class StatsClock:
             for key in [k for k in d if k[0] == server]:
                 del d[key]
         self._ready.pop(server, None)
+        self._loop.pop(server, None)
 
     def drop(self, server: str) -> None:
         """A server gone for good: nothing of it is kept."""
@@ -86,6 +90,13 @@ class StatsClock:
             self._ready[server] = ts
             if ts % 1:
                 self._precise.add(server)
+
+    def serving(self, server: str, ts: float | None) -> None:
+        """uvicorn's ``Application startup complete.`` with a stamp of its own (JSON records): the
+        lifespan that runs vLLM's logging loop has just started, so its calls come an interval apart
+        from here, whatever the API server's start-up took."""
+        if ts is not None:
+            self._loop[server] = ts
 
     def interval(self, key: Key) -> float:
         """The key's stats interval: as the log shows it, else the configured one."""
@@ -111,7 +122,12 @@ class StatsClock:
             est = shown or self.configured
             ready = self._ready.get(server)
             since = ts - ready if ready is not None else -1.0
-            if 0 < since < FIRST_CALL * est + (0.5 if precise else 1.0):
+            loop = self._loop.get(server)
+            if loop is not None and ready is not None and loop >= ready:
+                first_call = ts - loop < FIRST_CALL * est  # the loop's calls come at loop + k intervals
+            else:
+                first_call = since < FIRST_CALL * est + (0.5 if precise else 1.0)
+            if 0 < since and first_call:
                 if precise:
                     return since
                 if shown is None:
