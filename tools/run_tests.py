@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # pytest-xdist 3.8 cannot tag a test with its group (it sets the node id's private field), so groups
 # are scattered like single tests.
 FAST_WORKERS = ("-n", "3", "--dist", "loadfile")
+# The live tier's two modules side by side: the service-level run beside the captures (two at a time)
+LIVE_WORKERS = ("-n", "2", "--dist", "loadfile")
 
 
 def main(argv: list[str]) -> int:
@@ -51,7 +53,7 @@ def main(argv: list[str]) -> int:
               + "\n".join(log.read_text(errors="replace").splitlines()[-40:]), flush=True)
         live = 1
     else:
-        live = subprocess.call([sys.executable, "-m", "pytest", "-m", "vllm", *argv], cwd=ROOT, env=env)
+        live = subprocess.call([sys.executable, "-m", "pytest", "-m", "vllm", *LIVE_WORKERS, *argv], cwd=ROOT, env=env)
         if live == 5 and argv:  # the arguments chose no live test (pytest: nothing collected)
             live = 0
     total = time.monotonic() - started
