@@ -44,7 +44,8 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
                    help="print line counts per result and kind, and the most common unparsed line shapes")
     p.add_argument("--explain", action="store_true",
                    help="print every line with what it became: its event kinds, or why it gave none "
-                        "(LINE, RESULT, WHAT, TEXT separated by tabs)")
+                        "(LINE, RESULT, WHAT, TEXT, WRAPPER separated by tabs; WRAPPER: what stood before vLLM's "
+                        "record and where the line's time came from)")
     p.add_argument("--rules", action="append", metavar="FILE",
                    help="your own line families (a rules file or a config file holding rules): their events too")
     add_time_options(p)

@@ -119,9 +119,12 @@ def test_process_names_with_dashes_and_ranks_are_framed_like_any_other(tag, proc
 
 
 def test_a_parenthesis_that_is_no_process_tag_stays_in_the_message(uclock):
-    for text in ("(-x pid=1) INFO 05-12 10:01:39 [a.py:1] hi", "(Vllm Worker-0 pid=1) hi", "(VllmWorker-0 pid=) hi"):
+    for text in ("(Vllm Worker-0 pid=1) hi", "(VllmWorker-0 pid=) hi"):
         f = frame_line(text, uclock)
         assert f.process is None and f.message.startswith("("), text
+    # no process's tag, but a wrapper before the header, which is found behind it
+    f = frame_line("(-x pid=1) INFO 05-12 10:01:39 [a.py:1] hi", uclock)
+    assert (f.process, f.level, f.message, f.clean[:f.inner_at]) == (None, "INFO", "hi", "(-x pid=1) ")
 
 
 def test_crlf_trailing_space_and_tqdm_redraws(uclock):
@@ -198,9 +201,9 @@ def test_a_bar_inside_vllm_s_own_message_is_no_wrapper(uclock):
     assert f.message == "Loading safetensors checkpoint shards: 100% Completed | 1/1 [00:00<00:00]"
     f = frame_line("INFO 06-03 10:11:12 [a.py:1] 2025-06-03 10:11:12 | not a wrapper", uclock)
     assert f.message == "2025-06-03 10:11:12 | not a wrapper"
-    # a date without a time is no stamp either
+    # a date without a time is no stamp either (the header behind it is found; its time is the header's)
     f = frame_line("2025-06-03 | INFO 06-03 10:11:12 [a.py:1] hi", uclock)
-    assert f.message == "2025-06-03 | INFO 06-03 10:11:12 [a.py:1] hi" and f.level is None
+    assert f.message == "hi" and f.level == "INFO" and f.ts_source == "vllm"
 
 
 def test_bracketed_ci_stamp(uclock):

@@ -1,5 +1,6 @@
 """``vllm-log-exporter parse FILE|-``: one JSON event per recognised line, or ``--stats``, or
-``--explain``: every line with what became of it (``LINE<TAB>RESULT<TAB>WHAT<TAB>TEXT``)."""
+``--explain``: every line with what became of it (``LINE<TAB>RESULT<TAB>WHAT<TAB>TEXT<TAB>WRAPPER``: the
+wrapper is what stood before vLLM's record, and where the line's time came from)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,18 @@ def explain(line: str, result: str, events, pending: bool, clock: Clock) -> str:
     return "unparsed: no vLLM header (process tag or level): not vLLM output, or a wrapper the framing does not know"
 
 
+_TIME_FROM = {"rfc3339": "time from the wrapper", "journald": "time from the wrapper",
+              "local": "time from the wrapper", "vllm": "time from vLLM's header", "json": "time from the record"}
+
+
+def wrapper(line: str, clock: Clock) -> str:
+    """What stood before vLLM's record on ``line`` (its tools' wrappers), and where its time came from."""
+    f = _frame(line, clock)
+    if f is None or not f.inner_at:
+        return ""
+    return f"{f.clean[:f.inner_at].strip()!r} ({_TIME_FROM.get(f.ts_source, 'no time')})"
+
+
 def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout, explain_lines: bool = False,
         max_line: int = MAX_LINE_BYTES, rules=()) -> int:
     """``rules``: the user's rules (exporter.config.rules specs): their lines are events of kind ``rule``."""
@@ -77,7 +90,7 @@ def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout, explain_
                 shapes[shape(line, clock)] += 1
             if explain_lines:
                 what = explain(line, result, events, pipe.pending_tracebacks > 0, clock)
-                out.write(f"{pipe.lineno}\t{result}\t{what}\t{line[:160]}\n")
+                out.write(f"{pipe.lineno}\t{result}\t{what}\t{line[:160]}\t{wrapper(line, clock)}\n")
                 for ev in events:
                     kinds[ev.kind] += 1
                 continue

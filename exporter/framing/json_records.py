@@ -30,7 +30,7 @@ from exporter.framing.frame import Frame
 from exporter.framing.lines import MAX_MAX_LINE_BYTES, MAX_RECORD_LINES, record_lines
 
 _LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
-_LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL", "ERR": "ERROR"}
+_LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL", "ERR": "ERROR", "TRACE": "DEBUG"}
 MAX_RECORD_CHARS = MAX_MAX_LINE_BYTES  # (every line is bounded before: this only guards other callers)
 
 
@@ -66,9 +66,15 @@ def record_frames(outer: Frame, clock: Clock, seq: int, max_lines: int = MAX_REC
     level = _LEVEL_ALIASES.get(level, level)
     if level not in _LEVELS:
         level = None
-    logger = _text(rec.get("name"), 200)
+    logger = _text(rec.get("name") or rec.get("log.target") or rec.get("target"), 200)
     if logger is not None and "filename" in rec and "lineno" in rec:
         logger = f"{_text(rec['filename'], 200)}:{_text(rec['lineno'], 12)}"
+    else:
+        # NVIDIA Dynamo's JSONL (lib/runtime/src/logging.rs): a Python record's file and line as "log.file" and
+        # "log.line" (older) or "file" and "line"; its logger "module.funcName" as "log.target" or "target"
+        path, line = rec.get("log.file", rec.get("file")), rec.get("log.line", rec.get("line"))
+        if isinstance(path, str) and type(line) is int:
+            logger = f"{path[-200:].rpartition('/')[2]}:{_text(line, 12)}"
     process = _text(rec.get("vllm_process_name") or rec.get("processName"), 64)
     process = process if process and process != "MainProcess" else None
     pid = rec.get("process")
