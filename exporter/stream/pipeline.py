@@ -42,6 +42,13 @@ PARSE_WINDOW_CHARS = 64 << 10
 RESULTS = (PARSED, IGNORED, UNPARSED)
 _RANK = {UNPARSED: 0, IGNORED: 1, PARSED: 2}
 
+# An exception's line as Python prints it at a traceback's end: its type (module path and the types it wraps
+# included: "torch.OutOfMemoryError", "ray.exceptions.RayTaskError(OutOfMemoryError)"), then its message.
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|Exception)(?:\([\w.]*\))?(?:: |$)")
+# A traceback's frame line ("  File \"/v/core.py\", line 12, in run"), and the levels a record holding a
+# traceback is logged at (logger.exception: ERROR; exc_info on a warning: WARNING).
+_FRAME_LINE = re.compile(r'\s+File "[^"\n]*", line \d+')
+_RECORD_TRACEBACK_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
 _GLUED = re.compile(r"(?<=\S)(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[)")
 
 # Output that is plainly vLLM's (or its libraries') but is not a log record: progress bars,
@@ -374,6 +381,9 @@ class Pipeline:
                 tool_parser=header is not None and self._tool_failure == (key, header)
             )
             return PARSED, done
+        if not text and (f.level is None and f.header is None and (_EXCEPTION_LINE.match(msg) or _FRAME_LINE.match(msg))
+                         or f.level in _RECORD_TRACEBACK_LEVELS and f.header is not None and _FRAME_LINE.match(msg)):
+            return PARSED, self._orphan_traceback(f, key)
         events = parse_frame(f)
         # a user's rules add to what the families made of the line (exporter.parsers.Families)
         ruled = self.families.rule_events(f) if self.families.rules else None
@@ -414,6 +424,24 @@ class Pipeline:
         if level is not None or f.process is not None or f.unit == "systemd" or _NOISE.match(msg):
             return IGNORED, []
         return UNPARSED, []
+
+    def _orphan_traceback(self, f: Frame, key: tuple) -> list[Event]:
+        """A traceback's line with no traceback open for its process: a frame's (``  File "...", line N``, bare or
+        in a WARNING-or-worse record, whose header logger.exception repeats on every line) or the exception's
+        (bare, or right after a process tag). It is the traceback whose start this read did not see (it began
+        before the file's end the daemon started at, before a rotation, or a runtime cut the log): it joins what
+        follows as the whole one would and ends as it does, with the same events (the error kinds its
+        exception names), so the lifecycle decides what it means as it would for the whole one."""
+        done: list[Event] = []
+        if len(self._tracebacks) >= MAX_PROCESSES:
+            done = self._tracebacks.pop(next(iter(self._tracebacks))).events()
+        header = f.header and f.header.rstrip()
+        tb = OpenTraceback(f.ts, f.process, f.pid, header, self.lineno, touched=time.monotonic(), last_ts=f.ts,
+                           lines=0, start_seen=False,
+                           tool_parser=header is not None and self._tool_failure == (key, header))
+        tb.offer(f)
+        self._tracebacks[key] = tb
+        return done
 
     def _unless_echoed(self, f: Frame, key: tuple, ruled: list[Event]) -> list[Event]:
         """Rule events of a line that may continue an echo record the fast path skipped (it kept the line,

@@ -54,6 +54,9 @@ class OpenTraceback:
     touched: float = 0.0
     last_ts: float | None = None  # log time of the latest line taken
     tool_parser: bool = False  # the record's first line was a tool parser's failure (exporter.parsers.tool_parser)
+    # False: this read began after the traceback's start (exporter.stream.pipeline: an exception's line with no
+    # traceback open, which is its first line)
+    start_seen: bool = True
 
     def offer(self, f: Frame) -> bool:
         """Take ``f`` if it continues this traceback; False means the traceback ended before it."""
@@ -123,6 +126,8 @@ class OpenTraceback:
             fields["where"] = self.where
         if self.header is None:
             fields["uncaught"] = True  # printed by Python's excepthook, not a logger: the process died of it
+        if not self.start_seen:
+            fields["start_seen"] = False  # (its frames were before this read began)
         out = [Event("traceback", fields)]
         seen = set()
         for lines in self.exceptions:
