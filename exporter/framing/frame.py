@@ -186,7 +186,12 @@ def frame_general(line: str, clock: Clock) -> Frame:
         if at > 0 and wrappers.wrapper_like(rest[:at]):
             wrappers.read_time(f, rest[:at], clock)
             f.inner_at += at
-            msg = headers.read(f, rest[at:], clock)
+            found = rest[at:]
+            if found[:1].isdigit():  # (Dynamo's header after its stamp: the stamp is the record's time)
+                found, stamped = wrappers.peel(f, found, clock)
+                msg = headers.read(f, found, clock, stamped)
+            else:
+                msg = headers.read(f, found, clock)
     f.message = rest if msg is None else msg
     return f
 

@@ -96,7 +96,7 @@ _LMCACHE_TRAILER = re.compile(r" \(([\w.-]+\.py):(\d+):[\w.]+\)$| \[[^\]]*\] -- 
 # The search for a record's start inside a line (``find``): the starts above that say plainly they are
 # one (a process tag with its pid, a header with its date or a Python file, the dated headers of other
 # logging setups, LMCache's, uvicorn's level
-# prefix padded as uvicorn pads it, "INFO:     ", "WARNING:  "),
+# prefix padded as uvicorn pads it, "INFO:     ", "WARNING:  ", Dynamo's stamp and header),
 # each standing after a space, a bar or a bracket (or at the line's start), never inside a word. The
 # leftmost wins.
 _FIND = re.compile(
@@ -108,10 +108,11 @@ _FIND = re.compile(
     r"|\[[\w./-]+\.py:\d+\] "
     rf"|\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? (?:NIXL |- [\w.]+ - |\d+ [\w.]+ )?(?:{LEVELS_P}) "
     rf"|\[\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)?\] ?LMCache (?:{LEVELS_P}):|(?:{LEVELS_P}) LMCache: "
-    r"|(?:INFO:     |WARNING:  |ERROR:    |DEBUG:    |CRITICAL: )(?=\S))")
+    r"|(?:INFO:     |WARNING:  |ERROR:    |DEBUG:    |CRITICAL: )(?=\S)"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)  ?(?:ERROR|WARN|INFO|DEBUG|TRACE) [A-Za-z_]\w*(?:\.[\w<>]+)?: )")
 # What a line must hold somewhere for ``find`` to find anything: most lines that hold no start hold none
 # of these (a traceback's "  File ..." lines, progress bars), and cost the search nothing.
-_FIND_HINTS = ("pid=", "INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", ".py:", "(EngineCore", "(APIServer",
+_FIND_HINTS = ("pid=", "INFO", "WARN", "ERROR", "DEBUG", "CRITICAL", "TRACE", ".py:", "(EngineCore", "(APIServer",
                "(ApiServer", "(VllmWorker", "(Worker")
 FIND_WITHIN = 320  # how far into a line its record's start is looked for
 

@@ -58,7 +58,7 @@ class ErrorMetrics:
         self.oom_free = lg("vllm_log_oom_free_bytes", "Free memory on the GPU at the last CUDA OOM, as PyTorch reported it.",
                            S + ["gpu"])
         self.startup_failures = c("vllm_log_startup_failures", "Start-ups that failed, by reason (kv_cache_too_small, "
-                                  "no_kv_memory, weights_oom, bad_argument, model_not_found, address_in_use, other).", S + ["reason"])
+                                  "no_kv_memory, weights_oom, bad_argument, model_not_found, model_access, address_in_use, other).", S + ["reason"])
         self.log_messages = c("vllm_log_messages", "vLLM WARNING/ERROR/CRITICAL lines not otherwise recognised.", S + ["level"])
         self.request_errors = c("vllm_log_request_errors", "Client requests vLLM refused with an ERROR line (an "
                                 "unknown model's 404...), by status: the client's error, not the server's.",

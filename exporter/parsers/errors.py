@@ -16,7 +16,7 @@ from exporter.parsers._values import to_bytes
 from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, UNREAD_HEADER_P, Parser, where
 
 _SZ = r"([\d.]+) ?(B|KiB|MiB|GiB|TiB|KB|MB|GB)"
-_OOM = re.compile(r"(?:\b(CUDA|XPU|NPU|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError"
+_OOM = re.compile(r"(?:\b(CUDA|XPU|NPU|HIP) out of memory|(?:CUDA|HIP) error: out of memory|OutOfMemoryError"
                   r"|Ran out of memory in memory space)")
 _TRIED = re.compile(rf"Tried to allocate {_SZ}")
 # Every wording PyTorch's CUDA caching allocator has used for the numbers (c10/cuda/CUDACachingAllocator.cpp):
@@ -41,7 +41,7 @@ _BY_PYTORCH = re.compile(rf"Of the allocated memory {_SZ} is allocated by PyTorc
                          r"but unallocated")
 _EXC_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):")
 
-_CUDA_ERROR = re.compile(r"CUDA error: (.+?)\s*$|(cuMemcpyBatchAsync failed.*)$|(CUBLAS_STATUS_\w+)")
+_CUDA_ERROR = re.compile(r"(?:CUDA|HIP) error: (.+?)\s*$|(cuMemcpyBatchAsync failed.*)$|(CUBLAS_STATUS_\w+)")
 _NCCL = re.compile(
     r"NCCL error(?: in)?:? (.+)$|(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b.*)$"
     r"|(Watchdog caught collective operation timeout.*)$"
@@ -168,7 +168,8 @@ def _nccl(frame: Frame) -> list[Event] | None:
     m = _NCCL.search(msg)
     if not m:
         return None
-    fields = {"error": next(g for g in m.groups() if g)[:300], "message": msg[:500]}
+    # (V0's worker-method record has the traceback's first line after the error: ", Traceback (most recent call last):")
+    fields = {"error": next(g for g in m.groups() if g).partition(", Traceback (most recent")[0][:300], "message": msg[:500]}
     if m.group(3):  # the watchdog's timeout: which collective, how long it ran, the timeout it broke
         fields.update(_watchdog(msg))
     t = _exc_type(msg)
@@ -192,7 +193,11 @@ def _engine_dead(frame: Frame) -> list[Event] | None:
 # Where each is printed (the trust boundary): at the start of an exception's line (after its type and
 # the types wrapping it), or as the whole message of a WARNING/ERROR/CRITICAL record or of stderr
 # output; never at INFO or DEBUG, never after other words.
-_EXC = UNREAD_HEADER_P + EXCEPTION_P
+# V0's worker loop logs a method's failure with the exception's text on the record's first line (multiproc_worker_utils.py:
+# "Exception in worker VllmWorkerProcess while processing method init_device: NCCL error: unhandled system error ...,
+# Traceback (most recent call last):", vllm-project/vllm#7810)
+_WORKER_METHOD = r"(?:Exception in worker [\w.-]{1,64} while processing method \w{1,64}: )?"
+_EXC = UNREAD_HEADER_P + _WORKER_METHOD + EXCEPTION_P
 # V0's model runner wraps the error: "Error in model execution (input dumped to /tmp/x.pkl): CUDA error: ..."
 _MODEL_EXECUTION = r"(?:Error in model execution(?: \(input dumped to [^)]*\))?: )?"
 # torch's c10 log line (glog), "[rank1]:[E1202 14:07:47.123456 ProcessGroupNCCL.cpp:1895] [PG ID 0 ...] ..."
@@ -200,11 +205,12 @@ _MODEL_EXECUTION = r"(?:Error in model execution(?: \(input dumped to [^)]*\))?:
 # form without the date (PyTorch 2.3 and before, as vLLM 0.5 printed it: "[rank0]:[E ProcessGroupNCCL.cpp:563] ")
 GLOG_P = r"(?:\[rank\d+\]:)?\[[WEF](?:\d{4} [\d:.]+ (?:\d+ )?| )[\w.-]+:\d+\] (?:\[[^\]]*\] )*"
 OOM = Parser("oom", ("out of memory", "OutOfMemoryError"), _oom, where(
-    PROBLEM_LEVELS, start=_EXC + _MODEL_EXECUTION + r"(?:(?:CUDA|XPU|NPU|HIP) out of memory|CUDA error: out of memory"
+    PROBLEM_LEVELS, start=_EXC + _MODEL_EXECUTION + r"(?:(?:CUDA|XPU|NPU|HIP) out of memory|(?:CUDA|HIP) error: out of memory"
                           r"|[\w.]*OutOfMemoryError\b|(?:Bad StatusOr access: )?RESOURCE_EXHAUSTED: (?:XLA:TPU compile "
                           r"permanent error\. )?Ran out of memory in memory space )"))
-CUDA_ERROR = Parser("cuda_error", ("CUDA error", "cuMemcpyBatchAsync", "CUBLAS_STATUS"), _cuda, where(
-    PROBLEM_LEVELS, start=_EXC + _MODEL_EXECUTION + r"(?:CUDA error: |cuMemcpyBatchAsync failed|CUBLAS_STATUS_)"))
+# (ROCm's torch says HIP where CUDA's says CUDA: "RuntimeError: HIP error: invalid argument", vllm-project/vllm#10855)
+CUDA_ERROR = Parser("cuda_error", ("CUDA error", "HIP error", "cuMemcpyBatchAsync", "CUBLAS_STATUS"), _cuda, where(
+    PROBLEM_LEVELS, start=_EXC + _MODEL_EXECUTION + r"(?:(?:CUDA|HIP) error: |cuMemcpyBatchAsync failed|CUBLAS_STATUS_)"))
 NCCL_ERROR = Parser("nccl_error", ("NCCL error", "nccl", "Watchdog caught"), _nccl, where(
     PROBLEM_LEVELS, start=_EXC + r"(?:NCCL error|nccl[A-Z]\w*Error\b|nccl(?:InvalidArgument|InvalidUsage)\b|"
                           + GLOG_P + r"(?:Process group watchdog thread terminated with exception: (?:\[[^\]]*\] )*)?"

@@ -103,7 +103,7 @@ DERIVED_KINDS = frozenset({"engine_death", "server_stop", "start_failed", "start
 ERROR_KINDS = ("oom", "cuda_error", "nccl_error", "engine_dead", "startup_failure", "traceback")
 # Why a start-up failed (exporter.parsers.startup_failure), a bounded label.
 STARTUP_FAILURE_REASONS = ("kv_cache_too_small", "no_kv_memory", "weights_oom", "bad_argument", "model_not_found",
-                           "address_in_use", "other")
+                           "model_access", "address_in_use", "other")
 
 
 @dataclass(slots=True)

@@ -17,7 +17,10 @@ and the CPU-offload pool.
 - ``# GPU blocks: 28123, # CPU blocks: 2048`` / ``# cuda blocks: ...`` (V0) / ``# GPU blocks: N`` (early V1) /
   ``OpenVINO cpu: # device blocks: N; # swap blocks: M`` (V0's OpenVINO executor)
 - ``Overriding num_gpu_blocks=N with num_gpu_blocks_override=M`` (``--num-gpu-blocks-override``, 0.6-0.34):
-  the server runs with M blocks (``gpu_blocks``: M, ``profiled_blocks``: N)
+  the server runs with M blocks (``gpu_blocks``: M, ``profiled_blocks``: N). Not with N 0: releases that log it
+  inside ``may_override_num_blocks`` also log the profiling run's minimal cache, sized for no memory
+  (``available_memory=0``) and overridden to one block per sequence (``gpu_model_runner.py``'s
+  ``_init_minimal_kv_cache_for_profiling``): a look-alike, no capacity
 - ``Created mmap file /dev/shm/vllm_offload_....mmap (8.59 GB)`` (native CPU offload pool)
 """
 
@@ -84,7 +87,7 @@ def _blocks(frame: Frame) -> list[Event] | None:
     m = _BLOCKS.search(frame.message)
     if not m:
         m = _OVERRIDE.match(frame.message)
-        if m:
+        if m and m.group(1) != "0":
             return [Event("gpu_blocks", {"device": "GPU", "gpu_blocks": int(m.group(2)),
                                          "profiled_blocks": int(m.group(1)), "overridden": True})]
         return None

@@ -1,7 +1,8 @@
 """GPU memory facts at start-up: the memory split, model-weight loading and CUDA-graph capture.
 
 - V1 (0.9.1+) ``Free memory on device (93.73/94.97 GiB) on startup. Desired GPU memory utilization
-  is (0.975, 92.59 GiB). Actual usage is 81.01 GiB for weight, 2.45 GiB for peak activation, 0.2 GiB
+  is (0.975, 92.59 GiB). Actual usage is 81.01 GiB for weight (0.27+: ``18.4 GiB for consumed memory (weights +
+  non-torch)``, ``consumed_bytes``), 2.45 GiB for peak activation, 0.2 GiB
   for non-torch memory, and 0.14 GiB for CUDAGraph memory. ... Current kv cache memory in use is 8.59 GiB.``
 - V0 ``the current vLLM instance can use total_gpu_memory (79.33GiB) x gpu_memory_utilization (0.90)
   = 71.39GiB``, ``model weights take 4.03GiB; non_torch_memory takes 1.39GiB; PyTorch activation peak
@@ -20,7 +21,8 @@
 - ``Time spent downloading weights for <model>: 73.125402 seconds`` (``model_executor/model_loader/
   weight_utils.py``, 0.7.3-0.34.0; only when the weights were fetched from the hub, not found cached):
   ``model_load`` with ``download_seconds`` (the model name is not kept).
-- 0.18+: ``Estimated CUDA graph memory: X GiB total`` (``cuda_graph_estimate_bytes``), ``CUDA graph memory
+- 0.18+: ``Estimated CUDA graph memory: X GiB total`` (``cuda_graph_estimate_bytes``), after capture ``CUDA graph
+  pool memory: A GiB (actual), E GiB (estimated), difference: ...`` (``cuda_graph_bytes`` A, the estimate E), ``CUDA graph memory
   profiling is enabled ... --gpu-memory-utilization=U is equivalent to --gpu-memory-utilization=E without ...``
   (``equivalent_gpu_memory_utilization``: what the KV cache shrank to); XPU's ``Before memory profiling run,
   total GPU memory: ... MB, model load takes ... MB, free gpu memory is ... MB``; 0.26+'s ``Applying persisted
@@ -65,6 +67,9 @@ _PROFILE_PATTERNS = (
     (re.compile(rf"Desired GPU memory utilization is \(([\d.]+), {_SZ}\)"),
      lambda m: {"gpu_memory_utilization": float(m.group(1)), "requested_bytes": _size(m.group(2), m.group(3))}),
     (re.compile(rf"{_SZ} for weight"), _sizes("weights_bytes")),
+    # 0.27+ counts weights and non-torch memory together: "Actual usage is 18.4 GiB for consumed memory (weights +
+    # non-torch), ..."
+    (re.compile(rf"{_SZ} for consumed memory"), _sizes("consumed_bytes")),
     (re.compile(rf"{_SZ} for peak activation"), _sizes("peak_activation_bytes")),
     (re.compile(rf"{_SZ} for non-torch memory"), _sizes("non_torch_bytes")),
     (re.compile(rf"{_SZ} for CUDAGraph memory"), _sizes("cuda_graph_bytes")),
@@ -95,6 +100,10 @@ _PROFILE_PATTERNS = (
     # 0.18-0.33's estimate before capture (gpu_model_runner.py): "Estimated CUDA graph memory: 0.58 GiB total"
     (re.compile(r"^Estimated CUDA graph memory: ([\d.]+) GiB total"),
      lambda m: {"cuda_graph_estimate_bytes": _size(m.group(1), "GiB")}),
+    # 0.18+ (gpu_worker.py), after capture: "CUDA graph pool memory: 0.61 GiB (actual), 0.58 GiB (estimated), difference:
+    # 0.03 GiB (4.9%)." (format_gib's values)
+    (re.compile(r"^CUDA graph pool memory: (-?[\d.]+) GiB \(actual\), (-?[\d.]+) GiB \(estimated\)"),
+     lambda m: {"cuda_graph_bytes": _size(m.group(1), "GiB"), "cuda_graph_estimate_bytes": _size(m.group(2), "GiB")}),
     # 0.18+ (gpu_worker.py): what the CUDA graph estimate did to --gpu-memory-utilization
     (re.compile(r"^CUDA graph memory profiling is enabled .*?The current --gpu-memory-utilization=([\d.]+) is "
                 r"equivalent to --gpu-memory-utilization=([\d.]+) without CUDA graph memory profiling"),
@@ -201,13 +210,13 @@ MEMORY_PROFILE = Parser(
     ("Free memory on device", "total_gpu_memory (", "model weights take ", "Memory profiling takes ",
      "Memory profiling results: ", "as specified by kv_cache_memory_bytes", "Memory after warmup: ",
      "Estimated CUDA graph memory: ", "CUDA graph memory profiling is enabled", "Before memory profiling run, ",
-     "Applying persisted startup plan "),
+     "Applying persisted startup plan ", "CUDA graph pool memory: "),
     _profile,
     # (the trust boundary: start-up INFO records, the words first; V0 prints its profile as lines of one record)
     where(INFO_LEVELS, start=r"(?:Free memory on device|the current vLLM instance can use total_gpu_memory|model weights "
                              r"take |Memory profiling takes |Memory profiling results: |Initial free memory |Memory after warmup: "
                              r"|Estimated CUDA graph memory: |CUDA graph memory profiling is enabled |Before memory profiling "
-                             r"run, |Applying persisted startup plan )"),
+                             r"run, |Applying persisted startup plan |CUDA graph pool memory: )"),
 )
 MODEL_LOAD = Parser("model_load", (" took ", "Time spent downloading weights for "), _model_load, where(
     INFO_LEVELS, start=r"(?:Model loading took |Loading model weights took |Loading weights took |Initializing model took "

@@ -25,11 +25,17 @@ Wordings, from vLLM's source:
   to have a file named config.json"; vLLM's "Invalid repository ID or local directory specified";
   huggingface_hub's RepositoryNotFoundError ("Repository Not Found for url") and, offline,
   LocalEntryNotFoundError
+- a gated or private model the server may not fetch (``model_access``): huggingface_hub's GatedRepoError ("401
+  Client Error. ... Cannot access gated repo for url ..."), requests' "401 Client Error: Unauthorized for url:
+  https://huggingface.co/..." (hyperonym/basaran#289), transformers' "You are trying to access a gated repo."
 - a port already taken (``address_in_use``): ``OSError: [Errno 98] Address already in use`` from
   the API server's bind (0.29-0.32, before the engine starts), uvicorn's "error while attempting to
-  bind on address (...): address already in use"
+  bind on address (...): address already in use", torch's TCPStore between ranks "The server socket has failed
+  to listen on any local network address. ... (errno: 98 - Address already in use)"
 - "Engine core initialization failed. See root cause above." / "EngineCore failed to start" /
-  "WorkerProc failed to start": ``other`` (the root cause, when it is one of the above, comes first and is counted by its reason)
+  "WorkerProc failed to start" / "WorkerProc initialization failed due to an exception in a background process"
+  (ai-dynamo/dynamo#1408) / no device at all ("No CUDA GPUs are available", ROCm's "No HIP GPUs are available",
+  vllm-project/vllm#34573): ``other`` (the root cause, when it is one of the above, comes first and is counted by its reason)
 """
 
 from __future__ import annotations
@@ -59,7 +65,12 @@ _MODEL_NOT_FOUND = ("Repo id must be in the form", "is not a local folder and is
 # the bind's exception (Linux 98, macOS 48, Windows 10048) and uvicorn's own error; not parallel.py's
 # "Address already in use. Retrying with a new port." (a WARNING: vLLM picks another port itself)
 _ADDRESS_IN_USE = re.compile(r"\[Errno (?:98|48|10048)\] Address already in use|error while attempting to bind on "
-                             r"address .*: address already in use")
+                             r"address .*: address already in use|The server socket has failed to listen on any local "
+                             r"network address")
+_MODEL_ACCESS = re.compile(r"GatedRepoError|Cannot access gated repo|You are trying to access a gated repo|"
+                           r"40[13] Client Error: (?:Unauthorized|Forbidden) for url: \S*(?:huggingface|/resolve/)")
+_OTHER = ("Engine core initialization failed", "EngineCore failed to start", "WorkerProc failed to start",
+          "WorkerProc initialization failed", "No CUDA GPUs are available", "No HIP GPUs are available")
 
 
 def _parse(frame: Frame) -> list[Event] | None:
@@ -82,12 +93,13 @@ def _parse(frame: Frame) -> list[Event] | None:
         fields = {"reason": "bad_argument", "argument": m.group(1)[:300]}
     elif (m := _VALIDATION.search(msg)):
         fields = {"reason": "bad_argument", "config": m.group(1)[:100]}
+    elif _MODEL_ACCESS.search(msg):
+        fields = {"reason": "model_access"}
     elif any(w in msg for w in _MODEL_NOT_FOUND):
         fields = {"reason": "model_not_found"}
     elif _ADDRESS_IN_USE.search(msg):
         fields = {"reason": "address_in_use"}
-    elif any(w in msg for w in ("Engine core initialization failed", "EngineCore failed to start",
-                                "WorkerProc failed to start")):
+    elif any(w in msg for w in _OTHER):
         fields = {"reason": "other"}
     else:
         return None
@@ -98,14 +110,15 @@ def _parse(frame: Frame) -> list[Event] | None:
 PARSER = Parser(
     "startup_failure",
     ("max seq len", "No available memory for the cache blocks", "not supported", "error: unrecognized arguments",
-     "error: argument", "Engine core initialization failed", "EngineCore failed to start", "WorkerProc failed to start",
-     "validation error", *_MODEL_NOT_FOUND, "Address already in use", "address already in use"),
+     "error: argument", *_OTHER, "validation error", *_MODEL_NOT_FOUND, "Address already in use", "address already in use",
+     "The server socket has failed to listen", "GatedRepoError", "gated repo", " Client Error: "),
     _parse,
     # an exception's line (its type first), an ERROR record of the engine core, argparse's usage error
     where(PROBLEM_LEVELS, start=UNREAD_HEADER_P + EXCEPTION_P + r"(?:To serve at least one request with the models?'s max "
                                 r"seq len|The model's max seq len \(|No available memory for the cache blocks|"
                                 r"Model architectures? |Engine core initialization failed|EngineCore failed to start|"
-                                r"WorkerProc failed to start|\S+(?: \S+)?: error: (?:unrecognized arguments|argument )|"
+                                r"WorkerProc failed to start|WorkerProc initialization failed|No (?:CUDA|HIP) GPUs are "
+                                r"available|\S+(?: \S+)?: error: (?:unrecognized arguments|argument )|"
                                 # pydantic's config validation; a model that cannot be found (the path or
                                 # id, without spaces, before transformers' words; huggingface_hub's
                                 # exception types); the bind's error and uvicorn's
@@ -113,6 +126,9 @@ PARSER = Parser(
                                 r"\S+ (?:is not a local folder and is not a valid model identifier|does not appear "
                                 r"to have a file named config\.json)|Invalid repository ID or local directory|"
                                 r"Repository Not Found for url|\[Errno (?:98|48|10048)\] Address already in use|"
-                                r"(?:\[Errno \d+\] )?error while attempting to bind on address )"
-                                r"|" + UNREAD_HEADER_P + r"[\w.]*(?:RepositoryNotFoundError|LocalEntryNotFoundError)\b"),
+                                r"(?:\[Errno \d+\] )?error while attempting to bind on address |The server socket has "
+                                r"failed to listen on any local network address|Cannot access gated repo|You are trying to "
+                                r"access a gated repo|40[13] Client Error)"
+                                r"|" + UNREAD_HEADER_P + r"[\w.]*(?:RepositoryNotFoundError|LocalEntryNotFoundError|"
+                                r"GatedRepoError)\b"),
 )
