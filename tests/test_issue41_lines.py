@@ -57,3 +57,26 @@ def test_each_line_becomes_what_it_says_wherever_it_stands(i, under):
             pytest.skip("a bare line (no vLLM record start) is read under named wrappers only")
         line = WRAPPERS[under][0](line)
     _check(e, line)
+
+
+def test_no_vllm_record_in_any_capture_or_fixture_is_left_unread():
+    """What `parse --stats` calls "unparsed: no vLLM header" holds no vLLM record start anywhere in any capture,
+    fixture log, sample or real line: a line that holds one (a process tag, a header) has it read."""
+    import gzip
+
+    from exporter.framing import headers
+
+    fixtures = ROOT / "tests" / "fixtures"
+    logs = sorted(fixtures.rglob("*.log.gz")) + sorted(fixtures.glob("*.log")) + sorted((ROOT / "exporter" / "data").glob("*.log"))
+    lines = [line for p in logs for line in (gzip.open(p, "rt", encoding="utf-8") if p.suffix == ".gz"
+                                             else open(p, encoding="utf-8")).read().splitlines()]
+    lines += [e["line"] for p in sorted((fixtures / "real_lines").glob("*.yaml"))
+              for e in yaml.safe_load(p.read_text(encoding="utf-8"))]
+    assert len(lines) > 15000
+    clock = Clock(year=2026)
+    unread = []
+    for line in lines:
+        f = frame_line(line, clock)
+        if not (f.process or f.level or f.header) and headers.find(f.clean) >= 0:
+            unread.append(line)
+    assert unread == []

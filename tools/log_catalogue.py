@@ -8,9 +8,11 @@ parses each, what a call's line looks like with sample values, and the coverage 
     python3 tools/log_catalogue.py --undecided vllm/v1/engine   # the undecided calls under a path
     python3 tools/log_catalogue.py --group "NAME"   # the calls a decision group takes
 
-In scope: a call that carries a number (a numeric conversion or format spec, or an argument whose
-name says it counts or measures: num_*, *_size, *_time, memory, tokens...) or that is logged at
-WARNING or above (warning, error, exception, critical). Rendering and scope live here so that
+In scope: a call that carries a number, whatever its format character (a numeric conversion or format
+spec; an argument whose expression counts or measures: num_*, *_size, *_time, memory, tokens, GiB(x),
+round(t, 2), arithmetic; a unit written after it, "%s GiB"; a numeric key before it, "num_blocks=%s"; an
+index, shape or rank it names) or that is logged at WARNING or above (warning, error, exception,
+critical). ``--narrow`` counts with the scope before the unit, key and index rules (format and name only). Rendering and scope live here so that
 tests/test_catalogue.py and the docs count the same way.
 """
 
@@ -165,12 +167,47 @@ def segments(call: dict) -> list[str | Placeholder]:
     return out
 
 
-def carries_number(call: dict) -> bool:
-    return any(isinstance(s, Placeholder) and s.numeric for s in segments(call))
+# What else says a placeholder prints a number, whatever its format character (a %s of GiB(x), an f-string's
+# {x}): the unit written after it ("%s GiB", "{t} seconds", "{n} tokens", "%s%%"), a numeric key written before it
+# ("num_blocks=%s", "max_model_len: {x}"), or its expression's last name: an index, a count's id, a shape or
+# a rank (layer_id, shape, stride, dim, tp_size...) rather than a name (request_id and its kin are text)
+_UNIT_AFTER = re.compile(
+    r"^ ?(?:GiB|GB|MiB|MB|KiB|KB|TiB|TB|bytes?|B\b|s\b|sec|secs|seconds?|ms\b|us\b|µs|ns\b|min(?:ute)?s?\b|hours?|"
+    r"tokens?|reqs?|requests?|blocks?|%|x\b|times\b|steps?\b|iterations?|layers?\b|GPUs?\b|workers?\b|ranks?\b|"
+    r"engines?\b|TFLOPs|TF/s|GB/s|it/s|chunks?\b|keys\b|items?\b|entries\b|pages?\b|experts?\b|threads?\b|"
+    r"processes\b|slots?\b)")
+_KEY_BEFORE = re.compile(r"([A-Za-z_]\w*)\s?[=:]\s?$")
+_INDEX_WORDS = re.compile(r"(?:^|_)(?:id|idx|ids|shape|shapes|stride|strides|dim|dims|step|layer|layers|rank|ranks|"
+                          r"world|tp|pp|dp|ep|gpus?|devices?|slots?|pos|position|offset|priority|seed|epoch|chunks?|"
+                          r"nbytes|numel|capacity)(?:$|_)", re.I)
+_TEXT_IDS = re.compile(r"(?:request|req|session|connection|instance|engine|peer|mm|client|remote|local|agent|trace|span|"
+                       r"model|lora|adapter|tool|call|job|node|host|uuid)_?ids?$", re.I)
 
 
-def in_scope(call: dict) -> bool:
-    return call["level"] in SEVERE or carries_number(call)
+def _number_by_context(segs: list, j: int) -> bool:
+    """Whether placeholder ``segs[j]``, numeric by neither its format nor its name (Placeholder.numeric),
+    prints a number by what surrounds it or by what its expression names (_UNIT_AFTER, _KEY_BEFORE, _INDEX_WORDS)."""
+    after = segs[j + 1] if j + 1 < len(segs) and isinstance(segs[j + 1], str) else ""
+    before = segs[j - 1] if j > 0 and isinstance(segs[j - 1], str) else ""
+    if _UNIT_AFTER.match(after):
+        return True
+    m = _KEY_BEFORE.search(before)
+    if m and (_NUMERIC_WORDS.search(m.group(1)) or _INDEX_WORDS.search(m.group(1)) and not _TEXT_IDS.search(m.group(1))):
+        return True
+    words = re.findall(r"[A-Za-z_]\w*", segs[j].expr.strip().split("(")[0])
+    return bool(words) and bool(_INDEX_WORDS.search(words[-1])) and not _TEXT_IDS.search(words[-1])
+
+
+def carries_number(call: dict, narrow: bool = False) -> bool:
+    """Whether a placeholder of the call prints a number: by its format or its expression's name, and (unless
+    ``narrow``, the scope before issue 41) by what surrounds it or the index, shape or rank its name says."""
+    segs = segments(call)
+    return any(isinstance(s, Placeholder) and (s.numeric or not narrow and _number_by_context(segs, j))
+               for j, s in enumerate(segs))
+
+
+def in_scope(call: dict, narrow: bool = False) -> bool:
+    return call["level"] in SEVERE or carries_number(call, narrow)
 
 
 # ------------------------------------------------------------------------------------ rendering

@@ -21,6 +21,12 @@ Wordings, from LMCache's wheels (catalogue/vllm-log-calls.jsonl, 0.3.1-0.5.6):
 - the adapter's announcement of a store: ``Storing KV cache for 2048 out of 43008 tokens
   (skip_leading_tokens=40960) for request R`` (LMCache#2262; vLLM's copy too). It holds no bytes: it is
   not a move (the "Stored ..." line that follows is); skipped tokens were stored before.
+- the V0 adapter (``integration/vllm/vllm_adapter.py``, 0.3.1-0.3.7, DEBUG): ``Store skips S tokens and then
+  stores N tokens`` (``store_begin``, as the v1 adapter's announcement) and ``Injected token number: N`` (``inject``:
+  the tokens a retrieve handed to vLLM; the engine's own retrieve line counts them, so no series does again).
+- the storage manager's prefetch (``v1/distributed/storage_manager.py``, 0.4.1+, INFO): ``Prefetch request
+  completed (L1+L2): H/K retained keys (A L1, B L2) in X ms`` (0.4.1: ``prefix hits``): ``prefetch`` with
+  ``hit_keys``, ``keys``, ``l1_keys``, ``l2_keys``, ``seconds`` (an event; no series yet).
 - the pre-v1 engine (``lmcache/cache_engine.py``, 0.3.1-0.3.7, still what ``LMCacheEngine`` users of
   vLLM's V0 connector run): ``Retrieved {n} chunks ({t} tokens in total) --hit rate {r:.2%} -- elapsed
   time {s}`` (seconds, as Python prints a float) and ``Stored/updated {n} chunks, total time {s:.2f}s,
@@ -46,7 +52,7 @@ _GIB = 2**30
 _SIZE_COST = r"size: ([\d.]+) ?(?:gb|GB|GiB), cost ([\d.]+) ?ms"
 # the files that log them: LMCache's engines (v1 and pre-v1 are both cache_engine.py) and its vLLM adapter,
 # also vLLM's copy of it
-LOGGERS = ("cache_engine", "vllm_v1_adapter",
+LOGGERS = ("cache_engine", "vllm_v1_adapter", "vllm_adapter", "storage_manager",
            # LMCache's multiprocess server (0.3.15+: v1/multiprocess/server.py, then its transfer modules)
            "server", "gpu_transfer", "non_gpu_transfer", "engine_driven_transfer", "lmcache_driven_transfer")
 # "[req_id=R] " before it: the last "] Stored"/"] Retrieved" is LMCache's (R may hold one)
@@ -64,6 +70,14 @@ _STORED_CHUNKS = re.compile(r"Stored/updated (\d+) chunks, total time ([\d.]+)s,
 _LOOKUP = re.compile(r"Reqid: .*, Total tokens (\d+), (?:Inference Engine computed tokens: (\d+), )?LMCache hit tokens: "
                      r"(\d+), (but )?need to load: (-?\d+)(?: < min_retrieve (\d+))?")
 _STORING = re.compile(r"Storing KV cache for (\d+) out of (\d+) tokens \(skip_leading_tokens=(\d+)\)")
+# the V0 adapter's (0.3.1-0.3.7 integration/vllm/vllm_adapter.py, DEBUG): a store's announcement and a retrieve's
+# tokens handed to vLLM
+_STORE_SKIPS = re.compile(r"Store skips (\d+) tokens and then stores (\d+) tokens")
+_INJECTED = re.compile(r"Injected token number: (\d+)")
+# the storage manager's prefetch (0.4.1 "prefix hits", 0.4.7+ "retained keys"): what the L1 and L2 tiers held of
+# a request's keys
+_PREFETCH = re.compile(r"Prefetch request completed \(L1\+L2\): (\d+)/(\d+) (?:retained keys|prefix hits) \((\d+) L1, "
+                       r"(\d+) L2\) in ([\d.]+) ms")
 
 
 def _parse(frame: Frame) -> list[Event] | None:
@@ -99,6 +113,19 @@ def _parse(frame: Frame) -> list[Event] | None:
         m = _STORED_CHUNKS.match(msg)
         if m:
             return [Event("lmcache", {"op": "store", "chunks": int(m.group(1)), "seconds": float(m.group(2))})]
+        m = _STORE_SKIPS.match(msg)
+        if m:
+            return [Event("lmcache", {"op": "store_begin", "tokens": int(m.group(2)), "skipped_tokens": int(m.group(1))})]
+    if c0 == "I":
+        m = _INJECTED.match(msg)
+        if m:  # (the pre-v1 engine's "Retrieved ... chunks" counts the same tokens: these are not counted again)
+            return [Event("lmcache", {"op": "inject", "tokens": int(m.group(1))})]
+    if c0 == "P":
+        m = _PREFETCH.match(msg)
+        if m:
+            return [Event("lmcache", {"op": "prefetch", "hit_keys": int(m.group(1)), "keys": int(m.group(2)),
+                                      "l1_keys": int(m.group(3)), "l2_keys": int(m.group(4)),
+                                      "seconds": float(m.group(5)) / 1000})]
     if c0 == "R":
         m = _LOOKUP.match(msg)
         if m:
@@ -116,6 +143,8 @@ def _parse(frame: Frame) -> list[Event] | None:
     return None
 
 
-PARSER = Parser("lmcache", ("Stored ", "Retrieved ", "LMCache hit tokens", "Storing KV cache for ", "Stored/updated "),
+PARSER = Parser("lmcache", ("Stored ", "Retrieved ", "LMCache hit tokens", "Storing KV cache for ", "Stored/updated ",
+                            "Store skips ", "Injected token number: ", "Prefetch request completed "),
                 _parse, where(("DEBUG", "INFO"), LOGGERS,
-                              start=rf"{_REQ}(?:Stored |Retrieved |Storing KV cache for |Stored/updated )|Reqid: "))
+                              start=rf"{_REQ}(?:Stored |Retrieved |Storing KV cache for |Stored/updated )|Reqid: |Store "
+                                    r"skips \d|Injected token number: \d|Prefetch request completed \(L1\+L2\): \d"))
