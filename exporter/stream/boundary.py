@@ -51,6 +51,33 @@ def glue_host(frame: Frame) -> bool:
     return bool(events) and all(ev.kind in GLUE_HOSTS for ev in events)
 
 
+# Where a record glued onto the text before it starts: a level and vLLM's date and "[" right after a non-space.
+GLUED = re.compile(r"(?<=\S)(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[)")
+
+
+def split_glued(f: Frame, clock: Clock) -> list[Frame]:
+    """``f``, and the records glued onto its line after it (a lost newline), each split off where the text before
+    it is vLLM's own (``glue_host``): a header inside a client's text stays text. A glued record is framed on its
+    own (it is another record), with the line's wrapper facts where it has none."""
+    frames, g = [f], f
+    while True:
+        msg = g.message
+        m = GLUED.search(msg)
+        if m is None:
+            break
+        g.message = msg[:m.start()]
+        if not glue_host(g):
+            g.message = msg
+            break
+        g = frame_line(msg[m.start():], clock)
+        g.process, g.pid = g.process or f.process, g.pid or f.pid
+        g.host, g.unit = f.host, f.unit
+        if f.ts_source == "rfc3339" or g.ts is None:
+            g.ts, g.ts_source = f.ts, f.ts_source
+        frames.append(g)
+    return frames
+
+
 def inner_returns(line: str, clock: Clock) -> str:
     """``line`` as framing should read it: a carriage return after the start of a vLLM record (a
     header before it) is part of the record's text, printed raw, and becomes a space; anywhere else

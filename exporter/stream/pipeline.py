@@ -24,7 +24,7 @@ from exporter.parsers.base import PROBLEM_LEVELS
 from exporter.parsers.events import Event
 from exporter.stream import fastpath
 from exporter.stream.batch import batch_unsafe, count_access
-from exporter.stream.boundary import Echoes, glue_host, inner_returns, message_lines
+from exporter.stream.boundary import GLUED, Echoes, inner_returns, message_lines, split_glued
 from exporter.stream.lifecycle import Lifecycle
 from exporter.stream.traceback import TRACEBACK_IDLE_SECONDS, OpenTraceback
 
@@ -49,7 +49,6 @@ _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|
 # traceback is logged at (logger.exception: ERROR; exc_info on a warning: WARNING).
 _FRAME_LINE = re.compile(r'\s+File "[^"\n]*", line \d+')
 _RECORD_TRACEBACK_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
-_GLUED = re.compile(r"(?<=\S)(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[)")
 
 # Output that is plainly vLLM's (or its libraries') but is not a log record: progress bars,
 # the banner art, torch/NCCL chatter. Counted as ignored, not unparsed.
@@ -241,8 +240,33 @@ class Pipeline:
         return Event(kind, fields, ts, process, pid, self.lineno)
 
     def _feed_usual(self, line: str, clean: bool) -> tuple[str, list[Event]]:
-        """Framing, the glue check and the parsers: every line the fast path does not answer."""
+        """Every line the fast path does not answer, the one way: framed once (``_framed``: the line's frame, or
+        a JSON record's, or the records a lost newline glued together), then each frame is joined to an open
+        traceback or classified (``_feed_frame``, ``_classify``)."""
         self.lineno += 1
+        frames, text, record = self._framed(line, clean)
+        if len(frames) == 1 and not record:
+            return self._feed_frame(frames[0])
+        best, events = UNPARSED, []
+        for i, g in enumerate(frames):
+            # a JSON record's first ``text`` frames are its message: the first is read as a record's message is,
+            # but opens no traceback; the others are its text (exporter.stream.boundary.message_lines)
+            r, ev = self._feed_frame(g, (MESSAGE if i == 0 else MESSAGE_MORE) if i < text else 0)
+            events.extend(ev)
+            if _RANK[r] > _RANK[best]:
+                best = r
+        if record:  # (a JSON record's traceback, its exc_info, ends with the record)
+            key = (frames[0].process, frames[0].pid)
+            tb = self._tracebacks.get(key)
+            if tb is not None and tb.header == frames[0].header.rstrip():
+                events.extend(self._tracebacks.pop(key).events())
+        return best, events
+
+    def _framed(self, line: str, clean: bool) -> tuple[list[Frame], int, bool]:
+        """The frames of one physical line, framed once (exporter.framing): its own; or a JSON record's message
+        and traceback lines (exporter.framing.json_records; how many are its message; True); or the records a
+        lost newline glued onto it, each split off only after text that is vLLM's own
+        (exporter.stream.boundary.split_glued)."""
         if not clean and "\r" in line:
             line = inner_returns(line, self.clock)
         f = frame_line(line, self.clock, clean)
@@ -251,62 +275,14 @@ class Pipeline:
             # (a line the splitter or the joiner cut was counted there)
             frames = record_frames(f, self.clock, self.lineno, on_cut=self.on_cut if type(line) is str else None)
             if frames:
-                return self._feed_record(frames, message_lines(msg, len(frames)))
+                return frames, message_lines(msg, len(frames)), True
         if len(msg) > PARSE_WINDOW_CHARS:
             msg = f.message = cut_text(msg, PARSE_WINDOW_CHARS)
         # A glued record's header holds " [" (one cheap scan rules out most lines); a record that echoes
         # a client's text is never split (a header in it is the client's).
-        if " [" in msg and any(w in msg for w in LEVEL_WORDS) and _GLUED.search(msg) and echo.recognise(f) is None:
-            return self._feed_glued(f)
-        return self._feed_frame(f)
-
-    def _feed_frames(self, frames, text: int = 0) -> tuple[str, list[Event]]:
-        """Several frames of one physical line: their events, and the line's best result. The first
-        ``text`` frames are a JSON record's message: the first is read as a record's message is, but
-        opens no traceback; the others are its text (exporter.stream.boundary.message_lines)."""
-        best, events = UNPARSED, []
-        for i, g in enumerate(frames):
-            r, ev = self._feed_frame(g, (MESSAGE if i == 0 else MESSAGE_MORE) if i < text else 0)
-            events.extend(ev)
-            if _RANK[r] > _RANK[best]:
-                best = r
-        return best, events
-
-    def _feed_glued(self, f: Frame) -> tuple[str, list[Event]]:
-        """Records glued onto ``f``'s line (a lost newline), each split off where the text before it
-        is vLLM's own (exporter.stream.boundary.glue_host): a header inside a client's text stays text."""
-        frames, g = [f], f
-        while True:
-            msg = g.message
-            m = _GLUED.search(msg)
-            if m is None:
-                break
-            g.message = msg[:m.start()]
-            if not glue_host(g):
-                g.message = msg
-                break
-            g = self._glued_part(f, msg[m.start():])
-            frames.append(g)
-        return self._feed_frames(frames)
-
-    def _glued_part(self, f: Frame, part: str) -> Frame:
-        """A record glued onto ``f``'s line: its own framing, the line's wrapper facts where it has none."""
-        g = frame_line(part, self.clock)
-        g.process, g.pid = g.process or f.process, g.pid or f.pid
-        g.host, g.unit = f.host, f.unit
-        if f.ts_source == "rfc3339" or g.ts is None:
-            g.ts, g.ts_source = f.ts, f.ts_source
-        return g
-
-    def _feed_record(self, frames: list[Frame], text: int) -> tuple[str, list[Event]]:
-        """A JSON record's frames (exporter.framing.json_records): its message (``text`` frames), then its
-        traceback's lines, which end with the record."""
-        best, events = self._feed_frames(frames, text)
-        key = (frames[0].process, frames[0].pid)
-        tb = self._tracebacks.get(key)
-        if tb is not None and tb.header == frames[0].header.rstrip():
-            events.extend(self._tracebacks.pop(key).events())
-        return best, events
+        if " [" in msg and any(w in msg for w in LEVEL_WORDS) and GLUED.search(msg) and echo.recognise(f) is None:
+            return split_glued(f, self.clock), 0, False
+        return [f], 0, False
 
     def _feed_frame(self, f: Frame, text: int = 0) -> tuple[str, list[Event]]:
         if len(f.message) > PARSE_WINDOW_CHARS:  # (a JSON record's line)
