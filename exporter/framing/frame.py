@@ -173,9 +173,15 @@ def frame_general(line: str, clock: Clock) -> Frame:
         return _enveloped(line, inner, clock)  # (before colour goes: the envelope escapes the line's ESC bytes)
     text = strip_ansi(text)
     f = Frame(raw=line, message=text, clean=text)
-    rest, after_stamp = wrappers.peel(f, text, clock)
-    f.inner_at = len(text) - len(rest)
+    if text[:1] == "(":  # (vLLM's own line, its process tag first: the commonest shape of a plain file)
+        rest, after_stamp = text, False
+    else:
+        rest, after_stamp = wrappers.peel(f, text, clock)
+        f.inner_at = len(text) - len(rest)
     msg = headers.read(f, rest, clock, after_stamp)
+    if msg is None and (rest[:4] == "    " or rest[:8] == '  File "'):
+        f.message = rest  # a bare traceback's frame or code line: no record starts behind it (the search is spared)
+        return f
     if msg is not None and f.level is None and f.process is not None and msg[:1] not in ("", " ", "("):
         # a prefix between the process tag and the header (VLLM_LOGGING_PREFIX's text, 0.12-0.30)
         at = headers.find(msg[:64])

@@ -153,7 +153,12 @@ def peel(f, text: str, clock: Clock) -> tuple[str, bool]:
         c0 = text[:1]
         last, bare_stamp = bare_stamp, False
         if c0.isdigit():
-            m = _STAMP_BAR.match(text) or _DATED_HOST_TAG.match(text) or _LEMONADE.match(text)
+            # (an RFC 3339 stamp, the commonest, has a "T": of these only the viewer's bar, which holds a "|", may match)
+            bar = "|" in text[16:48]
+            if text[10:11] == "T":
+                m = _STAMP_BAR.match(text) if bar else None
+            else:
+                m = (_STAMP_BAR.match(text) if bar else None) or _DATED_HOST_TAG.match(text) or _LEMONADE.match(text)
             if m:
                 if m.re is _LEMONADE:
                     try:  # (local time, milliseconds)

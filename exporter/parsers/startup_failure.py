@@ -110,8 +110,10 @@ def _parse(frame: Frame) -> list[Event] | None:
 PARSER = Parser(
     "startup_failure",
     ("max seq len", "No available memory for the cache blocks", "not supported", "error: unrecognized arguments",
-     "error: argument", *_OTHER, "validation error", *_MODEL_NOT_FOUND, "Address already in use", "address already in use",
-     "The server socket has failed to listen", "GatedRepoError", "gated repo", " Client Error: "),
+     "error: argument", "Engine core initialization failed", "EngineCore failed to start", "WorkerProc failed to start",
+     "WorkerProc initialization failed", " GPUs are available", "validation error", *_MODEL_NOT_FOUND,
+     "Address already in use", "address already in use", "The server socket has failed to listen", "gated repo",
+     " Client Error"),
     _parse,
     # an exception's line (its type first), an ERROR record of the engine core, argparse's usage error
     where(PROBLEM_LEVELS, start=UNREAD_HEADER_P + EXCEPTION_P + r"(?:To serve at least one request with the models?'s max "
