@@ -49,6 +49,7 @@ PARSERS: tuple[Parser, ...] = (
     kv_transfer.PARSER,
     kv_transfer.MOONCAKE_LOAD_TIERS,
     lmcache.PARSER,
+    lmcache.OWN_HEADER,
     *recovery.PARSERS,
     *kv_failures.PARSERS,
     *serving_capacity.PARSERS,
@@ -111,11 +112,12 @@ _FILTER_HINTS = ("metrics: ", "Engine", "memory", "Memory", "error", "KV cache",
 
 def _quiet_needles(parsers: tuple[Parser, ...]) -> tuple[str, ...]:
     """The needles of the families that read INFO or DEBUG lines (their ``where`` admits those levels): the
-    only ones an INFO or DEBUG line can be parsed by. The failure families (WARNING and above) add none, so
+    only ones an INFO or DEBUG line can be parsed by (but for LMCache's lines under its own header, which the
+    fast path never takes for one of vLLM's quiet lines: lmcache.OWN_HEADER). The failure families (WARNING and above) add none, so
     the lines nobody parses, most of them INFO, do not pay for them."""
     quiet = {"INFO", "DEBUG"}
-    return tuple(dict.fromkeys(n for p in parsers if p.where.levels is None or p.where.levels & quiet
-                               for n in p.needles))
+    return tuple(dict.fromkeys(n for p in parsers if (p.where.levels is None or p.where.levels & quiet)
+                               and p is not lmcache.OWN_HEADER for n in p.needles))
 
 
 _QUIET_NEEDLES = _quiet_needles(PARSERS)
