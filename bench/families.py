@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Microseconds per line, per line family, end to end: ours (`report`) and mtail (`--one_shot`).
 
-    python bench/families.py [ROUNDS=3] [--python PY ...] [--rules FILE] [--no-mtail]
+    python bench/families.py [ROUNDS=3] [--python PY ...] [--rules FILE] [--no-mtail] [--bare] [--wall]
 
 For each family (engine stats, spec decode, KV transfer, the request logger's lines, WARNING lines, other
 INFO lines that no parser wants, access-log lines) a file of LINES lines of only that family is cut from the periodic-20 % benchmark
 log (bench/gen_log.py --mix periodic20); each tool runs over it and over an empty file, alternating,
 and (time - empty-file time) / lines is the cost of one line: reading, framing, parsing and counting
-it, without start-up. Medians of ROUNDS. With several ``--python`` (e.g. wrappers that run two
+it, without start-up. Time is the child's CPU time (user + system; ``--wall``: the wall clock, as before). Medians of ROUNDS. With several ``--python`` (e.g. wrappers that run two
 checkouts: before and after a change), every one runs in each round, alternating; ``--no-mtail``
 leaves mtail out and compares each with the first instead.
 
@@ -20,6 +20,7 @@ is compared with itself without.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,6 +44,19 @@ FAMILIES = (
      and "Avg prompt throughput" not in l),
     ("access", lambda l: "HTTP/1.1\" " in l),
 )
+
+
+def bare_files(files: dict[str, Path]) -> dict[str, Path]:
+    """The same lines without journald's wrapper ("Aug 04 02:43:00 gpu-host vllm[4242]: "), as `vllm serve >
+    FILE` writes them: every one is framed the general way (exporter.framing.frame.frame_general)."""
+    out = {}
+    for name, path in files.items():
+        bare = path.with_name(path.stem + "-bare.log")
+        if not bare.exists():
+            with open(path, encoding="utf-8") as src:
+                bare.write_text("".join(line.split("]: ", 1)[-1] for line in src), encoding="utf-8")
+        out[name] = bare
+    return out
 
 
 def family_files() -> dict[str, Path]:
@@ -69,9 +83,19 @@ def family_files() -> dict[str, Path]:
 
 
 def timed(cmd: list[str]) -> float:
-    t0 = time.perf_counter()
+    """The command's CPU time (user + system of the child), or its wall time with ``--wall``: on this shared
+    VM other sessions' work stretches wall time by up to 2x, CPU time much less."""
+    if WALL:
+        t0 = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=ROOT)
+        return time.perf_counter() - t0
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=ROOT)
-    return time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+WALL = False
 
 
 def mtail_cmd(path: Path) -> list[str]:
@@ -84,10 +108,13 @@ def ours_cmd(python: str, path: Path, rules: str | None = None) -> list[str]:
             *(["--rules", rules] if rules else [])]
 
 
-def measure(pythons: list[str], rounds: int, rules: str | None = None, mtail: bool = True
+def measure(pythons: list[str], rounds: int, rules: str | None = None, mtail: bool = True, bare: bool = False
             ) -> dict[str, dict[str, float]]:
-    """family -> tool -> microseconds per line (median of rounds)."""
+    """family -> tool -> microseconds per line (median of rounds). ``bare``: the lines without their journald
+    wrapper (bare_files)."""
     files = family_files()
+    if bare:
+        files = bare_files(files)
     empty = ROOT / "bench" / "out" / "empty.log"
     empty.write_text("")
     tools = ([("mtail", mtail_cmd)] if mtail else []) + [
@@ -134,13 +161,18 @@ def main() -> int:
     ap.add_argument("rounds", type=int, nargs="?", default=3)
     ap.add_argument("--python", action="append")
     ap.add_argument("--rules", help="also run ours with these rules (report --rules FILE), alternating")
+    ap.add_argument("--wall", action="store_true", help="time by the wall clock (default: the child's CPU time)")
+    ap.add_argument("--bare", action="store_true",
+                    help="the lines without their journald wrapper, as a plain file holds them (the general framing way)")
     ap.add_argument("--no-mtail", action="store_true",
                     help="leave mtail out (with --rules: ours against ours with rules; else against the first --python)")
     args = ap.parse_args()
+    global WALL
+    WALL = args.wall
     pythons = args.python or [sys.executable]
     for py in pythons:
         subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "exporter")], check=True)
-    print(table(measure(pythons, args.rounds, args.rules, not args.no_mtail)))
+    print(table(measure(pythons, args.rounds, args.rules, not args.no_mtail, args.bare)))
     return 0
 
 
