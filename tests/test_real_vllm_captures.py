@@ -373,3 +373,21 @@ def test_at_error_level_every_capture_ends_as_it_did_with_one_stop_death_or_fail
     kinds = [e.kind for e in events if e.kind in ("engine_death", "server_stop", "start_failed")]
     assert kinds == [{"stopped": "server_stop", "dead": "engine_death", "failed": "start_failed"}[want]]
     assert [e.fields["state"] for e in events if e.kind == "server_state"][-1] == want
+
+
+# records of one call site, one process and one second share their whole prefix: each stream in flight at a
+# stop logs "Error in chat completion stream generator." with its traceback (0.30 dp2, error_kill,
+# group_sigterm; 0.32 interval5)
+STREAM_ERROR = "] Error in chat completion stream generator."
+
+
+@pytest.mark.parametrize("release,scenario", [p for p in ALL_CAPTURES
+                                              if any(STREAM_ERROR in x for x in log_lines(p.values[1], p.values[0]))])
+def test_a_burst_of_records_with_one_prefix_is_every_record_with_its_own_traceback(release, scenario):
+    lines = log_lines(scenario, release)
+    heads = [i + 1 for i, x in enumerate(lines) if x.endswith(STREAM_ERROR[1:]) and STREAM_ERROR in x]
+    truth, val, report, alerts, events = read(scenario, release)
+    said = [e for e in events if e.kind == "log" and e.fields.get("message") == STREAM_ERROR[2:]]
+    assert [e.line for e in said] == heads
+    tbs = [e.line for e in events if e.kind == "traceback"]
+    assert all(h + 1 in tbs for h in heads)  # each record's traceback begins on its next line

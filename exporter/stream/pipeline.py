@@ -26,7 +26,7 @@ from exporter.stream import fastpath
 from exporter.stream.batch import batch_unsafe, count_access
 from exporter.stream.boundary import Echoes, glue_host, inner_returns, message_lines
 from exporter.stream.lifecycle import Lifecycle
-from exporter.stream.traceback import TRACEBACK_IDLE_SECONDS, OpenTraceback
+from exporter.stream.traceback import TRACEBACK_IDLE_SECONDS, OpenTraceback, opening_words
 
 PARSED, IGNORED, UNPARSED = "parsed", "ignored", "unparsed"
 # what a frame of a JSON record's message is (Pipeline._classify): its first line, a later line
@@ -40,6 +40,8 @@ MAX_PROCESSES = 256
 # the parsers' regexes over all of it (hundreds of ms), so it cannot hold the event loop.
 PARSE_WINDOW_CHARS = 64 << 10
 RESULTS = (PARSED, IGNORED, UNPARSED)
+# what is kept of a record's first line to know the next record of the same log call (a prefix is enough)
+OPENING_CHARS = 256
 _RANK = {UNPARSED: 0, IGNORED: 1, PARSED: 2}
 
 _GLUED = re.compile(r"(?<=\S)(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[)")
@@ -76,6 +78,9 @@ class Pipeline:
         # (process key, header) of the latest tool-parser failure read by its words (tool_parser._BY_WORDS): a
         # logger.exception's traceback under that header is the same record (its file alone does not say so)
         self._tool_failure: tuple | None = None
+        # process key -> (header, message) of its latest WARNING-or-worse record line: the first line of the
+        # record whose traceback may follow under the same header (OpenTraceback.opening)
+        self._openers: dict[tuple, tuple[str, str]] = {}
         self._engine_of: dict[tuple, int] = {}
         self._cri = CriJoiner(max_line, on_cut)
         self._echoes = Echoes()  # records that echo a client's text, and their continuation lines
@@ -369,11 +374,18 @@ class Pipeline:
                 # endless processes each opening a traceback: the oldest is over, never held for ever
                 done = self._tracebacks.pop(next(iter(self._tracebacks))).events()
             header = f.header and f.header.rstrip()
+            opener = self._openers.pop(key, None) if header is not None else None
             self._tracebacks[key] = OpenTraceback(
                 f.ts, f.process, f.pid, header, self.lineno, touched=time.monotonic(), last_ts=f.ts,
-                tool_parser=header is not None and self._tool_failure == (key, header)
+                tool_parser=header is not None and self._tool_failure == (key, header),
+                opening=opening_words(opener[1]) if opener is not None and opener[0] == header else None,
             )
             return PARSED, done
+        if f.header is not None and (f.level or "") in PROBLEM_LEVELS:
+            openers = self._openers
+            if len(openers) >= MAX_PROCESSES and key not in openers:
+                openers.clear()  # a log naming endless processes: forget, never grow
+            openers[key] = (f.header.rstrip(), msg[:OPENING_CHARS])
         events = parse_frame(f)
         # a user's rules add to what the families made of the line (exporter.parsers.Families)
         ruled = self.families.rule_events(f) if self.families.rules else None
