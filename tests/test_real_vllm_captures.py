@@ -391,3 +391,46 @@ def test_a_burst_of_records_with_one_prefix_is_every_record_with_its_own_traceba
     assert [e.line for e in said] == heads
     tbs = [e.line for e in events if e.kind == "traceback"]
     assert all(h + 1 in tbs for h in heads)  # each record's traceback begins on its next line
+
+
+def test_a_clients_failed_lora_load_and_failed_engine_calls_are_those_calls_failures_never_a_death():
+    """vLLM 0.32 with VLLM_ALLOW_RUNTIME_LORA_UPDATING and VLLM_SERVER_DEV_MODE (tools/capture_client_runs.py
+    lora_tools): a LoRA load from a path that does not exist (404; the worker's LoRAAdapterNotFoundError, then
+    the engine core's "Invocation of add_lora method failed"), a collective_rpc of a method the worker does not
+    have, a release_kv_cache_memory the engine core refuses; vLLM serves on, and the run ends with a routine
+    SIGTERM (which hung on the streams in flight until the harness's SIGKILL)."""
+    truth, val, report, alerts, events = read("lora_tools")
+    acts = truth["client_actions"]
+    assert acts["load a3 missing path 404"] == 1 and acts["collective_rpc 500"] == 1
+    assert alerts == [] and val("vllm_log_errors_total") == 0
+    assert not [e for e in events if e.kind == "engine_death"]
+    assert val("vllm_log_server_stops_total") == 1 and val("vllm_log_server_state", state="stopped") == 1
+    assert {m: val("vllm_log_engine_call_failures_total", method=m)
+            for m in ("add_lora", "collective_rpc", "release_kv_cache_memory")} == {
+        "add_lora": 1, "collective_rpc": 1, "release_kv_cache_memory": acts["release_kv_cache_memory 500"]}
+    assert val("vllm_log_engine_call_failures_total") == 3
+    # the static adapter and a2 loaded, a2 reloaded in place (not also a load), a3 failed, a2 removed
+    assert {e: val("vllm_log_lora_adapter_events_total", event=e) for e in ("loaded", "reloaded", "load_failed", "removed")} \
+        == {"loaded": 1 + acts["load a2 200"], "reloaded": acts["reload a2 in place 200"],
+            "load_failed": acts["load a3 missing path 404"], "removed": acts["unload a2 200"]}
+    assert report["request_log"]["lora_events"] == {"loaded": 2, "reloaded": 1, "load_failed": 1, "removed": 1}
+    assert report["engine_ops"]["failed_calls"]["add_lora"]["count"] == 1
+    # every record of the failed calls is the call's: the worker's, the engine core's, the caller's traceback
+    assert all(e.fields.get("during") == "call" for e in events if e.kind == "traceback"
+               and e.fields.get("exception") != "json.decoder.JSONDecodeError")
+    assert val("vllm_log_tool_call_parser_failures_total", parser="hermes") == acts["tool_requests 200"]
+
+
+def test_request_ids_with_line_breaks_still_count_their_requests_and_a_delta_is_no_response():
+    """The same run's chats and completions with a body's request_id holding line breaks (vLLM 0.32 prints
+    it with %s: its lines follow under the record's header), streamed and not, with --enable-log-requests and
+    --enable-log-outputs: every request vLLM received is counted once, and every chat it answered once (a
+    stream by its "(streaming complete)" record, never by a delta; 0.32's completions log no output)."""
+    truth, val, report, alerts, events = read("lora_tools")
+    acts, answered = truth["client_actions"], truth["client_responses"]
+    assert acts["newline_id plain 200"] == 4 and acts["newline_id stream 200"] == 4
+    sent = answered["POST /v1/chat/completions 200"] + answered["POST /v1/completions 200"] + truth["client_no_response"]
+    assert val("vllm_log_requests_logged_total") == sent
+    assert val("vllm_log_requests_logged_total", lora="a1") == 4 and val("vllm_log_requests_logged_total", lora="a2") == 4
+    assert val("vllm_log_responses_logged_total") == answered["POST /v1/chat/completions 200"] - acts["aborted_streams"]
+    assert val("vllm_log_request_aborts_total") == acts["aborted_streams"]

@@ -8,7 +8,8 @@ Emitted:
     responses, --enable-log-outputs),
     vllm_log_request_aborts_total (abort calls logged: one may name several requests),
     vllm_log_lora_adapter_events_total{event="loaded|removed|reloaded|load_failed"} (adapters loaded at run
-    time, unloaded, or failing to load),
+    time, unloaded, reloaded in place, or failing to load: the engine's failed add_lora, exporter.metrics.engine_ops,
+    or a resolver's "Failed to load LoRA" that no failed add_lora counted already),
     vllm_log_tool_call_parser_failures_total{parser} (a tool-call parser could not read the model's tool call:
     its WARNING or ERROR records, the traceback of one included once; parser: the file's name without
     _tool_parser, 32 per server, then `other`),
@@ -85,7 +86,7 @@ class RequestMetrics:
 
     def _on_lora_adapter(self, server: str, ev: Event, f: dict) -> None:
         event = f.get("event")
-        if event in LORA_EVENTS:
+        if event in LORA_EVENTS and not f.get("during"):  # (during a failed call: counted by that call)
             self.lora_events.inc((server, event))
 
     def _on_tool_call_parser_failure(self, server: str, ev: Event, f: dict) -> None:

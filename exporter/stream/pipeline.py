@@ -356,7 +356,7 @@ class Pipeline:
         the later ones, and they are no message of their own)."""
         record = self._echoes.record(f, key)
         if record is not None:
-            return self._ruled(f, *self._echo(f, record))
+            return self._ruled(f, *self._echo(f, record, key))
         msg = f.message
         if text == MESSAGE_MORE:
             events = parse_frame(f, CONTINUATION_PARSERS)
@@ -457,13 +457,26 @@ class Pipeline:
             ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
         return PARSED, events + ruled
 
-    def _echo(self, f: Frame, record: str) -> tuple[str, list[Event]]:
+    def _echo(self, f: Frame, record: str, key: tuple) -> tuple[str, list[Event]]:
         """A record that echoes a client's text: only its bounded facts are read (exporter.parsers.echo:
-        a request's adapter, a response's finish reason, an abort, a LoRA adapter loaded). At WARNING or
-        above, its first line counts as a message of its level (without its text)."""
+        a request's adapter, a response's finish reason, an abort, a LoRA adapter loaded), on its first
+        line or, when a line break in the id pushed them on, on the first later line that holds them
+        (exporter.stream.boundary.Echoes.pending). At WARNING or above, its first line counts as a
+        message of its level (without its text)."""
         if record == "continued":
-            return IGNORED, []
+            record = self._echoes.pending(key)
+            if record is None:
+                return IGNORED, []
+            events = echo.events(record, f.message)
+            if not events:
+                return IGNORED, []
+            self._echoes.found(key)
+            for ev in events:
+                ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
+            return PARSED, events
         events = echo.events(record, f.message)
+        if events and record in echo.FACT_RECORDS:
+            self._echoes.found(key)
         level = f.level
         if level in ("WARNING", "ERROR", "CRITICAL"):
             events.append(Event("log", {"level": level.lower(), "logger": f.logger, "echo": record}))
