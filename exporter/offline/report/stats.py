@@ -235,6 +235,9 @@ class RunStats(Summary):
         for key in SETTING_KEYS:
             if key in f:
                 put(key, f[key])
+        for key in ("access_log", "request_log", "output_log"):  # what vLLM was told to log (or not)
+            if key in f:
+                self.facts[key] = f[key]
 
     def _on_kv_cache_size(self, ev, f):
         # the main KV cache, whichever device holds it (the key keeps its name for JSON readers)
