@@ -434,3 +434,19 @@ def test_request_ids_with_line_breaks_still_count_their_requests_and_a_delta_is_
     assert val("vllm_log_requests_logged_total", lora="a1") == 4 and val("vllm_log_requests_logged_total", lora="a2") == 4
     assert val("vllm_log_responses_logged_total") == answered["POST /v1/chat/completions 200"] - acts["aborted_streams"]
     assert val("vllm_log_request_aborts_total") == acts["aborted_streams"]
+
+
+def test_a_server_that_logs_no_access_lines_and_no_requests_gives_no_confident_zeros():
+    """vLLM 0.32 with --disable-uvicorn-access-log and without --enable-log-requests (tools/capture_client_runs.py
+    quiet_log): traffic, bad requests and streams the client dropped, of which the log holds nothing. No HTTP
+    count and no abort count is exported, and the report says why its HTTP and request-log sections are empty."""
+    truth, val, report, alerts, events = read("quiet_log")
+    assert truth["client_actions"]["aborted_streams"] == 10 and sum(truth["client_responses"].values()) > 50
+    s = samples(read.metrics.render().decode())
+    assert val("vllm_log_access_log_disabled", reason="flag") == 1
+    assert not [k for k in s if k[0] in ("vllm_log_request_aborts_total", "vllm_log_requests_logged_total",
+                                          "vllm_log_responses_logged_total")]
+    assert not [k for k in s if k[0] == "vllm_log_http_requests_total" and s[k]]  # (the alerted routes: born at 0)
+    assert report["http"]["responses"] is None and "--disable-uvicorn-access-log" in report["http"]["why_empty"]
+    assert "--enable-log-requests" in report["request_log"]["why_empty"]
+    assert val("vllm_log_server_stops_total") == 1 and alerts == []
