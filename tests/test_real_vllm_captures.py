@@ -450,3 +450,18 @@ def test_a_server_that_logs_no_access_lines_and_no_requests_gives_no_confident_z
     assert report["http"]["responses"] is None and "--disable-uvicorn-access-log" in report["http"]["why_empty"]
     assert "--enable-log-requests" in report["request_log"]["why_empty"]
     assert val("vllm_log_server_stops_total") == 1 and alerts == []
+
+
+def test_a_burst_of_tool_call_failures_is_every_failure_when_no_record_stands_between_them():
+    """lora_tools sent three bursts of eight tool requests whose output the hermes parser cannot read: 24 ERROR
+    records with a traceback each, 8 per second under one prefix. With --enable-log-outputs a response record
+    stands between them; without it (here: the request logger's records taken out) they follow each other
+    directly, and main read 3 (one per burst)."""
+    from tests.conftest import run_lines
+
+    truth = json.loads((CAPTURES / "lora_tools.truth.json").read_text())
+    lines = [x for x in log_lines("lora_tools") if "[request_logger.py:" not in x]
+    _, events = run_lines(lines)
+    n = truth["client_actions"]["tool_requests 200"]
+    assert sum(e.kind == "tool_call_parser_failure" for e in events) == n == 24
+    assert sum(e.kind == "traceback" and e.fields["exception"] == "json.decoder.JSONDecodeError" for e in events) == n
