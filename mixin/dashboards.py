@@ -116,13 +116,19 @@ def overview() -> dict:
         (f"sum by (server) (increase(vllm_log_eplb_rearrangements_skipped_total{{{S}}}[$__rate_interval]))",
          "{{server}} rearrangement skipped"),
         (f"sum by (server, direction) (increase(vllm_log_dp_scalings_total{{{S}}}[$__rate_interval]))",
-         "{{server}} scaled {{direction}}")], "short", min_=0, decimals=0,
+         "{{server}} scaled {{direction}}"),
+        (f"sum by (server, method) (increase(vllm_log_engine_call_failures_total{{{S}}}[$__rate_interval]))",
+         "{{server}} failed call {{method}}")], "short", min_=0, decimals=0,
         custom={"drawStyle": "bars", "fillOpacity": 70},
+        overrides=[{"matcher": {"id": "byRegexp", "options": "/failed call/"},
+                    "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": WARN}}]}],
         description="What was done to the running engines: sleep-mode transitions (an RL trainer freeing the GPU "
                     "between rollouts: sleep, wake_up, discard; their mean time is vllm_log_sleep_mode_seconds_total "
                     "over the transitions), EPLB moving experts (each pauses serving for "
-                    "vllm_log_eplb_rearrangement_seconds_total's share) or judging it not worth it, and elastic "
-                    "data-parallel scale-ups and scale-downs.")
+                    "vllm_log_eplb_rearrangement_seconds_total's share) or judging it not worth it, elastic "
+                    "data-parallel scale-ups and scale-downs, and calls to the engine that failed and that it "
+                    "answered, serving on (a LoRA adapter that would not load, profiling, sleep, collective_rpc, "
+                    "by the engine's method): the caller got an error, the engine did not die.")
     b.timeseries("Estimated compute and memory traffic per device (MFU)", [
         (f"vllm_log_estimated_flops_per_second_per_device{{{SE}}}", "FLOP/s {{server}} e{{engine}}"),
         (f"vllm_log_estimated_memory_bytes_per_second_per_device{{{SE}}}", "bytes/s {{server}} e{{engine}}"),
@@ -161,8 +167,9 @@ def overview() -> dict:
          "{{server}} {{event}}")], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
         overrides=[{"matcher": {"id": "byRegexp", "options": "/load_failed/"},
                     "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": BAD}}]}],
-        description="LoRA adapters loaded at run time (/v1/load_lora_adapter, a resolver), reloaded, unloaded, and "
-                    "resolvers that failed to load one (load_failed). Their names are not kept.")
+        description="LoRA adapters loaded at run time (/v1/load_lora_adapter, a resolver), reloaded in place, "
+                    "unloaded, and loads that failed (load_failed: the engine could not load the adapter, a path "
+                    "that is not there; the server serves on). Their names are not kept.")
     b.timeseries("Tool-call parser failures", [
         (f"sum by (server, parser) (increase(vllm_log_tool_call_parser_failures_total{{{S}}}[$__rate_interval]))",
          "{{server}} {{parser}}")], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},

@@ -168,6 +168,11 @@ def test_at_error_level_a_failed_start_whose_worker_speaks_first_is_one_failed_s
              "(EngineCore pid=11) ERROR 12-04 10:01:00 [core.py:1366] EngineCore failed to start."]
     kinds, states = derived(lines)
     assert kinds == ["start_failed"] and states[-1] == "failed"
-    # the same worker exception from a server seen serving is a death, at once
-    _, events = _fed([READY, lines[0]])
+    # the same worker exception from a server seen serving is a death when the engine core dies of it (its
+    # step raised: v1/engine/core.py's "EngineCore encountered a fatal error."), at that line; alone, the
+    # engine lived through it (tests/test_engine_calls.py)
+    fatal = "(EngineCore pid=11) ERROR 12-04 10:01:00 [core.py:1017] EngineCore encountered a fatal error."
+    _, events = _fed([READY, lines[0], fatal])
     assert _kinds(events) == ["engine_death"]
+    _, events = _fed([READY, lines[0]])
+    assert _kinds(events) == []

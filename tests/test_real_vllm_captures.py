@@ -373,3 +373,95 @@ def test_at_error_level_every_capture_ends_as_it_did_with_one_stop_death_or_fail
     kinds = [e.kind for e in events if e.kind in ("engine_death", "server_stop", "start_failed")]
     assert kinds == [{"stopped": "server_stop", "dead": "engine_death", "failed": "start_failed"}[want]]
     assert [e.fields["state"] for e in events if e.kind == "server_state"][-1] == want
+
+
+# records of one call site, one process and one second share their whole prefix: each stream in flight at a
+# stop logs "Error in chat completion stream generator." with its traceback (0.30 dp2, error_kill,
+# group_sigterm; 0.32 interval5)
+STREAM_ERROR = "] Error in chat completion stream generator."
+
+
+@pytest.mark.parametrize("release,scenario", [p for p in ALL_CAPTURES
+                                              if any(STREAM_ERROR in x for x in log_lines(p.values[1], p.values[0]))])
+def test_a_burst_of_records_with_one_prefix_is_every_record_with_its_own_traceback(release, scenario):
+    lines = log_lines(scenario, release)
+    heads = [i + 1 for i, x in enumerate(lines) if x.endswith(STREAM_ERROR[1:]) and STREAM_ERROR in x]
+    truth, val, report, alerts, events = read(scenario, release)
+    said = [e for e in events if e.kind == "log" and e.fields.get("message") == STREAM_ERROR[2:]]
+    assert [e.line for e in said] == heads
+    tbs = [e.line for e in events if e.kind == "traceback"]
+    assert all(h + 1 in tbs for h in heads)  # each record's traceback begins on its next line
+
+
+def test_a_clients_failed_lora_load_and_failed_engine_calls_are_those_calls_failures_never_a_death():
+    """vLLM 0.32 with VLLM_ALLOW_RUNTIME_LORA_UPDATING and VLLM_SERVER_DEV_MODE (tools/capture_client_runs.py
+    lora_tools): a LoRA load from a path that does not exist (404; the worker's LoRAAdapterNotFoundError, then
+    the engine core's "Invocation of add_lora method failed"), a collective_rpc of a method the worker does not
+    have, a release_kv_cache_memory the engine core refuses; vLLM serves on, and the run ends with a routine
+    SIGTERM (which hung on the streams in flight until the harness's SIGKILL)."""
+    truth, val, report, alerts, events = read("lora_tools")
+    acts = truth["client_actions"]
+    assert acts["load a3 missing path 404"] == 1 and acts["collective_rpc 500"] == 1
+    assert alerts == [] and val("vllm_log_errors_total") == 0
+    assert not [e for e in events if e.kind == "engine_death"]
+    assert val("vllm_log_server_stops_total") == 1 and val("vllm_log_server_state", state="stopped") == 1
+    assert {m: val("vllm_log_engine_call_failures_total", method=m)
+            for m in ("add_lora", "collective_rpc", "release_kv_cache_memory")} == {
+        "add_lora": 1, "collective_rpc": 1, "release_kv_cache_memory": acts["release_kv_cache_memory 500"]}
+    assert val("vllm_log_engine_call_failures_total") == 3
+    # the static adapter and a2 loaded, a2 reloaded in place (not also a load), a3 failed, a2 removed
+    assert {e: val("vllm_log_lora_adapter_events_total", event=e) for e in ("loaded", "reloaded", "load_failed", "removed")} \
+        == {"loaded": 1 + acts["load a2 200"], "reloaded": acts["reload a2 in place 200"],
+            "load_failed": acts["load a3 missing path 404"], "removed": acts["unload a2 200"]}
+    assert report["request_log"]["lora_events"] == {"loaded": 2, "reloaded": 1, "load_failed": 1, "removed": 1}
+    assert report["engine_ops"]["failed_calls"]["add_lora"]["count"] == 1
+    # every record of the failed calls is the call's: the worker's, the engine core's, the caller's traceback
+    assert all(e.fields.get("during") == "call" for e in events if e.kind == "traceback"
+               and e.fields.get("exception") != "json.decoder.JSONDecodeError")
+    assert val("vllm_log_tool_call_parser_failures_total", parser="hermes") == acts["tool_requests 200"]
+
+
+def test_request_ids_with_line_breaks_still_count_their_requests_and_a_delta_is_no_response():
+    """The same run's chats and completions with a body's request_id holding line breaks (vLLM 0.32 prints
+    it with %s: its lines follow under the record's header), streamed and not, with --enable-log-requests and
+    --enable-log-outputs: every request vLLM received is counted once, and every chat it answered once (a
+    stream by its "(streaming complete)" record, never by a delta; 0.32's completions log no output)."""
+    truth, val, report, alerts, events = read("lora_tools")
+    acts, answered = truth["client_actions"], truth["client_responses"]
+    assert acts["newline_id plain 200"] == 4 and acts["newline_id stream 200"] == 4
+    sent = answered["POST /v1/chat/completions 200"] + answered["POST /v1/completions 200"] + truth["client_no_response"]
+    assert val("vllm_log_requests_logged_total") == sent
+    assert val("vllm_log_requests_logged_total", lora="a1") == 4 and val("vllm_log_requests_logged_total", lora="a2") == 4
+    assert val("vllm_log_responses_logged_total") == answered["POST /v1/chat/completions 200"] - acts["aborted_streams"]
+    assert val("vllm_log_request_aborts_total") == acts["aborted_streams"]
+
+
+def test_a_server_that_logs_no_access_lines_and_no_requests_gives_no_confident_zeros():
+    """vLLM 0.32 with --disable-uvicorn-access-log and without --enable-log-requests (tools/capture_client_runs.py
+    quiet_log): traffic, bad requests and streams the client dropped, of which the log holds nothing. No HTTP
+    count and no abort count is exported, and the report says why its HTTP and request-log sections are empty."""
+    truth, val, report, alerts, events = read("quiet_log")
+    assert truth["client_actions"]["aborted_streams"] == 10 and sum(truth["client_responses"].values()) > 50
+    s = samples(read.metrics.render().decode())
+    assert val("vllm_log_access_log_disabled", reason="flag") == 1
+    assert not [k for k in s if k[0] in ("vllm_log_request_aborts_total", "vllm_log_requests_logged_total",
+                                          "vllm_log_responses_logged_total")]
+    assert not [k for k in s if k[0] == "vllm_log_http_requests_total" and s[k]]  # (the alerted routes: born at 0)
+    assert report["http"]["responses"] is None and "--disable-uvicorn-access-log" in report["http"]["why_empty"]
+    assert "--enable-log-requests" in report["request_log"]["why_empty"]
+    assert val("vllm_log_server_stops_total") == 1 and alerts == []
+
+
+def test_a_burst_of_tool_call_failures_is_every_failure_when_no_record_stands_between_them():
+    """lora_tools sent three bursts of eight tool requests whose output the hermes parser cannot read: 24 ERROR
+    records with a traceback each, 8 per second under one prefix. With --enable-log-outputs a response record
+    stands between them; without it (here: the request logger's records taken out) they follow each other
+    directly, and main read 3 (one per burst)."""
+    from tests.conftest import run_lines
+
+    truth = json.loads((CAPTURES / "lora_tools.truth.json").read_text())
+    lines = [x for x in log_lines("lora_tools") if "[request_logger.py:" not in x]
+    _, events = run_lines(lines)
+    n = truth["client_actions"]["tool_requests 200"]
+    assert sum(e.kind == "tool_call_parser_failure" for e in events) == n == 24
+    assert sum(e.kind == "traceback" and e.fields["exception"] == "json.decoder.JSONDecodeError" for e in events) == n

@@ -396,3 +396,23 @@ def test_an_echo_records_bounded_fields_for_counting_later():
         ("lora_adapter", {"event": "load_failed"})]
     assert echo.events("request", "Request evil aborted.") == []
     assert echo.events("generated", "Generated response c (streaming delta): output: 'x', finish_reason: None") == []
+
+
+def test_a_request_whose_id_breaks_the_line_is_counted_once_whatever_its_lines_say():
+    """vLLM 0.32 prints a body's request_id raw: its lines follow under the record's header, and the record's
+    facts (the adapter, the finish reason) end its last line. Each record is counted once, on the first line
+    that holds its facts, line by line and batched; a delta is never a response, whatever a line claims."""
+    rl = REQUEST_LOGGER.replace(":71", ":65")
+    forged = f"x: params: {PARAMS}, lora_request: None."
+    received = [rl + "Received request chatcmpl-a", rl + forged, rl + forged, rl + f"end: params: {PARAMS}, lora_request: None."]
+    gen = rl.replace(":65", ":108")
+    delta = [gen + "Generated response chatcmpl-a", gen + "b, finish_reason: stop (streaming delta): output: 'x', "
+                                                          "finish_reason: None"]
+    forged_delta = [gen + "Generated response chatcmpl-a", gen + "b (streaming delta): output: 'x', finish_reason: stop"]
+    done = [gen + "Generated response chatcmpl-a", gen + "b (streaming complete): output: 'xy', finish_reason: "
+                                                         "streaming_complete"]
+    for batch in (False, True):
+        for lines, n in ((received, 1), (delta, 0), (forged_delta, 0), (done, 1), (received * 3, 3)):
+            kinds = _fed(lines, batch)
+            kinds = kinds if batch else [e.kind for e in kinds]
+            assert kinds.count("request_log") == n, (batch, lines)

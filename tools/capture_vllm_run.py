@@ -26,6 +26,9 @@ Scenarios (each starts one tiny random-weight Llama on 127.0.0.1, see tools/vllm
                 ISO 8601 "time" key (microseconds, UTC), a short run
 - late_traffic  traffic that begins three stats intervals after the server is up (its first stats
                 windows are all-zero, logged at DEBUG), then SIGTERM
+- lora_tools, quiet_log: what clients do to a server (LoRA adapters at run time, tool calls, request
+                ids with line breaks, aborted streams, failed utility calls; the access log off), in
+                tools/capture_client_runs.py
 
 ``--eager`` starts vLLM with ``--enforce-eager`` (no torch.compile: about 35 s less of a 75 s start
 on 2 cores here; the log has no compile lines). ``--json-logging`` runs any scenario with json_config's logging config (sub-second stamps); its
@@ -57,11 +60,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tools import vllm_cpu, vllm_traffic  # noqa: E402
+from tools import capture_client_runs, vllm_cpu, vllm_traffic  # noqa: E402
 
 SCENARIOS = ("traffic", "kill_engine", "failed_start", "dp2", "missing_model", "port_in_use", "bad_value",
              "bad_choice", "warning_stop", "warning_kill", "error_stop", "error_kill", "preemption", "interval5",
-             "json_config", "late_traffic")
+             "json_config", "late_traffic", *capture_client_runs.SCENARIOS)
 # Starts vLLM refuses: (extra arguments, the reason the exporter must give)
 REFUSED = {"missing_model": "model_not_found", "port_in_use": "address_in_use", "bad_value": "bad_argument",
            "bad_choice": "bad_argument", "failed_start": "kv_cache_too_small"}
@@ -440,10 +443,12 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="vllm-capture-"))
     try:
         positions = FAILED_START_POSITIONS if args.scenario == "failed_start" else 4096
-        model = vllm_cpu.make_model(tmp / "model", args.venv, max_positions=positions)
+        model = vllm_cpu.make_model(tmp / "model", args.venv, max_positions=positions,
+                                    extra_tokens=capture_client_runs.MODEL_TOKENS.get(args.scenario, ()))
         run.info["model_dir"] = str(model)
         run.event("model ready", dir=str(model))
-        globals()[f"scenario_{args.scenario}"](run, model, tmp)
+        scenario = globals().get(f"scenario_{args.scenario}") or getattr(capture_client_runs, f"scenario_{args.scenario}")
+        scenario(run, model, tmp)
     finally:
         if args.keep_tmp:
             _log(f"kept {tmp}")
@@ -493,6 +498,9 @@ def write_fixture(out: Path, dest: Path) -> list[Path]:
     args = [a for a in server.get("args", [])[1:]]  # no venv path
     if len(args) > 1 and args[0] == "serve":
         args = ["serve", "MODEL_DIR" if scenario != "missing_model" else "MISSING_DIR", *args[2:]]
+    if info.get("model_dir"):  # the capture's temporary folder (an adapter written there) is no fact of the run
+        tmp = str(Path(info["model_dir"]).parent)
+        args = [a.replace(tmp, "TMP") for a in args]
     env = {k: v for k, v in server.get("env", {}).items()
            if k.startswith("VLLM_") and k not in ("VLLM_CACHE_ROOT", "VLLM_TARGET_DEVICE", "VLLM_NO_USAGE_STATS")}
     if "VLLM_LOGGING_CONFIG_PATH" in env:
@@ -506,6 +514,8 @@ def write_fixture(out: Path, dest: Path) -> list[Path]:
         truth["refused_for"] = REFUSED[scenario]
     if "logging_config" in info:
         truth["logging_config"] = info["logging_config"]
+    if "client_actions" in info:  # what the client did beyond the traffic (tools/capture_client_runs.py)
+        truth["client_actions"] = dict(sorted(info["client_actions"].items()))
     if (out / "client.jsonl").exists():
         from exporter.metrics.labels import endpoint_label
 

@@ -149,6 +149,8 @@ _TRAIN_TOKENIZER = r"""
 import sys
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 corpus, out, vocab = sys.argv[1], sys.argv[2], int(sys.argv[3])
+extra = sys.argv[4:]  # whole-word tokens added after training (a tool parser's tags), inside the vocabulary
+vocab -= len(extra)
 tok = Tokenizer(models.BPE())
 tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
 tok.decoder = decoders.ByteLevel()
@@ -158,6 +160,8 @@ trainer = trainers.BpeTrainer(vocab_size=vocab, show_progress=False,
 tok.train([corpus], trainer)
 tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
                                                    special_tokens=[("<s>", 1)])
+if extra:
+    tok.add_tokens(extra)
 tok.save(out)
 """
 
@@ -176,9 +180,12 @@ def corpus_text(lines: int = 3000, seed: int = 20240) -> str:
 
 
 def make_model(directory: Path | str, venv: Path | None = None, *, vocab_size: int = 1024,
-               hidden: int = 128, layers: int = 2, heads: int = 4, max_positions: int = 4096) -> Path:
+               hidden: int = 128, layers: int = 2, heads: int = 4, max_positions: int = 4096,
+               extra_tokens: Iterable[str] = ()) -> Path:
     """Write a tiny Llama (config, tokenizer, chat template) that ``--load-format dummy`` fills with
-    random weights. head_dim = hidden/heads = 32, the smallest head size the CPU attention backend takes."""
+    random weights. head_dim = hidden/heads = 32, the smallest head size the CPU attention backend takes.
+    ``extra_tokens``: words that become one token each (the last ids of the vocabulary), so a request's
+    ``logit_bias`` can make the random model write them (a tool parser's ``<tool_call>``)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     venv = venv or default_venv()
@@ -197,7 +204,7 @@ def make_model(directory: Path | str, venv: Path | None = None, *, vocab_size: i
         f.write(corpus_text())
     try:
         subprocess.run([str(venv / "bin" / "python"), "-c", _TRAIN_TOKENIZER, f.name,
-                        str(d / "tokenizer.json"), str(vocab_size)], check=True, timeout=300)
+                        str(d / "tokenizer.json"), str(vocab_size), *extra_tokens], check=True, timeout=300)
     finally:
         os.unlink(f.name)
     tok_config = {

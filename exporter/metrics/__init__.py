@@ -191,7 +191,6 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._touch_supervisor(server)
         self._touch_warning_signs(server)
         self._touch_rules(server)
-        self._touch_requests(server)
         for label in OVERFLOW_LABELS:
             self.label_overflow.touch((server, label))
         for result in RESULTS:

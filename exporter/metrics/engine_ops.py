@@ -15,11 +15,16 @@ Emitted:
     vllm_log_preemptions_total{engine} (V0's preemption warning adds what its cumulative count grew by; the
     family is declared in exporter.metrics.engine),
     vllm_log_engine_hangs_total{source="iteration_timeout|watchdog"} (V0's "Engine iteration timed out", 0.33+'s
-    watchdog dumping the stacks of a loop not fed within its timeout)
+    watchdog dumping the stacks of a loop not fed within its timeout),
+    vllm_log_engine_call_failures_total{method} (calls to the engine core that raised and that the engine answered
+    with the failure, serving on: a LoRA adapter that would not load, a failed collective_rpc, profiling...; the
+    method is the engine core's, one of exporter.parsers.engine_ops.ENGINE_CALLS, else `other`. A failed add_lora
+    is also vllm_log_lora_adapter_events_total{event="load_failed"})
 """
 
 from __future__ import annotations
 
+from exporter.parsers.engine_ops import ENGINE_CALLS
 from exporter.parsers.events import Event
 
 SLEEP_ACTIONS = ("sleep", "wake_up", "discard")
@@ -56,6 +61,12 @@ class EngineOpsMetrics:
                               "engine is marked dead), watchdog (0.33+: the loop was not fed within the watchdog's "
                               "timeout; the stacks are in its dump file; its dumps at a stop are not counted).",
                               S + ["source"])
+        self.call_failures = c("vllm_log_engine_call_failures", "Calls to vLLM's engine core that raised and that the "
+                               "engine answered with the failure and served on ('Invocation of <method> method "
+                               "failed'), by the engine core's method: add_lora (a LoRA adapter that would not load, "
+                               "also counted as a LoRA load_failed), collective_rpc, profile, sleep, wake_up, "
+                               "reset_prefix_cache... A worker's exception inside such a call is not a death.",
+                               S + ["method"])
         self._preempted: dict[str, int] = {}
 
     def _on_sleep_mode(self, server: str, ev: Event, f: dict) -> None:
@@ -97,6 +108,13 @@ class EngineOpsMetrics:
         # for work, v1/engine/core.py 0.34) is a step that hung, as V0's iteration timeout is
         if source in HANG_SOURCES and self.state.values.get((server, "serving")):
             self._hung(server)
+
+    def _on_engine_call_failed(self, server: str, ev: Event, f: dict) -> None:
+        method = f.get("method")
+        method = method if method in ENGINE_CALLS else "other"
+        self.call_failures.inc((server, method))
+        if method == "add_lora":
+            self.lora_events.inc((server, "load_failed"))
 
     def _forget_engine_ops(self, server: str) -> None:
         self._preempted.pop(server, None)

@@ -1,7 +1,8 @@
 """What went wrong, and what the access log answered.
 
 Emitted:
-    vllm_log_http_requests_total{method,endpoint,status},
+    vllm_log_http_requests_total{method,endpoint,status} (the alerted routes born at 0, unless the access log is
+    off),
     vllm_log_errors_total{kind}, vllm_log_last_error_timestamp_seconds{kind},
     vllm_log_oom_requested_bytes{gpu}, vllm_log_oom_free_bytes{gpu} (the last OOM's, gpu 0-63 else other),
     vllm_log_startup_failures_total{reason}, vllm_log_messages_total{level},
@@ -43,7 +44,8 @@ class ErrorMetrics:
 
     def _declare_errors(self, S: list[str]) -> None:
         c, lg = self._counter, self._lasting_gauge
-        self.http = c("vllm_log_http_requests", "HTTP responses in vLLM's access log.", S + ["method", "endpoint", "status"])
+        self.http = c("vllm_log_http_requests", "HTTP responses in vLLM's access log (absent when the start-up "
+                      "arguments switch it off: vllm_log_access_log_disabled).", S + ["method", "endpoint", "status"])
         self.errors = c("vllm_log_errors", "Errors seen: oom, cuda_error, nccl_error, engine_dead (one per death, "
                         "however many lines log it), startup_failure, traceback (one that is none of the others).", S + ["kind"])
         self.collective_timeouts = c("vllm_log_collective_timeouts", "Collectives PyTorch's process-group watchdog "
@@ -87,6 +89,13 @@ class ErrorMetrics:
         for endpoint in ALERTED_ENDPOINTS:
             for status in ALERTED_STATUSES:
                 self.http.touch((server, "POST", endpoint, status))
+
+    def _access_log_off(self, server: str) -> None:
+        """The start-up arguments switch the access log off: the responses born at 0 for the alerts' rate()
+        are a count the log cannot hold, so they go (a response that is logged after all comes back)."""
+        values = self.http.values
+        for key in [k for k, v in values.items() if k[0] == server and not v]:
+            del values[key]
 
     def observe_access(self, server: str, counts: dict[tuple, int]) -> None:
         """Access-log responses counted by (method, path, status, version), as the pipeline's batch path gives them."""

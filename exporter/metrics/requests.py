@@ -6,9 +6,11 @@ Emitted:
     adapter, "" for the base model; the first 32 adapter names of a server, then `other`),
     vllm_log_responses_logged_total{finish_reason="stop|length|abort|tool_calls|error|other"} (finished
     responses, --enable-log-outputs),
-    vllm_log_request_aborts_total (abort calls logged: one may name several requests),
+    vllm_log_request_aborts_total (abort calls logged: one may name several requests; absent until the log
+    shows requests are logged: the start-up arguments say --enable-log-requests, or a request-log record came),
     vllm_log_lora_adapter_events_total{event="loaded|removed|reloaded|load_failed"} (adapters loaded at run
-    time, unloaded, or failing to load),
+    time, unloaded, reloaded in place, or failing to load: the engine's failed add_lora, exporter.metrics.engine_ops,
+    or a resolver's "Failed to load LoRA" that no failed add_lora counted already),
     vllm_log_tool_call_parser_failures_total{parser} (a tool-call parser could not read the model's tool call:
     its WARNING or ERROR records, the traceback of one included once; parser: the file's name without
     _tool_parser, 32 per server, then `other`),
@@ -45,7 +47,9 @@ class RequestMetrics:
                                   "(--enable-log-outputs), by finish reason.", S + ["finish_reason"])
         self.request_aborts = c("vllm_log_request_aborts", "Abort calls vLLM logged with --enable-log-requests "
                                 "('Aborted request(s)'): a client gone, a stop string met server-side, a shutdown; "
-                                "one call may name several requests.")
+                                "one call may name several requests. Absent unless the log shows requests are "
+                                "logged (the start-up arguments, or a request-log record): without it vLLM logs no "
+                                "abort.")
         self.lora_events = c("vllm_log_lora_adapter_events", "LoRA adapters loaded at run time, unloaded, reloaded "
                              "or failing to load, by event (the names are not kept).", S + ["event"])
         self.iteration_seconds = self._table.histogram(
@@ -58,7 +62,9 @@ class RequestMetrics:
         self._adapters: dict[str, set[str]] = {}
         self._tool_parsers: dict[str, set[str]] = {}
 
-    def _touch_requests(self, server: str) -> None:
+    def _request_log_on(self, server: str) -> None:
+        """The log shows requests are logged: an abort count of 0 is then a count (nothing of the request log
+        is born at 0 before: without --enable-log-requests vLLM logs no abort, and 0 would be a claim)."""
         self.request_aborts.touch((server,))
 
     def _adapter_label(self, server: str, name) -> str:
@@ -74,6 +80,7 @@ class RequestMetrics:
         return name
 
     def _on_request_log(self, server: str, ev: Event, f: dict) -> None:
+        self._request_log_on(server)
         record = f.get("record")
         if record == "received" and "lora" in f:
             self.requests_logged.inc((server, self._adapter_label(server, f["lora"])))
@@ -85,7 +92,7 @@ class RequestMetrics:
 
     def _on_lora_adapter(self, server: str, ev: Event, f: dict) -> None:
         event = f.get("event")
-        if event in LORA_EVENTS:
+        if event in LORA_EVENTS and not f.get("during"):  # (during a failed call: counted by that call)
             self.lora_events.inc((server, event))
 
     def _on_tool_call_parser_failure(self, server: str, ev: Event, f: dict) -> None:

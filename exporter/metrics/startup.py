@@ -169,6 +169,9 @@ class StartupMetrics:
     def _on_engine_config(self, server, ev, f):
         if f.get("access_log") in ("flag", "log_level"):
             self._set(self.access_log_off, (server, f["access_log"]), 1)
+            self._access_log_off(server)
+        if f.get("request_log") == "on":
+            self._request_log_on(server)
         if isinstance(f.get("max_num_seqs"), int):
             self._set(self.max_seqs, (server,), f["max_num_seqs"])
         served = f.get("served_model_name")

@@ -44,7 +44,8 @@ makes them; exporter.stream.fastpath leaves the records that begin with ``COUNTE
   (``--enable-log-requests``), with its adapter's name (the name of a LoRARequest's repr, read from the
   record's end; None without an adapter). Its label is bounded where it is counted.
 - ``request_log`` ``{"record": "generated", "finish_reason": ...}`` (``--enable-log-outputs``): a finished
-  response (a streaming delta that did not finish says ``None``: not counted).
+  response (a streaming delta says ``None``, or in its last chunk the reason: neither is counted; a stream
+  is counted once, by its ``(streaming complete)`` record, whose ``finish_reason`` is ``streaming_complete``).
 - ``request_log`` ``{"record": "aborted"}``: ``Aborted request(s) %s.`` (0.10.2+; ``Aborted request %s.``
   before): one abort call, which may name several requests (their ids, the client's, joined by commas, so
   not countable). ``Request %s aborted.`` says the same of a client's disconnect and is not counted again.
@@ -110,6 +111,13 @@ def recognise(frame: Frame) -> str | None:
 # What a record's end says, read from the end (the client's text comes before it, and a match from
 # the left could start inside that text).
 _FINISH = ", finish_reason: "
+# the records that hold such facts, and the words their facts follow: a record whose id held a line break
+# has them on a later line (exporter.stream.boundary.Echoes.pending), which the fast path must not skip
+FACT_RECORDS = frozenset({"received", "generated"})
+FACT_WORDS = (_FINISH, ", lora_request: ")
+# a streaming response's chunk (0.32 ``Generated response %s%s``: " (streaming delta)", or " (streaming
+# complete)" for the whole stream once it ended): a delta is never a response
+_DELTA = " (streaming delta): output: "
 _FINISH_REASON = re.compile(r"[a-z_]{1,32}|None")
 _LORA = ", lora_request: "
 _LORA_NAME = re.compile(r"LoRARequest\(lora_name='([^'\\]{1,128})'")
@@ -124,7 +132,7 @@ def fields(record: str, message: str) -> dict:
     out: dict = {"record": record}
     if record == "generated":
         head, found, reason = message.rpartition(_FINISH)
-        if found and _FINISH_REASON.fullmatch(reason) and reason != "None":
+        if found and _FINISH_REASON.fullmatch(reason) and reason != "None" and _DELTA not in head:
             out["finish_reason"] = reason
     elif record == "received":
         head, found, tail = message.rpartition(_LORA)

@@ -31,6 +31,13 @@ Wordings, read from the released wheels (``pip download vllm==X``; catalogue/vll
   (``utils/watch_dog.py``, INFO, on when ``dump_dir`` is set) ``"[Watchdog]Dumped stack to %s due to %s"``
   (the watched loop was not fed within its timeout; reason ``feed timeout``: ``source: watchdog``; the
   path is not kept).
+- ``engine_call_failed`` (ERROR, ``v1/engine/core.py`` ``_invoke_utility_method``, 0.7.3-0.34.0): ``"Invocation
+  of %s method failed"``, a ``logger.exception``: a call the engine client made to the engine core (a
+  utility call: a LoRA adapter loaded, profiling started, the prefix cache reset, sleep...) raised; the
+  engine answers the caller with the failure and serves on. ``method``: the engine core's method, one of
+  ``ENGINE_CALLS`` (every name vLLM's clients call in 0.29-0.34, docs/engine-calls.md), else ``other``. A
+  worker's exception inside the call (``WorkerProc hit an exception.`` before it) is that call's failure,
+  not a death: exporter.stream.lifecycle decides.
 """
 
 from __future__ import annotations
@@ -137,5 +144,29 @@ ENGINE_HANG = Parser("engine_hang", ("Engine iteration timed out", "[Watchdog]Du
     INFO_LEVELS | PROBLEM_LEVELS, ("async_llm_engine", "watch_dog"),
     start=r"(?:Engine iteration timed out\.|\[Watchdog\]Dumped stack to )"))
 
-PARSERS = (SLEEP_MODE, EPLB, DP_SCALE, PREEMPTION, ENGINE_HANG)
-KINDS = ("sleep_mode", "eplb", "dp_scale", "preemption", "engine_hang")
+
+# The engine core's methods its clients call (``call_utility*`` in v1/engine/core_client.py, 0.29-0.34):
+# a bounded label, and the list docs/engine-calls.md explains
+ENGINE_CALLS = frozenset({
+    "add_lora", "remove_lora", "pin_lora", "list_loras", "profile", "reset_prefix_cache", "reset_mm_cache",
+    "reset_encoder_cache", "sleep", "wake_up", "is_sleeping", "release_kv_cache_memory", "pause_scheduler",
+    "resume_scheduler", "is_scheduler_paused", "pause_generation", "execute_dummy_batch", "collective_rpc",
+    "save_sharded_state", "get_supported_tasks", "set_weight_version", "get_weight_version",
+    "reinitialize_distributed", "commit_prepared_elastic_ep", "checkpoint_prepare", "checkpoint_restore",
+    "checkpoint_state",
+})
+_CALL_FAILED = re.compile(r"Invocation of (\w{1,64}) method failed$")
+
+
+def _engine_call(frame: Frame) -> list[Event] | None:
+    m = _CALL_FAILED.match(frame.message)
+    if not m:
+        return None
+    return [Event("engine_call_failed", {"method": m.group(1) if m.group(1) in ENGINE_CALLS else "other"})]
+
+
+ENGINE_CALL = Parser("engine_call_failed", ("Invocation of ",), _engine_call, where(
+    PROBLEM_LEVELS, ("core",), start=r"Invocation of \w+ method failed$"))
+
+PARSERS = (SLEEP_MODE, EPLB, DP_SCALE, PREEMPTION, ENGINE_HANG, ENGINE_CALL)
+KINDS = ("sleep_mode", "eplb", "dp_scale", "preemption", "engine_hang", "engine_call_failed")

@@ -76,6 +76,8 @@ KINDS = (
     "dp_scale",
     "preemption",
     "engine_hang",
+    # a call to the engine core that raised and that the engine answered (exporter.parsers.engine_ops)
+    "engine_call_failed",
     # the request log's bounded facts (exporter.parsers.echo: never its text) and run-time LoRA adapters
     "request_log",
     "lora_adapter",

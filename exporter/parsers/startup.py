@@ -5,7 +5,9 @@
   ``vLLM server version X, serving model Y``. One of these is printed once per server start.
 - ``Initializing a V1 LLM engine (v0.9.1) with config: model='...', ..., max_seq_len=32768, ...`` and
   ``non-default args: {'model': ..., 'max_num_seqs': 2}`` -> ``engine_config`` (with ``access_log``: ``flag``
-  for ``--disable-uvicorn-access-log``, ``log_level`` for a ``--uvicorn-log-level`` above info: no access lines).
+  for ``--disable-uvicorn-access-log``, ``log_level`` for a ``--uvicorn-log-level`` above info: no access lines;
+  ``request_log``: ``on`` for ``--enable-log-requests`` (0.10.2+, off by default), ``off`` for 0.9's
+  ``--disable-log-requests`` (on by default then); ``output_log``: ``on`` for ``--enable-log-outputs``).
 - ``Using max model len 2048`` (``config/model.py:2152`` in 0.32; earlier releases' ``config.py``): the
   context length the server settled on, which the config dump only shows as ``max_seq_len`` ->
   ``engine_config`` with ``max_model_len``.
@@ -164,6 +166,14 @@ def _engine_config(frame: Frame) -> list[Event] | None:
             fields["access_log"] = "flag"
         elif args.get("uvicorn_log_level") in ("warning", "error", "critical"):
             fields["access_log"] = "log_level"
+        # whether vLLM logs requests (and aborts) and responses: only what the arguments say (the default changed
+        # in 0.10.2, and the line does not name the release)
+        if args.get("enable_log_requests") is True:
+            fields["request_log"] = "on"
+        elif args.get("disable_log_requests") is True:
+            fields["request_log"] = "off"
+        if args.get("enable_log_outputs") is True:
+            fields["output_log"] = "on"
         spec = args.get("speculative_config")  # {'method': 'ngram', 'num_speculative_tokens': 4, ...}
         if isinstance(spec, dict):
             if isinstance(spec.get("method"), str):

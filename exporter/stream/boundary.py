@@ -10,7 +10,9 @@ line it is harmless once every family anchors its words where vLLM prints them (
   formatter repeats the record's header on the next line, so the continuation carries the echoing
   record's exact header. ``Echoes`` remembers that header per process and takes every line with it
   for part of the echo (and families gate on level and logger, so a continuation of an INFO record
-  is never an error, whoever wrote it).
+  is never an error, whoever wrote it). The record's bounded facts (a request's adapter, a response's
+  finish reason) are at its end, after the id: a record whose first line did not hold them is
+  ``pending`` until a continuation line does (the first that does is read, once).
 - A vLLM header in the text (``...xERROR 12-04 10:00:00 [core.py:1] EngineCore encountered...``),
   which the glued-record split would cut off as a record: a record is split off only after text that
   is vLLM's own through and through (``glue_host``).
@@ -112,7 +114,8 @@ class Echoes:
     MAX_PROCESSES = 1024
 
     def __init__(self) -> None:
-        self._headers: dict[tuple, tuple[str, str]] = {}  # process -> (header, record) of its last echo
+        # process -> (header, record, pending) of its last echo; pending: the record, while its facts are to come
+        self._headers: dict[tuple, tuple[str, str, str | None]] = {}
 
     def record(self, f: Frame, key: tuple) -> str | None:
         """The echo record ``f`` begins or continues (exporter.parsers.echo's name for it; "continued"
@@ -133,5 +136,16 @@ class Echoes:
                 return "continued"
             if len(headers) >= self.MAX_PROCESSES:
                 headers.clear()
-            headers[key] = (h, rec)
+            headers[key] = (h, rec, rec if rec in echo.FACT_RECORDS else None)
         return rec
+
+    def pending(self, key: tuple) -> str | None:
+        """The record whose continuation line ``key``'s last one was, while its facts are still to come."""
+        last = self._headers.get(key)
+        return last[2] if last is not None else None
+
+    def found(self, key: tuple) -> None:
+        """The facts of ``key``'s last echo record were read: its later lines are text."""
+        last = self._headers.get(key)
+        if last is not None and last[2] is not None:
+            self._headers[key] = (last[0], last[1], None)

@@ -41,6 +41,17 @@ start). Held events are never lost: at most ``HOLD_MAX_EVENTS`` wait, then the e
 decides. Every death but this one is read at once (at INFO and WARNING vLLM logs
 ``engine core exited unexpectedly`` first).
 
+A worker's exception (``WorkerProc hit an exception.``, the worker's handler of one call; the worker
+lives on) is no death by itself either: the engine core decides what the failed call means, and says
+so next. ``Invocation of <method> method failed`` (exporter.parsers.engine_ops' ``engine_call_failed``)
+is a call the engine answered with the failure and survived (a client's LoRA adapter that does not
+load, profiling, sleep, a reset of the prefix cache): the worker's signal and the tracebacks of both
+records get ``during = "call"`` (exporter.stream.calls), and the call is counted by what it was, never
+as a death.
+``EngineCore encountered a fatal error.`` (the call was the engine's own step) is the death, ``EngineCore
+failed to start.`` a failed start. So the worker's exception is held like a bare ``EngineDeadError``;
+when nothing decides it (a stop, the server serving on, ``HOLD_SECONDS``), the engine lived through it.
+
 At WARNING level the version banner (INFO) is not logged, so a new start after a stop or a death
 is seen by its first start-up failure coming from a process the run before did not have (its pid),
 or more than ``RESTART_AFTER_SECONDS`` of log time after the stop.
@@ -52,6 +63,7 @@ import time
 
 from exporter.parsers.events import Event
 from exporter.parsers.supervisor import exit_words
+from exporter.stream.calls import Calls
 
 STARTING, SERVING, STOPPED, DEAD, FAILED = "starting", "serving", "stopped", "dead", "failed"
 STATES = (STARTING, SERVING, STOPPED, DEAD, FAILED)
@@ -66,11 +78,13 @@ WEAK_STOP_STATES = (None, SERVING)
 # dies during a stop or a start-up belongs to those)
 DEATH_SIGNALS = frozenset({"engine_dead", "worker_died", "ray_actor_died", "gpu_memory_fault"})
 WATCHED = frozenset({"version", "ready", "engine_stats", "shutdown", "startup_failure", "traceback",
-                     "process_exit", "host_oom_kill"}) | DEATH_SIGNALS
+                     "process_exit", "host_oom_kill", "engine_call_failed", "lora_adapter"}) | DEATH_SIGNALS
 # a death signal that a stop at ERROR level logs too (no stop line before it at that level): held
 AMBIGUOUS_DEATHS = frozenset({"AsyncLLM output_handler failed", "EngineDeadError"})
-# a worker's exception: at ERROR level (no banner) the first words of a failed start as well as of a death
+# a worker's exception in one call (the worker lives on): what the engine core logs next says whether that
+# call's failure was answered (engine_call_failed), killed the engine, or failed its start
 START_DEATHS = frozenset({"WorkerProc hit an exception"})
+
 HOLD_SECONDS = 10.0  # after the held signal, the most the log may take to say which it was
 HOLD_MAX_EVENTS = 1000  # watched events held at most (a death with many streams logs one per stream)
 # the kernel's OOM notice and the exit it caused are logged together; further apart they are two things
@@ -113,7 +127,7 @@ class _FailedStart:
 
 class _Hold:
     """Death signals waiting for what follows them, and the watched events that came after."""
-    __slots__ = ("events", "ts", "touched", "shut", "unseen", "ambiguous")
+    __slots__ = ("events", "ts", "touched", "shut", "unseen", "ambiguous", "worker")
 
     def __init__(self, first: Event, unseen: bool):
         self.events = [first]
@@ -122,10 +136,15 @@ class _Hold:
         self.shut: Event | None = None  # uvicorn's "Application shutdown complete." once seen
         self.unseen = unseen  # no start and no serving seen before: it may be a failed start
         self.ambiguous = first.fields.get("signature") in AMBIGUOUS_DEATHS  # every death signal held
+        self.worker = _worker_signal(first)  # a worker's exception in one call: no death until the engine says so
 
 
 def _finished(ev: Event) -> bool:
     return ev.kind == "shutdown" and bool(ev.fields.get("finished"))
+
+
+def _worker_signal(ev: Event) -> bool:
+    return ev.kind in DEATH_SIGNALS and ev.fields.get("signature") in START_DEATHS
 
 
 class Lifecycle:
@@ -138,6 +157,7 @@ class Lifecycle:
         self._pids: set[int] = set()  # processes of the current run (a later pid: a new start)
         self._end_ts: float | None = None  # log time of the stop or death that ended the run
         self._hold: _Hold | None = None  # a bare EngineDeadError: a stop or a death, not known yet
+        self.calls = Calls()  # failed calls the engine answered: their records, the LoRA events they repeat
 
     # -- feeding --------------------------------------------------------------------------------
 
@@ -189,12 +209,12 @@ class Lifecycle:
 
     def _holds(self, ev: Event) -> bool:
         """Whether ``ev`` opens a hold: a bare EngineDeadError while serving or before anything was seen,
-        or a worker's exception from a server whose start and serving were not seen (at ERROR level a
-        failed start's first words are a worker's exception; ``EngineCore failed to start.`` follows)."""
+        or a worker's exception then (what the engine core logs next decides it; at ERROR level a failed
+        start's first words are a worker's exception too, ``EngineCore failed to start.`` follows)."""
         if ev.kind not in DEATH_SIGNALS:
             return False
         sig = ev.fields.get("signature")
-        return sig in AMBIGUOUS_DEATHS and self.state in (None, SERVING) or sig in START_DEATHS and self.state is None
+        return (sig in AMBIGUOUS_DEATHS or sig in START_DEATHS) and self.state in (None, SERVING)
 
     def _held(self, ev: Event, out: list[Event]) -> bool:
         """Take ``ev`` into the open hold (True), or settle the hold and let ``ev`` be stepped (False)."""
@@ -204,7 +224,13 @@ class Lifecycle:
         if _finished(ev):  # uvicorn's serve returned: the engine's death ended it
             self._release(out, death=True)
             return False
+        if kind == "engine_call_failed" and h.worker:  # the engine answered the call with its failure
+            self._release(out, call=ev)
+            return False
         if kind == "shutdown" and not f.get("weak"):  # a stop line (vLLM logs it at INFO)
+            if h.worker and not any(e.kind in DEATH_SIGNALS and not _worker_signal(e) for e in h.events):
+                self._release(out)  # the worker's exception killed nothing; the stop is stepped
+                return False
             if not h.ambiguous:  # a death vLLM names as one came first: a stop after it changes nothing
                 self._release(out, death=True)
                 return False
@@ -217,7 +243,9 @@ class Lifecycle:
         if kind == "startup_failure" and h.unseen and not self._far(h.ts, ev.ts):
             self._release(out, start=True)  # the server was starting: a failed start, not a death
             return False
-        if kind in DEATH_SIGNALS and f.get("signature") not in AMBIGUOUS_DEATHS:
+        if _worker_signal(ev) and h.worker:
+            pass  # another worker's exception in the same call (one per tensor-parallel rank)
+        elif kind in DEATH_SIGNALS and f.get("signature") not in AMBIGUOUS_DEATHS:
             if not h.unseen:
                 self._release(out, death=True)
                 return False
@@ -234,11 +262,13 @@ class Lifecycle:
             self._release(out)
         return True
 
-    def _release(self, out: list[Event], death: bool = False, start: bool = False) -> None:
+    def _release(self, out: list[Event], death: bool = False, start: bool = False, call: Event | None = None) -> None:
         """Settle the hold, then step the held events in their order: a failed start (``start``), a
         stop when the state says so already (a stop line came) or when every signal held was a bare
         EngineDeadError and uvicorn's shutdown completed with no ``Finished server process`` after
-        it, else a death."""
+        it, else a death. A worker's exception that no death or failed start follows is none: the
+        failure of ``call`` (the engine's engine_call_failed) when it came, else one the engine lived
+        through."""
         h, self._hold = self._hold, None
         if h is None:
             return
@@ -250,8 +280,14 @@ class Lifecycle:
                 "Application shutdown complete. after EngineDeadError, and no 'Finished server process':"
                 " a stop (vLLM at ERROR level)")}, sign.ts if sign.ts is not None else h.ts,
                 sign.process, sign.pid, sign.line), out)
+        survived = h.worker and not death and not start
         for ev in h.events:
             out.append(ev)
+            if survived and _worker_signal(ev):
+                if call is not None:  # its record's traceback (held here, or still to come) is the call's too
+                    ev.fields["during"] = "call"
+                    self.calls.failed(ev, call.fields.get("method"))
+                continue
             self._step(ev, out)
 
     # -- the states -----------------------------------------------------------------------------
@@ -290,6 +326,12 @@ class Lifecycle:
             self._oom_ts = ev.ts if ev.ts is not None else -1.0
         elif kind == "process_exit":
             self._exit(ev, out)
+        elif kind == "engine_call_failed":
+            self.calls.answered(ev)
+        elif kind == "lora_adapter":
+            self.calls.lora(ev)
+        elif kind == "traceback" and self.calls.traceback(ev):
+            pass
         elif kind == "traceback" and not f.get("kinds"):
             if f.get("exception") in ("KeyboardInterrupt", "SystemExit") and state in (None, STARTING, SERVING):
                 self._stop(ev, out)  # Ctrl-C, or sys.exit from a signal handler

@@ -26,7 +26,7 @@ from exporter.stream import fastpath
 from exporter.stream.batch import batch_unsafe, count_access
 from exporter.stream.boundary import GLUED, Echoes, inner_returns, message_lines, split_glued
 from exporter.stream.lifecycle import Lifecycle
-from exporter.stream.traceback import TRACEBACK_IDLE_SECONDS, OpenTraceback
+from exporter.stream.traceback import TRACEBACK_IDLE_SECONDS, OpenTraceback, opening_words
 
 PARSED, IGNORED, UNPARSED = "parsed", "ignored", "unparsed"
 # what a frame of a JSON record's message is (Pipeline._classify): its first line, a later line
@@ -40,6 +40,8 @@ MAX_PROCESSES = 256
 # the parsers' regexes over all of it (hundreds of ms), so it cannot hold the event loop.
 PARSE_WINDOW_CHARS = 64 << 10
 RESULTS = (PARSED, IGNORED, UNPARSED)
+# what is kept of a record's first line to know the next record of the same log call (a prefix is enough)
+OPENING_CHARS = 256
 _RANK = {UNPARSED: 0, IGNORED: 1, PARSED: 2}
 
 # An exception's line as Python prints it at a traceback's end: its type (module path and the types it wraps
@@ -82,6 +84,9 @@ class Pipeline:
         # (process key, header) of the latest tool-parser failure read by its words (tool_parser._BY_WORDS): a
         # logger.exception's traceback under that header is the same record (its file alone does not say so)
         self._tool_failure: tuple | None = None
+        # process key -> (header, message) of its latest WARNING-or-worse record line: the first line of the
+        # record whose traceback may follow under the same header (OpenTraceback.opening)
+        self._openers: dict[tuple, tuple[str, str]] = {}
         self._engine_of: dict[tuple, int] = {}
         self._cri = CriJoiner(max_line, on_cut)
         self._echoes = Echoes()  # records that echo a client's text, and their continuation lines
@@ -334,7 +339,7 @@ class Pipeline:
         the later ones, and they are no message of their own)."""
         record = self._echoes.record(f, key)
         if record is not None:
-            return self._ruled(f, *self._echo(f, record))
+            return self._ruled(f, *self._echo(f, record, key))
         msg = f.message
         if text == MESSAGE_MORE:
             events = parse_frame(f, CONTINUATION_PARSERS)
@@ -352,11 +357,18 @@ class Pipeline:
                 # endless processes each opening a traceback: the oldest is over, never held for ever
                 done = self._tracebacks.pop(next(iter(self._tracebacks))).events()
             header = f.header and f.header.rstrip()
+            opener = self._openers.pop(key, None) if header is not None else None
             self._tracebacks[key] = OpenTraceback(
                 f.ts, f.process, f.pid, header, self.lineno, touched=time.monotonic(), last_ts=f.ts,
-                tool_parser=header is not None and self._tool_failure == (key, header)
+                tool_parser=header is not None and self._tool_failure == (key, header),
+                opening=opening_words(opener[1]) if opener is not None and opener[0] == header else None,
             )
             return PARSED, done
+        if f.header is not None and (f.level or "") in PROBLEM_LEVELS:
+            openers = self._openers
+            if len(openers) >= MAX_PROCESSES and key not in openers:
+                openers.clear()  # a log naming endless processes: forget, never grow
+            openers[key] = (f.header.rstrip(), msg[:OPENING_CHARS])
         if not text and (f.level is None and f.header is None and (_EXCEPTION_LINE.match(msg) or _FRAME_LINE.match(msg))
                          or f.level in _RECORD_TRACEBACK_LEVELS and f.header is not None and _FRAME_LINE.match(msg)):
             return PARSED, self._orphan_traceback(f, key)
@@ -449,13 +461,26 @@ class Pipeline:
             ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
         return PARSED, events + ruled
 
-    def _echo(self, f: Frame, record: str) -> tuple[str, list[Event]]:
+    def _echo(self, f: Frame, record: str, key: tuple) -> tuple[str, list[Event]]:
         """A record that echoes a client's text: only its bounded facts are read (exporter.parsers.echo:
-        a request's adapter, a response's finish reason, an abort, a LoRA adapter loaded). At WARNING or
-        above, its first line counts as a message of its level (without its text)."""
+        a request's adapter, a response's finish reason, an abort, a LoRA adapter loaded), on its first
+        line or, when a line break in the id pushed them on, on the first later line that holds them
+        (exporter.stream.boundary.Echoes.pending). At WARNING or above, its first line counts as a
+        message of its level (without its text)."""
         if record == "continued":
-            return IGNORED, []
+            record = self._echoes.pending(key)
+            if record is None:
+                return IGNORED, []
+            events = echo.events(record, f.message)
+            if not events:
+                return IGNORED, []
+            self._echoes.found(key)
+            for ev in events:
+                ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
+            return PARSED, events
         events = echo.events(record, f.message)
+        if events and record in echo.FACT_RECORDS:
+            self._echoes.found(key)
         level = f.level
         if level in ("WARNING", "ERROR", "CRITICAL"):
             events.append(Event("log", {"level": level.lower(), "logger": f.logger, "echo": record}))

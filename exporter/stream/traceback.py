@@ -4,6 +4,12 @@ One traceback spans many physical lines (a ``logger.exception`` record repeats i
 bare stderr traceback has none) and becomes one ``traceback`` event, plus the error kinds its exception
 lines name (an OOM, a CUDA error, a dead engine...). exporter.stream.pipeline decides which lines are
 offered to which open traceback and when a silent one is over.
+
+A record is its header line, not its prefix: records of one process, one second and one call site
+(a burst of requests failing alike) share a byte-identical prefix, so the prefix alone would make
+every record of a burst a run-on line of the first one's exception. A line that begins the way the
+record's own first line began (``opening``: its message, or that message's literal words before its
+first argument) starts a new record, as does any line a family recognises.
 """
 
 from __future__ import annotations
@@ -29,6 +35,17 @@ MAX_EXCEPTION_EXTRA_LINES = 20
 MAX_EXCEPTION_CHARS = 4096
 MAX_EXCEPTIONS = 32
 TRACEBACK_IDLE_SECONDS = 2.0
+# the literal words a log call's format begins with: the message up to its first number or quote
+# (where the arguments of most of vLLM's formats go); shorter than this, the whole message must match
+_ARGUMENT = re.compile(r"[\d'\"\[({<]")
+MIN_OPENING_WORDS = 12
+
+
+def opening_words(message: str) -> str:
+    """What a record from the same log call begins with (see the module's docstring)."""
+    m = _ARGUMENT.search(message)
+    head = message[:m.start()] if m else message
+    return head if len(head) >= MIN_OPENING_WORDS else message
 
 
 # vLLM's model loaders: a CUDA OOM raised inside one is weights that do not fit, a failed start-up.
@@ -57,6 +74,7 @@ class OpenTraceback:
     # False: this read began after the traceback's start (exporter.stream.pipeline: an exception's line with no
     # traceback open, which is its first line)
     start_seen: bool = True
+    opening: str | None = None  # opening_words of the record's first line (the message before "Traceback")
 
     def offer(self, f: Frame) -> bool:
         """Take ``f`` if it continues this traceback; False means the traceback ended before it."""
@@ -73,6 +91,9 @@ class OpenTraceback:
             return False
         msg = f.message
         s = msg.strip()
+        opening = self.opening
+        if opening is not None and msg.startswith(opening) and msg[:1] not in (" ", "\t"):
+            return False  # the same log call again: the next record of a burst
         if s.startswith(TRACEBACK_START):
             self.phase = "frames"
         elif self.phase == "frames":

@@ -1,6 +1,7 @@
 """The report's "Engine operations" section: what was done to a running engine and how it went, from the events
 of exporter.parsers.engine_ops (sleep mode, EPLB, elastic data-parallel scaling, V0's preemption warning, the
-engine loop found hung) and exporter.parsers.spec_decode's diffusion-decoding windows. Pure: events in, numbers
+engine loop found hung, calls to the engine core that failed and that it answered) and
+exporter.parsers.spec_decode's diffusion-decoding windows. Pure: events in, numbers
 out, and their Markdown; a run without any of these events has no section (and no key in the JSON).
 
 What the log never printed is absent, not 0: a count shown is of lines seen; a figure the lines do not carry
@@ -41,6 +42,7 @@ class EngineOps:
         self.hangs: dict[str, list] = {}  # source -> [count, first ts, last ts]
         self.diffusion = {"windows": 0, "committed_tokens": 0, "denoising_steps": 0, "canvas_positions": 0}
         self.diffusion_peak: float | None = None
+        self.calls: dict[str, list] = {}  # method -> [count, first ts, last ts]
 
     def handlers(self) -> dict:
         return {"sleep_mode": self._sleep, "eplb": self._eplb, "dp_scale": self._dp_scale,
@@ -114,6 +116,20 @@ class EngineOps:
             h[2] = ev.ts if h[2] is None else max(h[2], ev.ts)
         self.seen = True
 
+    def call(self, ev, f):
+        """A failed engine call (RunStats hands it on: it counts a failed add_lora among the LoRA events too)."""
+        method = f.get("method")
+        if not isinstance(method, str):
+            return
+        if method not in self.calls and len(self.calls) >= MAX_SCALINGS:
+            method = "other"
+        c = self.calls.setdefault(method, [0, None, None])
+        c[0] += 1
+        if ev.ts is not None:
+            c[1] = ev.ts if c[1] is None else min(c[1], ev.ts)
+            c[2] = ev.ts if c[2] is None else max(c[2], ev.ts)
+        self.seen = True
+
     def _diffusion(self, ev, f):
         d = self.diffusion
         add = {k: int(f[k]) for k in ("committed_tokens", "denoising_steps", "canvas_positions")}
@@ -153,6 +169,8 @@ class EngineOps:
                                  "by_mode": dict(sorted(self.preempt_modes.items()))}
         if self.hangs:
             out["engine_hang"] = {s: {"count": n, "first": a, "last": b} for s, (n, a, b) in sorted(self.hangs.items())}
+        if self.calls:
+            out["failed_calls"] = {m: {"count": n, "first": a, "last": b} for m, (n, a, b) in sorted(self.calls.items())}
         d = self.diffusion
         if d["windows"]:
             out["diffusion_decoding"] = dict(d, tokens_per_denoising_step=(d["committed_tokens"] / d["denoising_steps"]
@@ -216,6 +234,12 @@ def markdown(e: dict, tz=None) -> list[str]:
         parts += ["| Engine hang | Times | First | Last |", "|---|---|---|---|"]
         parts += [f"| {HANG_WORDS[s]} | {h['count']:,} | {_time(h['first'], tz)} | {_time(h['last'], tz)} |"
                   for s, h in hangs.items()] + [""]
+    calls = e.get("failed_calls")
+    if calls:
+        parts += ["| Failed engine call (Invocation of ... method failed; the engine answered it and served on) "
+                  "| Times | First | Last |", "|---|---|---|---|"]
+        parts += [f"| {m} | {c['count']:,} | {_time(c['first'], tz)} | {_time(c['last'], tz)} |"
+                  for m, c in calls.items()] + [""]
     d = e.get("diffusion_decoding")
     if d:
         tps, peak = d["tokens_per_denoising_step"], d["committed_tokens_per_second_peak"]

@@ -199,7 +199,9 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
         parts += ["## Capacity given up, KV that did not arrive", "", "| What | Count |", "|---|---|"]
         parts += [f"| {what} | {n:,} |" for what, n in given.items()] + [""]
     rl, steps = s.get("request_log") or {}, s.get("steps") or {}
-    if rl or steps:
+    if rl.get("why_empty") and not steps:
+        parts += ["## Request log", "", f"Nothing counted: {rl['why_empty']}.", ""]
+    elif rl or steps:
         parts += ["## Request log and engine steps", ""]
         titles = {"lora": "Requests by LoRA adapter", "finish_reason": "Responses by finish reason",
                   "aborts": "Aborts", "lora_events": "LoRA adapters (run time)"}
@@ -265,6 +267,8 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
                   "| Method | Endpoint | Responses |", "|---|---|---|"]
         parts += [f"| {e['method']} | {e['path']} | {e['count']:,} |" for e in http["by_endpoint"][:20]]
         parts.append("")
+    elif http.get("why_empty"):
+        parts += [f"No HTTP responses counted: {http['why_empty']}.", ""]
     else:
         parts += ["No access-log lines in this range.", ""]
 

@@ -235,6 +235,9 @@ class RunStats(Summary):
         for key in SETTING_KEYS:
             if key in f:
                 put(key, f[key])
+        for key in ("access_log", "request_log", "output_log"):  # what vLLM was told to log (or not)
+            if key in f:
+                self.facts[key] = f[key]
 
     def _on_kv_cache_size(self, ev, f):
         # the main KV cache, whichever device holds it (the key keeps its name for JSON readers)
@@ -332,7 +335,13 @@ class RunStats(Summary):
             self._bump("aborts", "abort calls")
 
     def _on_lora_adapter(self, ev, f):
-        self._bump("lora_events", str(f.get("event")))
+        if not f.get("during"):  # (one another record counted: exporter.stream.calls)
+            self._bump("lora_events", str(f.get("event")))
+
+    def _on_engine_call_failed(self, ev, f):
+        self.engine_ops.call(ev, f)
+        if f.get("method") == "add_lora":  # a LoRA adapter that would not load, as exporter.metrics counts it
+            self._bump("lora_events", "load_failed")
 
     def _on_iteration(self, ev, f):
         if f.get("dummy"):

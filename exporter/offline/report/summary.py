@@ -29,7 +29,7 @@ class Summary:
             "startup_failures": self.startup_failures,
             "stalls": self.stalls,
             "given_up": dict(sorted(self.given_up.items())),
-            "request_log": {k: dict(sorted(v.items(), key=lambda kv: -kv[1])) for k, v in self.request_log.items() if v},
+            "request_log": self._request_log(),
             "steps": {b: {"count": n, "mean_seconds": total / n, "max_seconds": top}
                       for b, (n, total, top) in sorted(self.steps.items())},
         }
@@ -154,8 +154,26 @@ class Summary:
                                    "max_length_histories": eq / max_len if max_len else None}
         return out
 
+    def _said(self, key: str) -> list[str]:
+        """What the starts' arguments said of ``key`` (exporter.parsers.startup: access_log, request_log)."""
+        return [c[key] for c in (*self.earlier_configs, self.facts) if c.get(key)]
+
+    def _request_log(self) -> dict:
+        out: dict[str, Any] = {k: dict(sorted(v.items(), key=lambda kv: -kv[1])) for k, v in self.request_log.items() if v}
+        if not out and "on" not in self._said("request_log"):
+            # absent, not none: what the log cannot hold is not counted as 0
+            out["why_empty"] = ("no request-log record in this range: vLLM logs requests, aborts and responses only "
+                                "with --enable-log-requests (and --enable-log-outputs; before 0.10.2, unless "
+                                "--disable-log-requests)")
+        return out
+
     def _http(self) -> dict:
         total = sum(self.http_status.values())
+        off = self._said("access_log")
+        if not total and off:
+            how = "--disable-uvicorn-access-log" if "flag" in off else "--uvicorn-log-level above info"
+            return {"responses": None, "by_status": {}, "share_200": None, "by_endpoint": [],
+                    "why_empty": f"the access log was off ({how}): vLLM logged none of its HTTP responses"}
         return {
             "responses": total,
             "by_status": dict(sorted(self.http_status.items())),
