@@ -320,6 +320,9 @@ def check(specs, path: str, clock: Clock, out: TextIO) -> int:
 
 
 def run(args, clock: Clock, out: TextIO = sys.stdout) -> int:
+    from exporter.commands.common import Visible
+
+    out = Visible(out)  # the lines' text acts on no terminal
     try:
         specs = []
         for path in args.rules:

@@ -131,7 +131,7 @@ class Pass:
         try:
             while True:
                 data = f.read(CHUNK)
-                lines = split.feed(data) if data else split.flush()
+                lines = split.feed(data) if data else split.flush(final=True)
                 if lines:
                     yield lines
                 if not data:
