@@ -28,6 +28,8 @@ emits (PromQL names):
     vllm_log_exporter_build_info{version},
     vllm_log_exporter_http_connections, vllm_log_exporter_http_connections_closed_total{reason},
     vllm_log_exporter_state_write_errors_total, vllm_log_exporter_alerts_sent_total{result},
+    vllm_log_exporter_task_failures_total{task} (the daemon's long-lived tasks that raised and were
+    started again: exporter.daemon.supervise),
     vllm_log_exporter_tls_certificate_expiry_timestamp_seconds (only with TLS)
 """
 
@@ -56,6 +58,8 @@ from exporter.metrics.tables import CounterFamily, GaugeFamily, Table
 
 SOURCE_EVENTS = ("truncated", "tail_lost", "rotated_late", "file_skipped")
 HTTP_CLOSE_REASONS = ("header_timeout", "idle_timeout", "request_timeout", "evicted", "refused")
+# the daemon's supervised tasks (exporter.daemon.supervise), each counted when it raised
+TASKS = ("alerts", "source", "scan", "flush", "state", "http")
 OVERFLOW_LABELS = ("engine", "worker", "method", "endpoint", "status", "gpu", "position", "confidence", "lora")
 
 
@@ -140,6 +144,14 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
             self.alerts_sent.labels(result)
         self.state_write_errors = Counter("vllm_log_exporter_state_write_errors",
                                           "Failed writes of the state file.", registry=r)
+        self.task_failures = Counter("vllm_log_exporter_task_failures",
+                                     "Times one of the exporter's own long-lived tasks raised and was started again, "
+                                     "by task: alerts (the Alertmanager pusher), source (a log source's reader), scan "
+                                     "(a glob's look for files), flush, state (the state file's saving), http (a "
+                                     "scrape that could not be answered). Each is a bug or an input nobody foresaw, "
+                                     "said in the exporter's own log.", ["task"], registry=r)
+        for task in TASKS:
+            self.task_failures.labels(task)
 
         self._servers: set[str] = set()
         self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
@@ -177,7 +189,8 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         """Every metric in the text format (0.0.4), as prometheus-client's generate_latest writes
         ``registry``, the table's families by its own writer (tests compare the two)."""
         self.go_idle(time.monotonic())
-        return generate_latest(self._native) + self._table.text().encode("utf-8")
+        # (labels hold no surrogate, exporter.framing.text.label: "replace" only keeps a scrape from failing)
+        return generate_latest(self._native) + self._table.text().encode("utf-8", "replace")
 
     # -- bookkeeping ----------------------------------------------------------------------------
 
