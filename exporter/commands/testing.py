@@ -335,6 +335,8 @@ def run(args, clock: Clock, out: TextIO = sys.stdout) -> int:
             status = max(status, check(specs, args.expect, clock, out))
         if not args.lines and not args.expect:
             out.write(f"{len(specs)} rules loaded: {', '.join(names) or 'none'}\n")
+            for spec in specs:  # which engine matches each (exporter.config.rule_regex)
+                out.write(f"  {spec.name}: matched by {spec.engine}\n")
         return status
     except ConfigError as e:
         print(f"vllm-log-exporter: {e}", file=sys.stderr)

@@ -41,7 +41,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.config import regex_check
+from exporter.config import regex_check, rule_regex
 from exporter.config.settings import ConfigError
 from exporter.config.yaml_file import load_yaml
 
@@ -153,6 +153,7 @@ class RuleSpec:
     client_text: bool = False
     max_chars: int = DEFAULT_MAX_CHARS
     where: str = ""  # "FILE: rules[N]", for messages about the rule
+    engine: str = "re"  # what matches it (exporter.config.rule_regex): RE2 past 512 characters, or "re"
 
     def field(self, name: str) -> FieldSpec | None:
         return next((f for f in self.fields if f.name == name), None)
@@ -445,8 +446,9 @@ def load_rule(raw: Any, where: str) -> RuleSpec:
         if any(o.name == spec.name for o in metrics):
             raise _err(f"{where}.metrics[{j}].name", f"{spec.name!r} is fed twice by this rule")
         metrics.append(spec)
-    return RuleSpec(name, pattern, regex, needles, tuple(fields.values()), tuple(metrics), doc, loggers, levels,
-                    processes, client_text, max_chars, where)
+    matcher, engine = rule_regex.compile_rule(pattern, regex)
+    return RuleSpec(name, pattern, matcher, needles, tuple(fields.values()), tuple(metrics), doc, loggers, levels,
+                    processes, client_text, max_chars, where, engine)
 
 
 def load_rules(raw: Any, where: str, known: list[RuleSpec] | None = None) -> list[RuleSpec]:
