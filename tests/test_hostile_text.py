@@ -152,3 +152,37 @@ def test_a_nul_hole_before_a_line_loses_nothing(tmp_path):
     r = cli("parse", "--explain", str(log))
     rows = [row.split("\t") for row in r.stdout.decode().splitlines()]
     assert [row[3] for row in rows[-2:]] == [OOM_LINE, "midline"]
+
+
+def test_the_markdown_report_prints_a_model_name_and_an_error_as_text(tmp_path):
+    """A `|` in a model name added a table column, terminal escapes (a title, a clipboard write) reached
+    the terminal, `<img onerror>` survived into the Markdown (the HTML page escaped it)."""
+    evil = "m|x\x1b]0;pwned\x07\x1b]52;c;cHduZWQ=\x07<img src=x onerror=alert(1)>"
+    log = tmp_path / "evil.log"
+    log.write_text("\n".join([
+        f"(APIServer pid=1) INFO 08-04 02:50:00 [api_server.py:1] vLLM API server version 0.11.2, serving model {evil}",
+        f"(EngineCore_DP0 pid=7) ERROR 08-04 02:50:01 [core.py:1] torch.OutOfMemoryError: CUDA out of memory. {evil}",
+    ]) + "\n")
+    r = cli("report", str(log))
+    out = r.stdout.decode("utf-8")
+    assert r.returncode == 0 and "\x1b" not in out and "\x07" not in out
+    assert "<img" not in out.replace("\\<img", "")
+    for row in out.splitlines():
+        if row.startswith("| Model"):
+            assert row.count("|") - row.count("\\|") == 3, row
+    assert cli("report", str(log), "--html", str(tmp_path / "r.html")).returncode == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_an_alert_s_description_carries_no_chat_markup_or_mass_mention():
+    from exporter.alerts.from_events import Alerts
+    from exporter.parsers.events import Event
+
+    words = "torch.OutOfMemoryError: CUDA out of memory. <!channel> @here <https://evil.example|click> \x1b[31m"
+    a = Alerts(instance="h:1")
+    a.observe("s", [Event("oom", {"message": words}, None, "EngineCore", 9)], now=1.8e9)
+    (alert,) = a.pending(now=1.8e9)
+    d = alert.annotations["description"]
+    assert "<" not in d and ">" not in d and "\x1b" not in d and "@here" not in d
+    assert "\u2039!channel\u203a" in d and "@\u200bhere" in d  # still readable

@@ -17,6 +17,7 @@ from exporter.framing.clock import Clock
 from exporter.framing.lines import MAX_LINE_BYTES
 from exporter.metrics import Metrics
 from exporter.parsers import BUILT_IN, Families
+from exporter.alerts.from_events import FUTURE_SKEW_SECONDS
 from exporter.daemon.supervise import Supervisor
 from exporter.sources.base import Backoff, Source
 from exporter.stream.pipeline import Pipeline
@@ -73,10 +74,12 @@ class SourceRunner:
         self.metrics = metrics
         self.max_line = max_line
         self._cut_warned = False
-        self.pipeline = Pipeline(clock, on_bad_line=self._bad_line, max_line=max_line, on_cut=self.line_cut,
+        # a clock of its own: year-less stamps follow this source's order (exporter.framing.clock)
+        self.pipeline = Pipeline(clock.fresh(), on_bad_line=self._bad_line, max_line=max_line, on_cut=self.line_cut,
                                  families=families)
         self.is_up = False
         self.last_fed = 0.0  # (monotonic) when its last lines were read
+        self._future_said = False
         self.feeding = False  # in the middle of a batch (a glob never ends a file's turn then)
         self._bad_lines = 0  # lines that could not be read since the last warning about them
         self._bad_warn_at = 0.0  # (monotonic) no warning about such lines before this
@@ -104,8 +107,11 @@ class SourceRunner:
 
     def feed(self, batch: list[str]) -> None:
         name = self.name
+        self.pipeline.clock.tick()
         counts, events, access, _ = self.pipeline.feed_batch(batch)  # (each line guarded there)
         self.metrics.count_lines(name, counts)
+        if events:
+            self._future(events)
         try:
             if events:
                 self.metrics.observe_many(name, events)
@@ -115,6 +121,21 @@ class SourceRunner:
                 self.metrics.observe_access(name, access)
         except Exception as e:  # noqa: BLE001 - what the lines said is lost, the source goes on
             self._bad_line(self.pipeline.lineno, "(a batch's events)", e)
+
+    def _future(self, events) -> None:
+        """Events stamped further ahead of this clock than FUTURE_SKEW_SECONDS: counted, and said once
+        per source (a zone read wrong dates every line so; their alerts start when they were read)."""
+        limit = time.time() + FUTURE_SKEW_SECONDS
+        ahead = [ev.ts for ev in events if ev.ts is not None and ev.ts > limit]
+        if not ahead:
+            return
+        self.metrics.future_stamps.inc((self.name,), len(ahead))
+        if not self._future_said:
+            self._future_said = True
+            log.warning("log stamps lie in the future: is --timezone (or --year) the log's? Their alerts start "
+                        "when the lines were read; further ones are only counted "
+                        "(vllm_log_exporter_future_timestamps_total)", source=self.name,
+                        ahead_seconds=round(max(ahead) - limit + FUTURE_SKEW_SECONDS))
 
     def _bad_line(self, lineno: int, line: str, error: BaseException) -> None:
         """A line whose reading raised (the pipeline counted it as unparsed): one warning line, the

@@ -40,8 +40,10 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 # C0 but tab, DEL, C1, surrogates: what no output shows as itself
 _CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
 _CONTROLS_BUT_NEWLINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# what some reader would take for a line's end: in a table cell, a space
+_LINE_BREAKS = re.compile("\r\n|[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 _MENTION = re.compile(r"@(everyone|here|channel)\b", re.IGNORECASE)
-_MARKDOWN = re.compile(r"([\\|<>`*_\[\]#])")
+_MARKDOWN = re.compile(r"([\\|<>`\[\]])")
 
 
 def scrub(text: str) -> str:
@@ -104,14 +106,29 @@ def visible(text: str, keep_newlines: bool = False) -> str:
 
 
 def markdown_cell(text: str) -> str:
-    """Log text inside a Markdown table or paragraph: on one line, controls shown as U+FFFD, and
-    Markdown's characters (``|`` above all, which would add a column; ``<`` which would start HTML)
-    escaped with a backslash."""
-    text = visible(text.replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
+    """Log text inside a Markdown table or paragraph: on one line (every line break, U+2028 too, a
+    space), controls shown as U+FFFD, and the
+    characters that would change the page escaped with a backslash: ``|`` (a column), ``<`` ``>`` (HTML:
+    ``<img onerror>``), a backtick (a code span), ``[`` ``]`` (a link), ``\\`` itself."""
+    text = visible(_LINE_BREAKS.sub(" ", text))
     return _MARKDOWN.sub(r"\\\1", text)
 
 
-_MD_UNESCAPE = re.compile(r"\\([\\|<>`*_\[\]#])")
+def markdown_safe(value, depth: int = 0):
+    """A copy of a report's data (dicts, lists, tuples) with every string, keys too, a markdown_cell: what
+    a Markdown page is written from (its JSON is written from the data as it was)."""
+    if isinstance(value, str):
+        return markdown_cell(value)
+    if depth > 32:
+        return value
+    if isinstance(value, dict):
+        return {markdown_safe(k, depth + 1): markdown_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(markdown_safe(v, depth + 1) for v in value)
+    return value
+
+
+_MD_UNESCAPE = re.compile(r"\\([\\|<>`\[\]])")
 
 
 def markdown_unescape(text: str) -> str:

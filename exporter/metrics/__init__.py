@@ -21,7 +21,8 @@ emits (PromQL names):
     value beyond the bounds of exporter.metrics.labels, counted instead),
     vllm_log_last_line_timestamp_seconds, vllm_log_exporter_lines_total{result},
     vllm_log_exporter_lines_truncated_total (lines longer than --max-line-bytes, read as their first
-    and last parts),
+    and last parts), vllm_log_exporter_future_timestamps_total (events stamped more than 5 minutes
+    after the exporter's clock),
     vllm_log_exporter_events_total{kind}, vllm_log_exporter_source_up,
     vllm_log_exporter_source_restarts_total, vllm_log_exporter_source_events_total{event},
     vllm_log_kubernetes_pod_info{namespace,pod,container} (servers read from kubelet's pod log layout),
@@ -128,6 +129,10 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
                            "(/var/log/pods/<namespace>_<pod>_<uid>/<container>/N.log): its namespace, pod and "
                            "container, to join with `* on (server) group_left(namespace, container)`.",
                            S + ["namespace", "pod", "container"])
+        self.future_stamps = c("vllm_log_exporter_future_timestamps",
+                               "Events whose log stamp lay more than 5 minutes after the exporter's clock (the "
+                               "log's time zone or year read wrong, --timezone and --year, or a clock set wrong): "
+                               "their pushed alerts start when the line was read, not at the stamp.")
         self.label_overflow = c("vllm_log_exporter_label_overflow",
                                 "Label values from log content beyond their bound, counted as `other`.", S + ["label"])
         Gauge("vllm_log_exporter_build_info", "Exporter version.", ["version"], registry=r).labels(__version__).set(1)
@@ -210,6 +215,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         for result in RESULTS:
             self.lines.touch((server, result))
         self.lines_truncated.touch((server,))
+        self.future_stamps.touch((server,))
         self.starts.touch((server,))
         self.stops.touch((server,))  # increase() sees the first stop too
         self.source_restarts.touch((server,))
