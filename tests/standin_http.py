@@ -16,9 +16,12 @@ HUGE_BYTES = 150 << 20
 
 
 class StandIn:
-    def __init__(self, mode: str = "ok", forward: str | None = None):
+    def __init__(self, mode: str = "ok", forward: str | None = None, ssl_context=None):
         self.mode = mode
-        self.forward = forward  # mode "redirect": where to (a real Alertmanager's URL)
+        # a real Alertmanager's URL: mode "ok" passes each post on to it and answers what it answered
+        # (so a test ends with the alert in a real Alertmanager); mode "redirect" points there
+        self.forward = forward
+        self.ssl_context = ssl_context
         self.port = free_port()
         self.alerts: list[dict] = []
         self.requests = 0
@@ -27,7 +30,7 @@ class StandIn:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self.port}"
 
     async def _alerts(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
@@ -54,6 +57,13 @@ class StandIn:
             await asyncio.sleep(30)
         body = await request.read()
         self.alerts += json.loads(body)
+        if self.forward:
+            import aiohttp
+
+            async with aiohttp.ClientSession() as session:
+                async with session.post(self.forward + "/api/v2/alerts", data=body,
+                                        headers={"Content-Type": "application/json"}) as r:
+                    return web.Response(status=r.status, body=await r.read())
         return web.Response(status=200)
 
     async def __aenter__(self) -> "StandIn":
@@ -61,7 +71,7 @@ class StandIn:
         app.router.add_post("/api/v2/alerts", self._alerts)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port, ssl_context=self.ssl_context).start()
         return self
 
     async def __aexit__(self, *exc) -> None:
