@@ -188,3 +188,37 @@ async def test_a_file_whose_path_was_away_for_a_while_is_read_on_not_again(tmp_p
         await fw.wait_for(15)
         await asyncio.sleep(0.5)
     assert fw.lines == _lines(0, 15)
+
+
+async def test_cr_only_line_ends_from_the_start_from_a_saved_position_and_never_after_an_lf(tmp_path):
+    """A file with classic Mac line ends is read line by line by the daemon too (from its first byte),
+    and from a saved position in it; a file that had an LF is never read so again, from a position
+    either, however many CRs and however long the record after it (a client's request id)."""
+    cr = tmp_path / "cr.log"
+    lines = _lines(0, 2000)  # (more than 64 KiB)
+    cr.write_bytes(("\r".join(lines) + "\r").encode())
+    src = FileSource("t", str(cr), poll_interval=0.02, from_start=True)
+    async with Follow(src) as fw:
+        await fw.wait_for(2000)
+        await asyncio.sleep(0.1)
+    assert fw.lines == lines
+    saved = src.checkpoint()
+    with open(cr, "ab") as f:
+        f.write(("\r".join(_lines(2000, 3)) + "\r").encode())
+    async with Follow(FileSource("t", str(cr), poll_interval=0.02, resume=saved)) as fw:
+        assert await fw.wait_for(3) == _lines(2000, 3)
+    lf = tmp_path / "lf.log"
+    lf.write_text("\n".join(_lines(0, 3)) + "\n")
+    src = FileSource("t", str(lf), poll_interval=0.02, from_start=True)
+    async with Follow(src) as fw:
+        await fw.wait_for(3)
+        await asyncio.sleep(0.1)
+    saved = src.checkpoint()
+    fake = "(EngineCore_DP0 pid=7) ERROR 08-04 02:50:00 [core.py:1] torch.OutOfMemoryError: CUDA out of memory."
+    request = "(APIServer pid=1) INFO 08-04 02:50:01 [logger.py:43] Received request x" + ("\r" + fake) * 2000
+    with open(lf, "a") as f:
+        f.write(request + ": params: None.\n")
+    async with Follow(FileSource("t", str(lf), poll_interval=0.02, resume=saved)) as fw:
+        got = await fw.wait_for(1)
+        await asyncio.sleep(0.2)
+    assert len(fw.lines) == 1 and got[0].startswith("(APIServer pid=1)")

@@ -11,10 +11,11 @@ Coming in (what a line is made of; applied by exporter.framing.lines and where J
   leaves after a copytruncate, or a file system's padding after a crash;
 - a byte order mark (U+FEFF) at the start of a line: dropped (an editor's or Windows tool's BOM in
   front of a file's first line, usually vLLM's banner);
-- line ends: ``\\n``; ``\\r\\n`` is ``\\n`` plus a ``\\r`` framing drops. A source whose bytes hold
-  ``\\r`` and never ``\\n`` (a file written with classic Mac line ends) has ``\\r`` as its line end.
-  Anywhere else a bare ``\\r`` stays in its line: a progress bar redrawing itself (framing keeps the
-  last drawing), or a client's text inside a record (never a line of its own);
+- line ends: ``\\n``; ``\\r\\n`` is ``\\n`` plus a ``\\r`` framing drops. A source whose first 64 KiB,
+  read from a file's first byte, hold two ``\\r`` and no ``\\n`` (or whose whole input, ended, holds a
+  ``\\r`` and no ``\\n``: a file written with classic Mac line ends) has ``\\r`` as its line end up to
+  its first ``\\n``. Anywhere else a bare ``\\r`` stays in its line: a progress bar redrawing itself
+  (framing keeps the last drawing), or a client's text inside a record (never a line of its own);
 - other C0 and C1 controls (ESC above all): kept, for framing reads colour codes and takes them off.
 
 Going out (``label``, ``visible``, ``markdown_cell``, ``chat_safe``):
@@ -22,8 +23,10 @@ Going out (``label``, ``visible``, ``markdown_cell``, ``chat_safe``):
 - Prometheus label values, OpenMetrics included: every control character (C0, DEL, C1) and any
   surrogate becomes U+FFFD; the format's own escapes (``\\\\``, ``\\"``, ``\\n``) then apply;
 - JSON (the report's, alerts' bodies): JSON escapes what it must; the text holds no surrogate;
-- Markdown and HTML: controls become U+FFFD (no terminal escape reaches a terminal), Markdown's
-  table and HTML characters are escaped; HTML pages escape every character HTML reads;
+- Markdown: one line per value (line breaks, U+2028 too, become spaces), controls become U+FFFD (no
+  terminal escape reaches a terminal), the characters that would add a column, HTML, a code span or a
+  link are escaped; HTML pages escape every character HTML reads; what the commands print to a
+  terminal shows controls as U+FFFD;
 - alerts: controls but the newline become U+FFFD, and ``<`` ``>`` become look-alikes (‹ ›) so that a
   chat receiver (Slack's ``<!channel>``, ``<@user>``, ``<url|text>``) reads no markup in a log's words,
   and ``@everyone``/``@here``/``@channel`` get a zero-width space after the ``@``.
@@ -107,9 +110,9 @@ def visible(text: str, keep_newlines: bool = False) -> str:
 
 def markdown_cell(text: str) -> str:
     """Log text inside a Markdown table or paragraph: on one line (every line break, U+2028 too, a
-    space), controls shown as U+FFFD, and the
-    characters that would change the page escaped with a backslash: ``|`` (a column), ``<`` ``>`` (HTML:
-    ``<img onerror>``), a backtick (a code span), ``[`` ``]`` (a link), ``\\`` itself."""
+    space), controls shown as U+FFFD, and the characters that would change the page escaped with a
+    backslash: ``|`` (a column), ``<`` ``>`` (HTML: ``<img onerror>``), a backtick (a code span), ``[``
+    ``]`` (a link), ``\\`` itself."""
     text = visible(_LINE_BREAKS.sub(" ", text))
     return _MARKDOWN.sub(r"\\\1", text)
 
@@ -119,8 +122,8 @@ def markdown_safe(value, depth: int = 0):
     a Markdown page is written from (its JSON is written from the data as it was)."""
     if isinstance(value, str):
         return markdown_cell(value)
-    if depth > 32:
-        return value
+    if depth > 32:  # (a report's data is a few levels deep)
+        return markdown_cell(str(value))
     if isinstance(value, dict):
         return {markdown_safe(k, depth + 1): markdown_safe(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

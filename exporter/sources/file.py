@@ -353,6 +353,8 @@ class FileSource:
         same = r is not None and ident == (r.dev, r.ino)
         if same and r.offset <= size and r.same_file(f.fileno()):
             f.seek(r.offset)
+            if r.offset:  # what ended the line before says the file's line ends (exporter.framing.text)
+                split.cr_mode = split.cr_ends = os.pread(f.fileno(), 1, r.offset - 1) == b"\r"
             (log.debug if self.quiet else log.info)("reading resumes at the saved offset", **said, offset=r.offset,
                                                     unread_bytes=size - r.offset)
             return f, ident
