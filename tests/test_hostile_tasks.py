@@ -207,3 +207,31 @@ async def test_head_answers_for_metrics_as_for_healthz(tmp_path):
             async with d.session.head(d.url + path) as r:
                 assert r.status == 200, path
                 assert await r.read() == b""
+
+
+async def test_a_connection_the_server_could_not_take_is_counted_and_the_next_is_served(tmp_path, monkeypatch):
+    """The server loop killed from inside: a connection's admission raises (what an accept with no file
+    descriptor left, or a bug in the connection guard, does): one line, counted, the next one served."""
+    from exporter.web.guard import Guard
+
+    monkeypatch.setattr(Guard, "_admit", Once(Guard._admit))
+    cfg = config(tmp_path, sources=[])
+    with structlog.testing.capture_logs() as logged:
+        d = Daemon(cfg)
+        task = asyncio.create_task(d.run())
+        url = f"http://127.0.0.1:{cfg.listen_port}"
+        async with aiohttp.ClientSession() as session:
+            async def up():
+                try:
+                    async with session.get(url + "/healthz") as r:
+                        return r.status == 200
+                except aiohttp.ClientError:
+                    return False
+
+            await until(up, 10, "the server answering after the connection it could not take")
+            async with session.get(url + "/metrics") as r:
+                body = await r.text()
+        d.stop()
+        await asyncio.wait_for(task, ceiling(5))
+    assert value(samples(body), "vllm_log_exporter_task_failures_total", task="loop") == 1
+    assert len(failures_said(logged, "loop")) == 1

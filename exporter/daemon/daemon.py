@@ -263,9 +263,20 @@ class Daemon:
             await asyncio.sleep(1.0)
             self.save_state()
 
+    def _loop_failed(self, loop, context: dict) -> None:
+        """What asyncio would print as a traceback (a connection the HTTP server could not take, an
+        accept that found no descriptor, any callback that raised): counted (task loop) and one line;
+        the server goes on serving the other connections."""
+        error = context.get("exception")
+        if error is None:
+            log.warning("event loop: " + str(context.get("message", "?"))[:300])
+            return
+        self.supervisor.failed("loop", error, str(context.get("message", ""))[:120] or None, then="serving on")
+
     async def run(self) -> None:
         await self.start_web()
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(self._loop_failed)
         # Every signal that would end the process by default ends it here with the state saved.
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
             try:

@@ -1,5 +1,6 @@
 """Every long-lived task of the daemon runs supervised: the alert pusher, each source, each glob's look
-for files, the flush and state loops, and each scrape's rendering. A task that raises is counted
+for files, the flush and state loops, each scrape's rendering, and the event loop's callbacks (the
+HTTP server's connections). A task that raises is counted
 (vllm_log_exporter_task_failures_total{task}), said in one warning line (the error and where it was
 raised, no traceback), and started again after a backoff (1 s doubling to 30 s; back to 1 s once it
 has run a while): a bug, or an input nobody foresaw, costs that task a moment, never the process its

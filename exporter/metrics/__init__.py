@@ -60,7 +60,7 @@ from exporter.metrics.tables import CounterFamily, GaugeFamily, Table
 SOURCE_EVENTS = ("truncated", "tail_lost", "rotated_late", "file_skipped")
 HTTP_CLOSE_REASONS = ("header_timeout", "idle_timeout", "request_timeout", "evicted", "refused")
 # the daemon's supervised tasks (exporter.daemon.supervise), each counted when it raised
-TASKS = ("alerts", "source", "scan", "flush", "state", "http")
+TASKS = ("alerts", "source", "scan", "flush", "state", "http", "loop")
 OVERFLOW_LABELS = ("engine", "worker", "method", "endpoint", "status", "gpu", "position", "confidence", "lora")
 
 
@@ -153,8 +153,10 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
                                      "Times one of the exporter's own long-lived tasks raised and was started again, "
                                      "by task: alerts (the Alertmanager pusher), source (a log source's reader), scan "
                                      "(a glob's look for files), flush, state (the state file's saving), http (a "
-                                     "scrape that could not be answered). Each is a bug or an input nobody foresaw, "
-                                     "said in the exporter's own log.", ["task"], registry=r)
+                                     "scrape that could not be answered), loop (a callback of the event loop: a "
+                                     "connection the HTTP server could not take, an accept with no descriptor left). "
+                                     "Each is a bug or an input nobody foresaw, said in the exporter's own log.",
+                                     ["task"], registry=r)
         for task in TASKS:
             self.task_failures.labels(task)
 
