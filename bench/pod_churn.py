@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from exporter.config.settings import SourceConfig  # noqa: E402
-from exporter.daemon.runners import GlobRunner  # noqa: E402
+from exporter.daemon.globs import GlobRunner  # noqa: E402
 from exporter.framing.clock import Clock  # noqa: E402
 from exporter.metrics import Metrics  # noqa: E402
 

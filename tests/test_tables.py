@@ -7,10 +7,12 @@ from hypothesis import given, settings, strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
+from exporter.framing.text import label
 from exporter.metrics.tables import Table
 
 BUCKETS = (0.1, 0.5, 1.0, 2.5, 1e8, 5e10)
-LABELS = st.sampled_from([("a", "x"), ("a", "y"), ("b", "x"), ('q"uote', "back\\slash"), ("new\nline", "ünï")])
+LABELS = st.sampled_from([("a", "x"), ("a", "y"), ("b", "x"), ('q"uote', "back\\slash"), ("new\nline", "ünï"),
+                          ("esc\x1b]0;title\x07", "c1\x9b31m"), ("nul\x00", "tab\t")])
 VALUES = st.one_of(st.floats(-10, 1e12, allow_nan=False), st.sampled_from([0.1, 0.5, 1.0, 2.5, 1e8, 5e10, 0.0]))
 
 
@@ -32,15 +34,16 @@ def test_same_exposition_as_prometheus_client(updates):
     pc = Counter("t_things", "Things\\ and\nmore.", ["server", "k"], registry=theirs)
     ph = Histogram("t_rate", "A rate.", ["server", "k"], buckets=BUCKETS, registry=theirs)
     for kind, labels, v in updates:
+        shown = [label(x) for x in labels]  # a label value holds no control character (exporter.framing.text)
         if kind == "gauge":
             g.values[labels] = float(v)
-            pg.labels(*labels).set(v)
+            pg.labels(*shown).set(v)
         elif kind == "counter":
             c.inc(labels, abs(v))
-            pc.labels(*labels).inc(abs(v))
+            pc.labels(*shown).inc(abs(v))
         else:
             h.observe(labels, v)
-            ph.labels(*labels).observe(v)
+            ph.labels(*shown).observe(v)
         # each series' line is kept from the scrape before: it must follow every change
         assert table.text() == generate_latest(ours).decode()
     for render in (generate_latest, generate_openmetrics):

@@ -26,11 +26,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from exporter.framing.text import chat_safe
 from exporter.parsers.events import Event
 from exporter.stream.lifecycle import FAILED_START_QUIET_SECONDS
 from exporter.parsers.supervisor import exit_words
 
 RECENT_SECONDS = 600.0  # the rules' 10-minute window
+# A stamp further ahead of the exporter's clock than this is no time to start an alert at (a zone read
+# wrong, a clock set wrong): the alert starts when the line was read (and the stamp is counted,
+# vllm_log_exporter_future_timestamps_total).
+FUTURE_SKEW_SECONDS = 300.0
 # docs/runbook.md, one section per alert (the anchor is the alert's name in lower case); the rules
 # take the same base from mixin/config.py
 RUNBOOK_URL = "https://github.com/vllm-log-exporter/vllm-log-exporter/blob/main/docs/runbook.md"
@@ -96,7 +101,7 @@ def _description(ev: Event) -> tuple[str, dict[str, str]]:
     if ev.kind in ("start_failed", "start_failure_reason"):
         extra["reason"] = str(f.get("reason", "other"))
     where = f"{ev.process or 'vLLM'}" + (f" pid {ev.pid}" if ev.pid else "")
-    text = f"{where}: {words}".strip()
+    text = chat_safe(f"{where}: {words}".strip())  # no chat markup (<!channel>) or mass mention from log text
     raw = text.encode("utf-8")[:DESCRIPTION_BYTES]
     return raw.decode("utf-8", "ignore"), extra
 
@@ -137,7 +142,7 @@ class Alerts:
             annotations = {"summary": summary.format(server=server), "description": description, **extra}
             if self.runbook_url:
                 annotations["runbook_url"] = f"{self.runbook_url}#{alertname.lower()}"
-            starts = ev.ts if ev.ts is not None else now
+            starts = ev.ts if ev.ts is not None and ev.ts <= now + FUTURE_SKEW_SECONDS else now
             # 10 minutes from when it was read, as the rule sees the counter step at the next scrape (a
             # line read late, from a backlog, must not arrive already over)
             ends = None if ev.kind in ("engine_death", "start_failed") else max(starts, now) + RECENT_SECONDS
@@ -171,6 +176,7 @@ class Alerts:
             else:
                 a.annotations["unit_result"] = str(f.get("result"))
                 line = f"systemd: failed with result '{f.get('result')}'"
+            line = chat_safe(line)
             if line not in a.annotations["description"]:
                 text = f"{a.annotations['description']}\n{line}"
                 a.annotations["description"] = text.encode("utf-8")[:DESCRIPTION_BYTES].decode("utf-8", "ignore")

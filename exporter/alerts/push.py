@@ -4,6 +4,12 @@ The log pipeline never waits on this: it only updates the alerts' state; this ta
 every ``tick`` seconds and posts what changed (and, every minute, what is still active, as
 Prometheus does). A failed post is retried with backoff (0.5 s doubling to 30 s) and counted
 through ``on_result("ok" | "error")``; with several Alertmanagers each gets every alert.
+
+Whatever an Alertmanager (or what answers in its place) sends back is a failed post at worst: any
+status but 2xx, a body that is not text (read as UTF-8 with replacements), a body of any size (at most
+ERROR_BODY_BYTES of it is read, for the warning), a redirect (not followed: the configured URL is the
+one that gets the alerts and their credentials), a TLS error, a timeout. The daemon supervises this
+task besides (exporter.daemon.supervise): a failure nobody foresaw restarts it, counted.
 """
 
 from __future__ import annotations
@@ -15,8 +21,12 @@ import aiohttp
 import structlog
 
 from exporter.alerts.from_events import Alerts
+from exporter.framing.text import visible
 
 log = structlog.get_logger("vllm_log_exporter.alerts")
+
+ERROR_BODY_BYTES = 4096  # of a failed post's answer, read for the warning; the rest is never read
+POST_SECONDS = 5.0  # one post, connection to answer
 
 
 class AlertPusher:
@@ -32,7 +42,7 @@ class AlertPusher:
 
     async def run(self) -> None:
         delay = 0.5
-        timeout = aiohttp.ClientTimeout(total=5)
+        timeout = aiohttp.ClientTimeout(total=POST_SECONDS)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             while True:
                 batch = self.alerts.pending()
@@ -54,17 +64,24 @@ class AlertPusher:
 
     async def _post(self, session, url: str, body) -> bool:
         try:
-            async with session.post(url, json=body, auth=self.auth, ssl=self.ssl) as r:
+            async with session.post(url, json=body, auth=self.auth, ssl=self.ssl, allow_redirects=False) as r:
                 if r.status // 100 == 2:
                     self.on_result("ok")
                     if self._failing.pop(url, None) is not None:
                         log.info("alertmanager reachable again", url=url)
                     return True
-                problem = f"HTTP {r.status}: {(await r.text())[:200]}"
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-            problem = str(e) or type(e).__name__
+                answer = (await r.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
+                cause = f"HTTP {r.status}"
+                problem = f"{cause}: {visible(answer[:200])}"
+                if 300 <= r.status < 400:
+                    problem += f" (a redirect to {visible(r.headers.get('Location', '?')[:200])}: not followed)"
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever the other end did, a failed post to retry
+            cause = type(e).__name__
+            problem = f"{cause}: {e}"[:300] if str(e) else cause
         self.on_result("error")
-        if self._failing.get(url) != problem:  # once per cause, not once per retry
+        if self._failing.get(url) != cause:  # once per cause, not once per retry (nor per garbled body)
             log.warning("alerts not delivered to alertmanager; retrying", url=url, error=problem)
-        self._failing[url] = problem
+        self._failing[url] = cause
         return False

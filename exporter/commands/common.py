@@ -36,14 +36,32 @@ def add_line_options(p: argparse.ArgumentParser) -> None:
                         f"(default {MAX_LINE_BYTES}, as the daemon's)")
 
 
+class Visible:
+    """A text stream whose writes show every control character but newline and tab as U+FFFD
+    (exporter.framing.text): log text a command prints acts on no terminal (a title, a clipboard
+    write, a cursor move), JSON's C1 characters included."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def write(self, text: str) -> int:
+        from exporter.framing.text import visible
+
+        return self.out.write(visible(text, keep_newlines=True))
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
 def print_result(result, md: str, fmt: str | None) -> int:
     """What report and compare print: JSON when asked, else the Markdown."""
     import json
     import sys
 
+    out = Visible(sys.stdout)
     if fmt == "json":
-        json.dump(result, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        out.write(json.dumps(result, indent=2, ensure_ascii=False))
+        out.write("\n")
     else:
-        sys.stdout.write(md)
+        out.write(md)
     return 0

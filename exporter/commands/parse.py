@@ -70,6 +70,9 @@ def wrapper(line: str, clock: Clock) -> str:
 def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout, explain_lines: bool = False,
         max_line: int = MAX_LINE_BYTES, rules=()) -> int:
     """``rules``: the user's rules (exporter.config.rules specs): their lines are events of kind ``rule``."""
+    from exporter.commands.common import Visible
+
+    out = Visible(out)  # the log's text acts on no terminal
     scan = Pass(path, clock, max_line=max_line, rules=rules)
     pipe = scan.pipeline
     results = collections.Counter()

@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--web.max-connections", dest="max_connections", default=None,
                    help="open HTTP connections at most; beyond it the one idle longest is closed "
                         "(default 0: half of the file-descriptor limit less 64, at most 1024)")
+    p.add_argument("--max-open-files", dest="max_open_files", default=None, metavar="N",
+                   help="a glob's files open at once, shared by every glob; the others wait their turn, each "
+                        "read on from where it was (default 0: half of the file-descriptor limit less 64)")
     p.add_argument("--alertmanager.url", dest="alertmanager_urls", action="append", metavar="URL",
                    help="also push the log's own alerts (OOM, dead engine, GPU error, failed start) to this "
                         "Alertmanager, e.g. http://127.0.0.1:9093; repeatable")

@@ -320,6 +320,9 @@ def check(specs, path: str, clock: Clock, out: TextIO) -> int:
 
 
 def run(args, clock: Clock, out: TextIO = sys.stdout) -> int:
+    from exporter.commands.common import Visible
+
+    out = Visible(out)  # the lines' text acts on no terminal
     try:
         specs = []
         for path in args.rules:
@@ -332,6 +335,8 @@ def run(args, clock: Clock, out: TextIO = sys.stdout) -> int:
             status = max(status, check(specs, args.expect, clock, out))
         if not args.lines and not args.expect:
             out.write(f"{len(specs)} rules loaded: {', '.join(names) or 'none'}\n")
+            for spec in specs:  # which engine matches each (exporter.config.rule_regex)
+                out.write(f"  {spec.name}: matched by {spec.engine}\n")
         return status
     except ConfigError as e:
         print(f"vllm-log-exporter: {e}", file=sys.stderr)

@@ -11,7 +11,7 @@ from exporter.config.settings import SOURCE_TYPES, Config, ConfigError, SourceCo
 from exporter.config.yaml_file import load_yaml
 
 _TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "forget_gone_after_seconds", "state_file", "sources",
-             "alertmanager", "max_line_bytes", "rules", "rule_files"}
+             "alertmanager", "max_line_bytes", "max_open_files", "rules", "rule_files"}
 _AM_KEYS = {"urls", "instance", "labels", "basic_auth", "tls_config"}
 _WEB_KEYS = {"listen_address", "telemetry_path", "config_file", "max_connections"}
 _LOG_KEYS = {"level", "format"}
@@ -56,7 +56,7 @@ _FILE_KEYS = (("listen_address", "web.listen_address"), ("telemetry_path", "web.
               ("log_level", "log.level"), ("log_format", "log.format"), ("year", "timestamps.year"),
               ("timezone", "timestamps.timezone"), ("stats_interval", "stats_interval_seconds"),
               ("forget_gone_after", "forget_gone_after_seconds"), ("state_file", "state_file"),
-              ("max_line_bytes", "max_line_bytes"))
+              ("max_line_bytes", "max_line_bytes"), ("max_open_files", "max_open_files"))
 
 
 def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
@@ -91,6 +91,8 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
         cfg.forget_gone_after = float(_typed(top["forget_gone_after_seconds"], float, p + "forget_gone_after_seconds"))
     if top.get("max_line_bytes") is not None:
         cfg.max_line_bytes = _typed(top["max_line_bytes"], int, p + "max_line_bytes")
+    if top.get("max_open_files") is not None:
+        cfg.max_open_files = _typed(top["max_open_files"], int, p + "max_open_files")
     if top.get("state_file") is not None:
         cfg.state_file = _typed(top["state_file"], str, p + "state_file")
     for attr, key in _FILE_KEYS:

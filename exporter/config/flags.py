@@ -69,6 +69,7 @@ def build(args, environ: dict[str, str] | None = None) -> Config:
         (getattr(args, "max_connections", None), "--web.max-connections", "WEB_MAX_CONNECTIONS", "max_connections",
          as_count),
         (getattr(args, "max_line_bytes", None), "--max-line-bytes", "MAX_LINE_BYTES", "max_line_bytes", as_count),
+        (getattr(args, "max_open_files", None), "--max-open-files", "MAX_OPEN_FILES", "max_open_files", as_count),
     ]
     v, w = pick(args.listen_address, "--web.listen-address", "WEB_LISTEN_ADDRESS")
     if v is not None:

@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 
 import structlog
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+# what a terminal would act on (exporter.framing.text's controls; config imports no other stage)
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _visible(logger, name, event: dict) -> dict:
+    """Log text in the exporter's own console lines (a line that could not be read, a path) shows its
+    control characters as U+FFFD: the JSON renderer escapes them itself."""
+    for k, v in event.items():
+        if isinstance(v, str) and not v.isprintable():
+            event[k] = _CONTROLS.sub("\ufffd", v)
+    return event
 
 
 def setup(level: str = "info", fmt: str = "auto", stream=None) -> None:
@@ -20,6 +34,7 @@ def setup(level: str = "info", fmt: str = "auto", stream=None) -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            *([_visible] if console else []),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),

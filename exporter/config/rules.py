@@ -41,7 +41,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.config import regex_check
+from exporter.config import regex_check, rule_regex
 from exporter.config.settings import ConfigError
 from exporter.config.yaml_file import load_yaml
 
@@ -153,6 +153,7 @@ class RuleSpec:
     client_text: bool = False
     max_chars: int = DEFAULT_MAX_CHARS
     where: str = ""  # "FILE: rules[N]", for messages about the rule
+    engine: str = "re"  # what matches it (exporter.config.rule_regex): RE2 past 512 characters, or "re"
 
     def field(self, name: str) -> FieldSpec | None:
         return next((f for f in self.fields if f.name == name), None)
@@ -444,9 +445,13 @@ def load_rule(raw: Any, where: str) -> RuleSpec:
         spec = _metric(m, name, fields, doc, f"{where}.metrics[{j}]")
         if any(o.name == spec.name for o in metrics):
             raise _err(f"{where}.metrics[{j}].name", f"{spec.name!r} is fed twice by this rule")
+        clash = next((o for o in metrics if o.family == spec.family), None)
+        if clash is not None:
+            raise _err(f"{where}.metrics[{j}].name", _family_clash(spec, clash, "this rule"))
         metrics.append(spec)
-    return RuleSpec(name, pattern, regex, needles, tuple(fields.values()), tuple(metrics), doc, loggers, levels,
-                    processes, client_text, max_chars, where)
+    matcher, engine = rule_regex.compile_rule(pattern, regex)
+    return RuleSpec(name, pattern, matcher, needles, tuple(fields.values()), tuple(metrics), doc, loggers, levels,
+                    processes, client_text, max_chars, where, engine)
 
 
 def load_rules(raw: Any, where: str, known: list[RuleSpec] | None = None) -> list[RuleSpec]:
@@ -469,10 +474,20 @@ def load_rules(raw: Any, where: str, known: list[RuleSpec] | None = None) -> lis
                 if theirs is not None and theirs.shape() != m.shape():
                     raise _err(f"{spec.where}.metrics[{j}].name",
                                f"{m.name!r} is declared by rule {o.name} with another type, labels or buckets")
+                clash = next((x for x in o.metrics if x.family == m.family and x.name != m.name), None)
+                if clash is not None:
+                    raise _err(f"{spec.where}.metrics[{j}].name", _family_clash(m, clash, f"rule {o.name}"))
         out.append(spec)
         if len(out) > MAX_RULES:
             raise _err(where, f"more than {MAX_RULES} rules")
     return out[start:]
+
+
+def _family_clash(m: MetricSpec, other: MetricSpec, whose: str) -> str:
+    """Two metrics one family: a counter X_total is the family X, as a gauge or histogram X is; the
+    exposition would hold the family twice (OpenMetrics parsers, Prometheus' among them, refuse it)."""
+    return (f"{m.name!r} ({m.type}) and {other.name!r} ({other.type}, fed by {whose}) are one metric family "
+            f"({m.family!r}) in /metrics: name one of them otherwise")
 
 
 def load_rule_file(path: str, known: list[RuleSpec] | None = None) -> list[RuleSpec]:

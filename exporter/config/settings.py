@@ -23,6 +23,8 @@ alertmanager:                          # push the log's own alerts (OOM, dead en
   labels: {}                           # more labels, as the rules' copies get them: {host: gpu-1}
 max_line_bytes: 1048576                # the longest line read whole; a longer one keeps its first
                                        # and last parts (counted, warned once per source)
+max_open_files: 0                      # a glob's files open at once (the rest wait their turn);
+                                       # 0: (fd limit - 64) / 2
 state_file: null                       # where each source stopped (file offset, journal cursor,
                                        # container stamp), so a restart resumes there
 rules: []                              # your own line families: pattern, fields, the series they feed
@@ -140,6 +142,7 @@ class Config:
     state_file: str | None = None
     max_connections: int = 0  # 0: (file-descriptor limit - 64) / 2, at most 1024
     max_line_bytes: int = MAX_LINE_BYTES  # the bound on a logical line (exporter.framing.lines)
+    max_open_files: int = 0  # the globs' files open at once; 0: (file-descriptor limit - 64) / 2
     alertmanager_urls: list[str] = field(default_factory=list)  # where the log's own alerts are pushed
     alertmanager_instance: str | None = None  # the `instance` label of pushed alerts (default: listen address)
     # more labels of pushed alerts: what the rule's copy gets from the scrape and external labels
@@ -230,6 +233,10 @@ def validate(cfg: Config, where: str = "config") -> Config:
             or not 0 <= cfg.max_connections <= 100000:
         raise ConfigError(f"{at('max_connections', 'web.max_connections')}: {cfg.max_connections!r} must be a whole "
                           "number in [0, 100000] (0: the default)")
+    if isinstance(cfg.max_open_files, bool) or not isinstance(cfg.max_open_files, int) \
+            or not 0 <= cfg.max_open_files <= 1000000:
+        raise ConfigError(f"{at('max_open_files', 'max_open_files')}: {cfg.max_open_files!r} must be a whole "
+                          "number in [0, 1000000] (0: the default)")
     if isinstance(cfg.max_line_bytes, bool) or not isinstance(cfg.max_line_bytes, int) \
             or not MIN_LINE_BYTES <= cfg.max_line_bytes <= MAX_MAX_LINE_BYTES:
         raise ConfigError(f"{at('max_line_bytes', 'max_line_bytes')}: {cfg.max_line_bytes!r} must be a whole number "

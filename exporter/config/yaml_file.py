@@ -31,6 +31,9 @@ def load_yaml(path: str) -> Any:
         seen = {}
         for key_node, _ in node.value:
             key = loader.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a key that is a {type(key).__name__} (write keys as plain words)", key_node.start_mark)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} given twice (lines {seen[key]} and {key_node.start_mark.line + 1})",

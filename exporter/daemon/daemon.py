@@ -9,7 +9,10 @@ import structlog
 from aiohttp import web
 
 from exporter.config.settings import Config
-from exporter.daemon.runners import GlobRunner, SourceRunner, make_source
+from exporter.daemon.globs import GlobRunner
+from exporter.daemon.runners import SourceRunner, make_source
+from exporter.daemon.turns import Budget, default_max_open_files
+from exporter.daemon.supervise import Supervisor
 from exporter.framing.clock import Clock
 from exporter.metrics import Metrics
 from exporter.parsers.rules import families as rule_families
@@ -31,6 +34,8 @@ class Daemon:
         self._reload = reload
         self.web_config = web_config
         self.metrics = metrics or Metrics(stats_interval=cfg.stats_interval)
+        self.supervisor = Supervisor(on_failure=lambda task: self.metrics.task_failures.labels(task).inc())
+        self._render_error: str | None = None
         # the user's rules (exporter.config.rules): their parsers join every stream, their series the metrics
         self.metrics.set_rules(cfg.rules)
         families = rule_families(cfg.rules)
@@ -49,15 +54,19 @@ class Daemon:
             self.alerts = Alerts(instance=cfg.alertmanager_instance or cfg.listen_address,
                                  labels=dict(cfg.alertmanager_labels))
         self.runners: list[SourceRunner | GlobRunner] = []
+        # the files the globs hold open at once (exporter.daemon.turns)
+        budget = Budget(cfg.max_open_files or default_max_open_files())
         for sc in cfg.sources:
             if sc.type == "file" and sc.is_glob:
                 self.runners.append(GlobRunner(sc, self.metrics, clock, saved, self.alerts,
-                                               forget_after=cfg.forget_gone_after, max_line=cfg.max_line_bytes, families=families))
+                                               forget_after=cfg.forget_gone_after, max_line=cfg.max_line_bytes,
+                                               families=families, supervisor=self.supervisor, budget=budget))
                 continue
             # a checkpoint only counts for what it was taken from: a source pointed elsewhere starts as configured
             resume = saved[sc.name][1] if sc.name in saved and saved[sc.name][0] == sc.identity else None
             self.runners.append(SourceRunner(make_source(sc, resume, cfg.max_line_bytes), self.metrics, clock,
-                                             sc.identity, alerts=self.alerts, max_line=cfg.max_line_bytes, families=families))
+                                             sc.identity, alerts=self.alerts, max_line=cfg.max_line_bytes,
+                                             families=families, supervisor=self.supervisor))
         self._saved_state = None
         self._state_error: str | None = None
         self._auth = None
@@ -86,8 +95,9 @@ class Daemon:
             middlewares.append(webconfig.headers_middleware(wc.headers))
             self._auth = webconfig.Auth(wc.users)
             middlewares.append(self._auth.middleware())
-        app = make_app(self.metrics.render, self.cfg.telemetry_path, self.sources, middlewares, self.problems,
-                       render_openmetrics=self.metrics.render_openmetrics, notes=self.metrics.notes)
+        app = make_app(self._guarded(self.metrics.render), self.cfg.telemetry_path, self.sources, middlewares,
+                       self.problems, render_openmetrics=self._guarded(self.metrics.render_openmetrics),
+                       notes=self.metrics.notes)
         self._web = web.AppRunner(app, access_log=None)
         await self._web.setup()
         ssl_context = wc.ssl_context if wc is not None else None
@@ -99,6 +109,22 @@ class Daemon:
                  tls=ssl_context is not None, basic_auth=bool(wc and wc.users),
                  max_connections=self.guard.max_connections,
                  sources=[f"{s.name}={s.type}" for s in self.cfg.sources])
+
+    def _guarded(self, render):
+        """``render`` for /metrics: a failure is counted (task http), said in one line and shown in
+        /healthz until a scrape succeeds again; that scrape answers 500."""
+
+        def guarded() -> bytes:
+            try:
+                body = render()
+            except Exception as e:
+                self.supervisor.failed("http", e, then="this scrape answered 500")
+                self._render_error = f"{type(e).__name__}: {e}"[:300]
+                raise
+            self._render_error = None
+            return body
+
+        return guarded
 
     def _check_certificate(self, not_after: float) -> None:
         import time as _time
@@ -117,7 +143,10 @@ class Daemon:
         while True:
             await asyncio.sleep(0.5)
             for r in self.runners:
-                r.flush()
+                try:
+                    r.flush()
+                except Exception as e:  # noqa: BLE001 - that runner's flush is lost, the others' not
+                    self.supervisor.failed("flush", e, r.name, then="going on")
 
     def stop(self, signame: str | None = None) -> None:
         if signame:
@@ -140,6 +169,9 @@ class Daemon:
         except ConfigError as e:
             log.error("reload refused; running on as before", error=str(e))
             return
+        except Exception as e:  # noqa: BLE001 - a config nobody foresaw: refused the same way, in one line
+            log.error("reload refused; running on as before", error=f"{type(e).__name__}: {e}"[:300])
+            return
         applied, restart = [], []
         old = self.cfg
         if (new.log_level, new.log_format) != (old.log_level, old.log_format):
@@ -152,7 +184,7 @@ class Daemon:
                           ("web_config_file", "web.config_file"), ("max_connections", "web.max_connections"),
                           ("state_file", "state_file"), ("stats_interval", "stats_interval_seconds"),
                           ("year", "timestamps.year"), ("timezone", "timestamps.timezone"),
-                          ("max_line_bytes", "max_line_bytes")):
+                          ("max_line_bytes", "max_line_bytes"), ("max_open_files", "max_open_files")):
             if getattr(new, attr) != getattr(old, attr):
                 restart.append(key)
         def sources(cfg):
@@ -221,16 +253,30 @@ class Daemon:
                 self._state_error = None
 
     def problems(self) -> dict[str, str]:
-        return {"state_file": f"cannot write {self.cfg.state_file}: {self._state_error}"} if self._state_error else {}
+        out = {"state_file": f"cannot write {self.cfg.state_file}: {self._state_error}"} if self._state_error else {}
+        if self._render_error:
+            out["metrics"] = f"the last scrape could not be answered: {self._render_error}"
+        return out
 
     async def _state_loop(self) -> None:
         while True:
             await asyncio.sleep(1.0)
             self.save_state()
 
+    def _loop_failed(self, loop, context: dict) -> None:
+        """What asyncio would print as a traceback (a connection the HTTP server could not take, an
+        accept that found no descriptor, any callback that raised): counted (task loop) and one line;
+        the server goes on serving the other connections."""
+        error = context.get("exception")
+        if error is None:
+            log.warning("event loop: " + str(context.get("message", "?"))[:300])
+            return
+        self.supervisor.failed("loop", error, str(context.get("message", ""))[:120] or None, then="serving on")
+
     async def run(self) -> None:
         await self.start_web()
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(self._loop_failed)
         # Every signal that would end the process by default ends it here with the state saved.
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
             try:
@@ -241,8 +287,10 @@ class Daemon:
             loop.add_signal_handler(signal.SIGHUP, self.reload)
         except (NotImplementedError, RuntimeError):
             pass
-        tasks = [asyncio.create_task(r.run(), name=f"source:{r.name}") for r in self.runners]
-        tasks.append(asyncio.create_task(self._flush_loop(), name="flush"))
+        keep = self.supervisor.keep
+        tasks = [asyncio.create_task(keep("scan" if isinstance(r, GlobRunner) else "source", r.run, r.name),
+                                     name=f"source:{r.name}") for r in self.runners]
+        tasks.append(asyncio.create_task(keep("flush", self._flush_loop), name="flush"))
         if self.alerts is not None:
             from exporter.alerts.push import AlertPusher
 
@@ -254,9 +302,9 @@ class Daemon:
                                  on_result=lambda result: self.metrics.alerts_sent.labels(result).inc(),
                                  username=self.cfg.alertmanager_username, password=password,
                                  ca_file=self.cfg.alertmanager_ca_file)
-            tasks.append(asyncio.create_task(pusher.run(), name="alerts"))
+            tasks.append(asyncio.create_task(keep("alerts", pusher.run), name="alerts"))
         if self.cfg.state_file:
-            tasks.append(asyncio.create_task(self._state_loop(), name="state"))
+            tasks.append(asyncio.create_task(keep("state", self._state_loop), name="state"))
         try:
             await self._stop.wait()
         finally:

@@ -34,9 +34,19 @@ def epoch_seconds(value: float) -> float | None:
 class Clock:
     """Turns year-less local timestamps into unix seconds.
 
-    journald and vLLM print neither year nor zone. The year comes from ``year`` (default: the
-    current one, stepping back a year when the date would lie in the future, so a December log read
-    in January lands in the right year). The zone is ``tz`` (default: this machine's local zone).
+    journald and vLLM print neither year nor zone. The zone is ``tz`` (default: this machine's local
+    zone). The year:
+
+    - without ``year`` (the daemon; the offline commands by default), the latest year that puts the
+      stamp no more than a day after now: a December log read in January lands in December, and a
+      writer's clock half a second ahead at New Year's midnight puts the new year's first lines in
+      the new year. A running daemon decides each hour again (its caches are dropped every day), so
+      a quiet log a year on is not dated a year back;
+    - with ``year``, the log's first stamp is in that year, and each later one in the year that
+      puts it nearest the stamp before it: a log that runs over New Year's midnight goes on into
+      the next year (the log's own order, monotonic within a source).
+
+    One Clock per source (``fresh()``): the stamp before is that source's.
     """
 
     def __init__(self, year: int | None = None, tz: tzinfo | None = None, now: float | None = None):
@@ -45,9 +55,30 @@ class Clock:
         self._now = now
         self._cache: dict[tuple[int, int, int], float | None] = {}
         self.minutes: dict[str, object] = {}  # framing's cache: journald stamp up to the minute -> time
+        self._last: float | None = None  # the last hour decided (with ``year``: the log's order)
+        self._expires = 0.0  # (wall clock) when the caches are dropped, so that years are decided again
+
+    def fresh(self) -> "Clock":
+        """A Clock alike, with none of this one's memory: one per source."""
+        return Clock(self.fixed_year, self.tz, self._now)
+
+    def tick(self, now: float | None = None) -> None:
+        """Called now and then by a long-running reader: once a day the caches go, and each hour's year
+        is decided again against the time then."""
+        now = time.time() if now is None else now
+        if now >= self._expires:
+            if self._expires:
+                self._cache.clear()
+                self.minutes.clear()
+            self._expires = now + 86400.0
 
     def _now_ts(self) -> float:
         return self._now if self._now is not None else time.time()
+
+    def _year_of(self, ts: float) -> int:
+        if self.tz is None:
+            return time.localtime(ts).tm_year
+        return datetime.fromtimestamp(ts, tz=self.tz).year
 
     def _hour_epoch(self, year: int, month: int, day: int, hour: int) -> float | None:
         try:
@@ -56,6 +87,22 @@ class Clock:
             return plausible(datetime(year, month, day, hour, tzinfo=self.tz).timestamp())
         except (ValueError, OverflowError, OSError):
             return None
+
+    def _decide(self, month: int, day: int, hour: int) -> float | None:
+        """The hour's start, its year decided as the class says."""
+        if self.fixed_year is not None:
+            if self._last is None:
+                return self._hour_epoch(self.fixed_year, month, day, hour)
+            last, y = self._last, self._year_of(self._last)
+            found = [b for b in (self._hour_epoch(yy, month, day, hour) for yy in (y, y + 1, y - 1)) if b is not None]
+            return min(found, key=lambda b: abs(b - last)) if found else None
+        now = self._now_ts()
+        y = self._year_of(now)
+        for year in (y + 1, y, y - 1, y - 2):  # (y - 2: a 29 February four years back)
+            base = self._hour_epoch(year, month, day, hour)
+            if base is not None and base <= now + 86400:
+                return base
+        return None
 
     def local(self, month: int, day: int, hour: int, minute: int, second: int) -> float | None:
         return self.plus_seconds(self.minute_start(month, day, hour, minute), second)
@@ -72,14 +119,9 @@ class Clock:
         if base is False:
             base = None
             if 1 <= month <= 12 and 1 <= day <= 31 and hour < 24:
-                if self.fixed_year is not None:
-                    base = self._hour_epoch(self.fixed_year, month, day, hour)
-                else:
-                    now = self._now_ts()
-                    year = time.localtime(now).tm_year
-                    base = self._hour_epoch(year, month, day, hour)
-                    if base is not None and base > now + 86400:
-                        base = self._hour_epoch(year - 1, month, day, hour)
+                base = self._decide(month, day, hour)
+                if base is not None:
+                    self._last = base
             if len(self._cache) > 4096:
                 self._cache.clear()
             self._cache[key] = base

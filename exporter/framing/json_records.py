@@ -28,6 +28,7 @@ from exporter.framing.clock import Clock, epoch_seconds, plausible
 
 from exporter.framing.frame import Frame
 from exporter.framing.lines import MAX_MAX_LINE_BYTES, MAX_RECORD_LINES, record_lines
+from exporter.framing.text import scrub_json, unescaped_may_need_scrub
 
 _LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
 _LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL", "ERR": "ERROR", "TRACE": "DEBUG"}
@@ -53,6 +54,8 @@ def record_frames(outer: Frame, clock: Clock, seq: int, max_lines: int = MAX_REC
         return None
     if not isinstance(rec, dict):
         return None
+    if unescaped_may_need_scrub(text):  # a lone surrogate or NUL escaped in it (exporter.framing.text)
+        rec = scrub_json(rec)
     message = rec.get("message", rec.get("body"))
     if message is None:
         return None

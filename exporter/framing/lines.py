@@ -16,6 +16,10 @@ MIN_LINE_BYTES, MAX_MAX_LINE_BYTES = 16 << 10, 64 << 20  # the range --max-line-
 # (exporter.stream.traceback.MAX_TRACEBACK_LINES), kept as the first and last half.
 MAX_RECORD_LINES = 2000
 _BACKSLASH = 0x5C
+BOM = "\ufeff"
+# A source's first bytes that must hold no LF before its CRs are taken as line ends: more than any
+# line vLLM writes, so that no client's text behind a CR in a first record becomes lines of its own.
+CR_EVIDENCE = 64 << 10
 
 
 class Cut(str):
@@ -149,12 +153,72 @@ class LineSplitter:
         self.tail = b""
         self.line_bytes = 0  # while skipping: bytes of that line read so far
         self._warned = False
+        # exporter.framing.text's byte policy: NULs dropped (those inside the line not yet passed
+        # on counted, so that ``held`` stays in the file's bytes), a BOM at a line's start dropped,
+        # and CR as the line end of a source that never has LF
+        self.nuls_held = 0
+        # True until an LF is seen: reading began at a line's start (a file's first byte, a saved
+        # position), so a source whose bytes hold CR and no LF may be one with CR-only ends. A
+        # source that starts reading mid-file sets it False: its first bytes may be any line's middle.
+        self.cr_ends = True
+        self.cr_mode = False  # CR-only line ends found: each CR ends a line
+        self._evidence = min(CR_EVIDENCE, max_line)
+        self._pending = 0  # bytes read before any LF (while undecided)
+        self._crs = 0  # CRs among them
+        self._held_cr = False  # (CR mode) the last read ended with a CR, held in ``buf``
 
     @property
     def held(self) -> int:
         """Bytes read that no line passed on holds yet: a checkpoint lies that much before the read
         position (a cut line in progress is read again from its start after a restart)."""
-        return self.line_bytes if self.skipping else len(self.buf)
+        return (self.line_bytes if self.skipping else len(self.buf)) + self.nuls_held
+
+    def _line_ends(self, data: bytes) -> bytes:
+        """CR-only line ends (exporter.framing.text): when the first CR_EVIDENCE bytes read from a
+        file's start hold no LF and at least two CRs, each CR up to the first LF ends a line (but one
+        right before that LF: CRLF's). An LF settles it: a bare CR is then a progress bar's redraw or
+        a client's text, never a line end. Until then nothing was passed on (no line had ended), so
+        the answer is the same however the bytes arrived."""
+        if not self.cr_mode:
+            room = self._evidence - self._pending
+            if data.find(b"\n", 0, room) >= 0:
+                self.cr_ends = False
+                return data
+            self._crs += data.count(b"\r", 0, room)
+            if len(data) < room:
+                self._pending += len(data)
+                return data
+            if self._crs < 2:  # a long first line: LF ends lines
+                self.cr_ends = False
+                return data
+            self.cr_mode = True
+            self.buf = self.buf.replace(b"\r", b"\n")  # (all that was read: nothing has been passed on)
+        if self._held_cr:  # the CR the last read ended with: a line end unless an LF follows it
+            self._held_cr = False
+            if data[:1] != b"\n":
+                self.buf = self.buf[:-1] + b"\n"
+        nl = data.find(b"\n")
+        if nl >= 0:
+            self.cr_mode = self.cr_ends = False
+            head = data[:nl]
+            return (head[:-1].replace(b"\r", b"\n") + b"\r" if head[-1:] == b"\r"
+                    else head.replace(b"\r", b"\n")) + data[nl:]
+        if data[-1:] == b"\r":
+            self._held_cr = True
+            return data[:-1].replace(b"\r", b"\n") + b"\r"
+        return data.replace(b"\r", b"\n")
+
+    def _drop_nuls(self, data: bytes) -> bytes:
+        """``data`` without its NULs; those inside the line left unfinished are counted in ``held``
+        (those before its first other byte are as good as read: a restart may skip them)."""
+        nl = data.rfind(b"\n")
+        if nl >= 0:
+            self.nuls_held = data[nl + 1:].lstrip(b"\0").count(b"\0")
+        elif self.buf or self.skipping:
+            self.nuls_held += data.count(b"\0")
+        else:
+            self.nuls_held += data.lstrip(b"\0").count(b"\0")
+        return data.replace(b"\0", b"")
 
     def _cut(self, line_bytes: int) -> None:
         if self.on_cut is not None:
@@ -185,6 +249,12 @@ class LineSplitter:
     def feed(self, data: bytes) -> list[str]:
         """The complete lines ``data`` ends (with what was held before it); a :class:`Lines` when
         they were decoded in one piece."""
+        if self.cr_ends:
+            data = self._line_ends(data)
+        if b"\0" in data:
+            data = self._drop_nuls(data)
+        elif self.nuls_held and b"\n" in data:
+            self.nuls_held = 0
         first: list[str] = []
         if self.skipping:
             nl = data.find(b"\n")
@@ -202,6 +272,8 @@ class LineSplitter:
                 # never part of a multi-byte sequence, so this equals decoding line by line).
                 self.buf = buf[cut + 1:]
                 text = str(memoryview(buf)[:cut], "utf-8", "replace")
+                if BOM in text:  # (free for text all below U+0100: it cannot hold one)
+                    return first + _no_bom(text.split("\n"))
                 return first + text.split("\n") if first else Lines(text.split("\n"), text)
         lines = first
         start = 0
@@ -221,14 +293,30 @@ class LineSplitter:
             self._start_skipping(rest)
             rest = b""
         self.buf = rest
-        return lines
+        return _no_bom(lines)
 
-    def flush(self) -> list[str]:
-        """The held partial line, e.g. when the writer has been silent for a while (a cut one too)."""
+    def flush(self, final: bool = False) -> list[str]:
+        """The held partial line, e.g. when the writer has been silent for a while (a cut one too).
+        ``final``: the input ended; a source that never had an LF then has CR-ended lines if it has
+        a CR (exporter.framing.text)."""
+        self.nuls_held = 0
+        self._held_cr = False
         if self.skipping:
-            return [self._finish()]
+            return _no_bom([self._finish()])
         if not self.buf:
             return []
+        if self.cr_mode or (final and self.cr_ends and b"\r" in self.buf):
+            parts = self.buf.decode("utf-8", "replace").split("\r")
+            self.buf = b""
+            return _no_bom(parts[:-1] if not parts[-1] else parts)
         line = self.buf.decode("utf-8", "replace")
         self.buf = b""
-        return [line]
+        return _no_bom([line])
+
+
+def _no_bom(lines: list[str]) -> list[str]:
+    """A byte order mark at a line's start is no text (exporter.framing.text): dropped."""
+    for i, line in enumerate(lines):
+        if line[:1] == BOM:
+            lines[i] = line[1:]
+    return lines

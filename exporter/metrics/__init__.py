@@ -21,13 +21,16 @@ emits (PromQL names):
     value beyond the bounds of exporter.metrics.labels, counted instead),
     vllm_log_last_line_timestamp_seconds, vllm_log_exporter_lines_total{result},
     vllm_log_exporter_lines_truncated_total (lines longer than --max-line-bytes, read as their first
-    and last parts),
+    and last parts), vllm_log_exporter_future_timestamps_total (events stamped more than 5 minutes
+    after the exporter's clock),
     vllm_log_exporter_events_total{kind}, vllm_log_exporter_source_up,
     vllm_log_exporter_source_restarts_total, vllm_log_exporter_source_events_total{event},
     vllm_log_kubernetes_pod_info{namespace,pod,container} (servers read from kubelet's pod log layout),
     vllm_log_exporter_build_info{version},
     vllm_log_exporter_http_connections, vllm_log_exporter_http_connections_closed_total{reason},
     vllm_log_exporter_state_write_errors_total, vllm_log_exporter_alerts_sent_total{result},
+    vllm_log_exporter_task_failures_total{task} (the daemon's long-lived tasks that raised and were
+    started again: exporter.daemon.supervise),
     vllm_log_exporter_tls_certificate_expiry_timestamp_seconds (only with TLS)
 """
 
@@ -56,6 +59,8 @@ from exporter.metrics.tables import CounterFamily, GaugeFamily, Table
 
 SOURCE_EVENTS = ("truncated", "tail_lost", "rotated_late", "file_skipped")
 HTTP_CLOSE_REASONS = ("header_timeout", "idle_timeout", "request_timeout", "evicted", "refused")
+# the daemon's supervised tasks (exporter.daemon.supervise), each counted when it raised
+TASKS = ("alerts", "source", "scan", "flush", "state", "http", "loop")
 OVERFLOW_LABELS = ("engine", "worker", "method", "endpoint", "status", "gpu", "position", "confidence", "lora")
 
 
@@ -124,6 +129,10 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
                            "(/var/log/pods/<namespace>_<pod>_<uid>/<container>/N.log): its namespace, pod and "
                            "container, to join with `* on (server) group_left(namespace, container)`.",
                            S + ["namespace", "pod", "container"])
+        self.future_stamps = c("vllm_log_exporter_future_timestamps",
+                               "Events whose log stamp lay more than 5 minutes after the exporter's clock (the "
+                               "log's time zone or year read wrong, --timezone and --year, or a clock set wrong): "
+                               "their pushed alerts start when the line was read, not at the stamp.")
         self.label_overflow = c("vllm_log_exporter_label_overflow",
                                 "Label values from log content beyond their bound, counted as `other`.", S + ["label"])
         Gauge("vllm_log_exporter_build_info", "Exporter version.", ["version"], registry=r).labels(__version__).set(1)
@@ -140,6 +149,16 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
             self.alerts_sent.labels(result)
         self.state_write_errors = Counter("vllm_log_exporter_state_write_errors",
                                           "Failed writes of the state file.", registry=r)
+        self.task_failures = Counter("vllm_log_exporter_task_failures",
+                                     "Times one of the exporter's own long-lived tasks raised and was started again, "
+                                     "by task: alerts (the Alertmanager pusher), source (a log source's reader), scan "
+                                     "(a glob's look for files), flush, state (the state file's saving), http (a "
+                                     "scrape that could not be answered), loop (a callback of the event loop: a "
+                                     "connection the HTTP server could not take, an accept with no descriptor left). "
+                                     "Each is a bug or an input nobody foresaw, said in the exporter's own log.",
+                                     ["task"], registry=r)
+        for task in TASKS:
+            self.task_failures.labels(task)
 
         self._servers: set[str] = set()
         self._handlers = {k: getattr(self, "_on_" + k) for k in KINDS if hasattr(self, "_on_" + k)}
@@ -177,7 +196,8 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         """Every metric in the text format (0.0.4), as prometheus-client's generate_latest writes
         ``registry``, the table's families by its own writer (tests compare the two)."""
         self.go_idle(time.monotonic())
-        return generate_latest(self._native) + self._table.text().encode("utf-8")
+        # (labels hold no surrogate, exporter.framing.text.label: "replace" only keeps a scrape from failing)
+        return generate_latest(self._native) + self._table.text().encode("utf-8", "replace")
 
     # -- bookkeeping ----------------------------------------------------------------------------
 
@@ -196,6 +216,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         for result in RESULTS:
             self.lines.touch((server, result))
         self.lines_truncated.touch((server,))
+        self.future_stamps.touch((server,))
         self.starts.touch((server,))
         self.stops.touch((server,))  # increase() sees the first stop too
         self.source_restarts.touch((server,))

@@ -22,10 +22,13 @@ from typing import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
+from exporter.framing.text import label
+
 Labels = tuple[str, ...]
 
 
 def _escape_value(v: str) -> str:
+    v = label(v)  # no control character or surrogate in any exposition (exporter.framing.text)
     return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
@@ -74,7 +77,7 @@ class _ValueFamily:
     def metric(self):
         m = self._metric_class(self.name, self.doc, labels=self.labelnames)
         for labels, value in self.values.items():
-            m.add_metric(labels, value)
+            m.add_metric([label(v) for v in labels], value)
         return m
 
     def text(self, out: list[str]) -> None:
@@ -162,7 +165,7 @@ class HistogramFamily:
             for le, n in zip(self._le, series):
                 total += n
                 buckets.append((le, total))
-            h.add_metric(labels, buckets, series[-1])
+            h.add_metric([label(v) for v in labels], buckets, series[-1])
         return h
 
     def text(self, out: list[str]) -> None:

@@ -83,7 +83,8 @@ class Pass:
         self.path = path
         self.clock = clock
         self.max_line = max_line
-        self.pipeline = Pipeline(clock, on_bad_line=self._bad_line, max_line=max_line, on_cut=self._cut,
+        # a clock of its own: year-less stamps follow this log's order (exporter.framing.clock)
+        self.pipeline = Pipeline(clock.fresh(), on_bad_line=self._bad_line, max_line=max_line, on_cut=self._cut,
                                  families=families(rules))
         self.results = {"parsed": 0, "ignored": 0, "unparsed": 0}
         self.progress = progress
@@ -131,7 +132,7 @@ class Pass:
         try:
             while True:
                 data = f.read(CHUNK)
-                lines = split.feed(data) if data else split.flush()
+                lines = split.feed(data) if data else split.flush(final=True)
                 if lines:
                     yield lines
                 if not data:

@@ -29,6 +29,7 @@ What was seen against the real podman 4.3 API, and what it takes:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import struct
 import time
@@ -47,6 +48,8 @@ from exporter.sources.base import FROM_START_HINT, Backoff, Status
 log = structlog.get_logger("vllm_log_exporter.source.container")
 
 DEFAULT_SOCKETS = ("/run/podman/podman.sock", "/var/run/docker.sock")
+# A container's inspect answer: tens of KB; one larger is refused (a retry), never held whole
+MAX_INSPECT_BYTES = 4 << 20
 
 
 def stamp_key(stamp: str) -> tuple[int, int] | None:
@@ -246,7 +249,18 @@ class ContainerSource:
                 raise LookupError(f"no container named {self.container!r}")
             if r.status != 200:
                 raise ConnectionError(f"inspect {self.container}: HTTP {r.status}")
-            info = await r.json(content_type=None)
+            raw = b""
+            while len(raw) <= MAX_INSPECT_BYTES:  # (every body read from the network is bounded)
+                chunk = await r.content.read(1 << 16)
+                if not chunk:
+                    break
+                raw += chunk
+            if len(raw) > MAX_INSPECT_BYTES:
+                raise ConnectionError(f"inspect {self.container}: the answer is over {MAX_INSPECT_BYTES} bytes")
+            try:
+                info = json.loads(raw)
+            except (ValueError, RecursionError):
+                info = None
         if not isinstance(info, dict) or not isinstance(info.get("Id"), str):
             raise ConnectionError(f"inspect {self.container}: the answer is not a container ({type(info).__name__})")
         return info

@@ -16,35 +16,36 @@ A file renamed away is kept open and read for ROTATED_GRACE_SECONDS after its la
 new one, because its writer may not have reopened yet.
 
 ``position`` is the (device, inode, offset) just past the last complete line handed on and taken
-by the consumer. Given back as ``resume`` (from the state file) after a restart of the exporter, the
-source continues exactly there: in the same file, or, when the file was rotated while the exporter
-was down, in the rotated file found by its inode in the same directory, then the new file.
+by the consumer, with the file's head (exporter.sources.identity). Given back as ``resume`` (from the
+state file) after a restart of the exporter, the source continues exactly there: in the same file
+(if it still starts with that head), or, when the file was rotated while the exporter was down, in
+the rotated file found by its inode in the same directory, then the new file. Only regular files are
+opened, without blocking; a path that cannot be looked at for a while (its directory's permissions,
+no file descriptor left) is no rotation, and the same file coming back to its path is read on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import gzip
 import os
-import stat
 import time
-from dataclasses import dataclass
+import zlib
 from typing import AsyncIterator
 
 import structlog
 
 from exporter.framing.lines import MAX_LINE_BYTES, LineSplitter
-from exporter.sources.logfile import LogOpenError, open_binary
 from exporter.sources.base import FROM_START_HINT, Status
+from exporter.sources.identity import (HEAD_BYTES, NO_HEAD, SPECIAL, Head, Position, head_of_stream, open_regular,
+                                       read_head, same_head)
 from exporter.sources.notify import Watch
 
 log = structlog.get_logger("vllm_log_exporter.source.file")
 
 CHUNK = 1 << 17  # as exporter.offline.passes: small enough to stay in the CPU caches
 LOOP_TURN_SECONDS = 0.01
-# The first bytes tell a file from its refill and from a copy of another: 4 KiB is tens of lines,
-# timestamps and request ids among them, where one line could start two files alike.
-HEAD_BYTES = 4096
 # A file renamed away stays open this long after its last write: the writer may still be writing to
 # it until it reopens its log (logrotate's postrotate signal), and inotify sees the rename at once.
 ROTATED_GRACE_SECONDS = 5.0
@@ -77,33 +78,39 @@ def _siblings(path: str, exclude: set[tuple[int, int]]) -> list[tuple[str, os.st
     return out
 
 
-def _head_of(path: str, n: int) -> bytes | None:
+class _GzipCopy(gzip.GzipFile):
+    """A compressed copy read through its own file object, closed with it."""
+
+    def close(self) -> None:
+        raw = self.fileobj
+        try:
+            super().close()
+        finally:
+            if raw is not None:
+                raw.close()
+
+
+def _open_copy(path: str):
+    """A rotated file or copy, gzip or not by its first bytes; a regular file only (never blocks)."""
+    f = os.fdopen(open_regular(path), "rb")
+    if f.read(2) == b"\x1f\x8b":
+        f.seek(0)
+        return _GzipCopy(fileobj=f, mode="rb")
+    f.seek(0)
+    return f
+
+
+def _head_of(path: str, n: int) -> Head | None:
     try:
-        with open_binary(path) as g:  # gzip or not, by its first bytes
-            return g.read(n)
-    except (OSError, EOFError, LogOpenError):
+        with _open_copy(path) as g:
+            return head_of_stream(g, n) if hasattr(g, "fileobj") else read_head(g.fileno(), n)
+    except (OSError, EOFError, zlib.error):
         return None
 
 
-@dataclass(frozen=True)
-class Position:
-    dev: int
-    ino: int
-    offset: int
-
-    @classmethod
-    def from_checkpoint(cls, cp) -> "Position | None":
-        """A position read back from the state file, or None (with a warning) if it cannot be one."""
-        if isinstance(cp, Position):
-            return cp
-        try:
-            values = [cp[k] for k in ("dev", "ino", "offset")]
-        except (KeyError, TypeError):
-            values = None
-        if values is None or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
-            log.warning("state file: file position is not three non-negative integers, ignored", position=cp)
-            return None
-        return cls(*values)
+def _ident(f) -> tuple[int, int]:
+    st = os.fstat(f.fileno())
+    return st.st_dev, st.st_ino
 
 
 def _find_by_inode(path: str, dev: int, ino: int) -> str | None:
@@ -125,7 +132,7 @@ def _find_by_inode(path: str, dev: int, ino: int) -> str | None:
 class FileSource:
     def __init__(self, name: str, path: str, from_start: bool = False, poll_interval: float = 0.25,
                  partial_timeout: float = 5.0, max_line: int = MAX_LINE_BYTES, resume: Position | dict | None = None,
-                 notify: bool = True, within: tuple[str, ...] | None = None):
+                 notify: bool = True, within: tuple[str, ...] | None = None, quiet: bool = False):
         self.name = name
         self.path = path
         # a glob's file (exporter.sources.file_glob): what is opened must still be a regular file
@@ -138,14 +145,16 @@ class FileSource:
         self.max_line = max_line
         self.resume = Position.from_checkpoint(resume) if resume is not None else None
         self.position: Position | None = None
+        self.head: Head = NO_HEAD  # the head of the file being read
+        self.quiet = quiet  # where reading begins is not said (a glob's file taking its turn again)
 
     def checkpoint(self) -> dict | None:
         p = self.position
-        return None if p is None else {"dev": p.dev, "ino": p.ino, "offset": p.offset}
+        return None if p is None else p.checkpoint()
 
     def _open(self, path: str, quiet: bool = False):
         try:
-            f = open(path, "rb") if self.within is None else self._open_within(path)
+            f = self._open_within(path)
         except OSError as e:
             if not quiet:
                 self._cannot_open(e)
@@ -155,21 +164,22 @@ class FileSource:
         return f, (st.st_dev, st.st_ino)
 
     def _open_within(self, path: str):
-        """Open ``path`` only as a regular file whose real path lies inside ``within``: a directory
-        of the path swapped for a link after the glob looked is caught here, by what was opened.
-        O_NONBLOCK: a FIFO put in its place must not hang the event loop in open()."""
+        """Open ``path`` only as a regular file (a FIFO, device or socket put in its place must not
+        hang the event loop in open(), nor be read for ever: exporter.sources.identity), and for a
+        glob's file only if its real path lies inside ``within``: a directory of the path swapped for
+        a link after the glob looked is caught here, by what was opened."""
         from exporter.sources.file_glob import inside
 
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = open_regular(path)
+        if self.within is None:
+            return os.fdopen(fd, "rb")
         try:
-            st = os.fstat(fd)
             try:
                 real = os.readlink(f"/proc/self/fd/{fd}")
             except OSError:  # no /proc: the path as it resolves now
                 real = os.path.realpath(path)
-            if not stat.S_ISREG(st.st_mode) or not inside(real, self.within):
+            if not inside(real, self.within):
                 raise OSError(errno.EXDEV, "not a regular file inside the followed directories", real)
-            os.set_blocking(fd, True)
             return os.fdopen(fd, "rb")
         except BaseException:
             os.close(fd)
@@ -188,11 +198,14 @@ class FileSource:
         elif e.errno == errno.EXDEV:
             log.warning("file not followed: it is no longer a regular file inside the followed directories",
                         source=self.name, path=self.path, now=e.filename)
+        elif e.errno == errno.EINVAL and SPECIAL in (e.strerror or ""):
+            log.warning("file not read: it is not a regular file (a FIFO, device or socket would block or never "
+                        "end); waiting for a regular file there", source=self.name, path=self.path, found=e.strerror)
         else:
             log.warning("cannot open file; retrying", source=self.name, path=self.path, error=e.strerror or str(e))
 
     def _commit(self, f, ident, split: LineSplitter) -> None:
-        self.position = Position(ident[0], ident[1], f.tell() - split.held)
+        self.position = Position(ident[0], ident[1], f.tell() - split.held, self.head or None)
 
     async def _drain_rotated(self, split: LineSplitter) -> AsyncIterator[list[str]]:
         """After a restart: finish the file we were reading if it was rotated away meanwhile."""
@@ -201,8 +214,12 @@ class FileSource:
         if old is None or os.path.abspath(old) == os.path.abspath(self.path):
             return
         f, ident = self._open(old, quiet=True)
-        if f is None or ident != (r.dev, r.ino):
+        if f is not None and (ident != (r.dev, r.ino) or not r.same_file(f.fileno())):
+            f.close()  # (its inode taken by another file since)
+            f = None
+        if f is None:
             return
+        self.head = read_head(f.fileno())
         log.info("resuming in rotated file", source=self.name, path=old, offset=r.offset)
         with f:
             if os.fstat(f.fileno()).st_size >= r.offset:
@@ -211,8 +228,14 @@ class FileSource:
                 yield lines
 
     @staticmethod
-    def _read_head(f) -> bytes:
-        return os.pread(f.fileno(), HEAD_BYTES, 0)
+    def _read_head(f) -> Head:
+        return read_head(f.fileno())
+
+    @staticmethod
+    def _from_first_data(f) -> None:
+        """Read from the file's first byte, past a hole at its start: a writer without O_APPEND after
+        a copytruncate leaves one as long as the file was, which need not be read NUL by NUL."""
+        f.seek(read_head(f.fileno(), 1).start)
 
     @staticmethod
     async def _to_end(g, split: LineSplitter, commit=None, intact=None) -> AsyncIterator[list[str]]:
@@ -238,19 +261,19 @@ class FileSource:
             yield lines
 
     async def _read_from(self, path: str, offset: int, split: LineSplitter,
-                         head: bytes | None = None) -> AsyncIterator[list[str]]:
+                         head: Head | None = None) -> AsyncIterator[list[str]]:
         """``head``: what the file starts with. A copy can be rewritten in place while it is read
         (a copytruncate that copies onto the same name): each read below the size the file had
         when opened is kept only if the file still starts so; else ``self.rewritten`` is set and
         reading stops."""
         self.rewritten = False
-        with open_binary(path) as g:
+        with _open_copy(path) as g:
             if offset:
                 g.seek(offset)
             size = os.fstat(g.fileno()).st_size
 
             def still_the_copy(at: int) -> bool:
-                if at < size and os.pread(g.fileno(), len(head), 0) != head:
+                if at < size and not head.alike(read_head(g.fileno(), len(head.data))):
                     self.rewritten = True
                 return not self.rewritten
             # (a .gz copy is written once, under a new name: only a plain copy is checked)
@@ -258,21 +281,26 @@ class FileSource:
             async for lines in self._to_end(g, split, intact=still_the_copy if checked else None):
                 yield lines
 
-    async def _tail_from_copy(self, split: LineSplitter, head: bytes, pos: int, ident,
+    async def _tail_from_copy(self, split: LineSplitter, head: Head, pos: int, ident,
                               status: Status) -> AsyncIterator[list[str]]:
         """After copytruncate: the part of the old content we had not read, from logrotate's copy."""
         if not head:  # nothing was read, so nothing is unread
             return
         candidates = sorted(_siblings(self.path, {ident}), key=lambda c: c[1].st_mtime_ns, reverse=True)
         for path, st in candidates[:8]:
-            if _head_of(path, len(head)) != head:
-                continue
-            if not path.endswith(".gz") and st.st_size < pos:
-                continue
+            copied = _head_of(path, len(head.data))
+            if copied is None or not head.alike(copied):
+                continue  # (a copy may be shorter than the head read since: the same bytes as far as it goes)
+            if not path.endswith(_COMPRESSED) and st.st_size <= pos:
+                # the copy ends where reading had already come (or before: what was written between
+                # logrotate's copy and its truncate was read from the file itself): nothing is lost
+                log.info("the copy of the truncated file holds nothing unread", source=self.name, path=path,
+                         copy_bytes=st.st_size, read_to=pos)
+                return
             try:
                 async for lines in self._read_from(path, pos, split, head):
                     yield lines
-            except (OSError, EOFError, LogOpenError) as e:
+            except (OSError, EOFError, zlib.error) as e:
                 _note(status, "tail_lost")
                 log.warning("copy of the truncated file unreadable; its unread tail is lost", source=self.name,
                             path=path, error=str(e))
@@ -302,7 +330,7 @@ class FileSource:
                 _note(status, "file_skipped")
                 log.warning("rotated file skipped: it could not be read", source=self.name, path=path)
                 continue
-            if old_head and head[:len(old_head)] == old_head[:len(head)]:
+            if old_head and head.alike(old_head):
                 continue  # a copy of the file we already read (a backup, copytruncate's copy)
             log.warning("rotated file read late: it was rotated away before it was opened (reading fell behind)",
                         source=self.name, path=path, bytes=st.st_size)
@@ -310,11 +338,11 @@ class FileSource:
             try:
                 async for lines in self._read_from(path, 0, split):
                     yield lines
-            except (OSError, EOFError, LogOpenError) as e:
+            except (OSError, EOFError, zlib.error) as e:
                 _note(status, "file_skipped")
                 log.warning("rotated file skipped: it could not be read", source=self.name, path=path, error=str(e))
 
-    def _initial(self):
+    def _initial(self, split: LineSplitter):
         """Open the file at start-up and decide where reading begins."""
         f, ident = self._open(self.path)
         if f is None:
@@ -322,11 +350,18 @@ class FileSource:
         r = self.resume
         size = os.fstat(f.fileno()).st_size
         said = {"source": self.name, "path": self.path}
-        if r is not None and ident == (r.dev, r.ino) and r.offset <= size:
+        same = r is not None and ident == (r.dev, r.ino)
+        if same and r.offset <= size and r.same_file(f.fileno()):
             f.seek(r.offset)
-            log.info("reading resumes at the saved offset (state file)", **said, offset=r.offset,
-                     unread_bytes=size - r.offset)
-        elif r is not None and ident == (r.dev, r.ino):
+            if r.offset:  # what ended the line before says the file's line ends (exporter.framing.text)
+                split.cr_mode = split.cr_ends = os.pread(f.fileno(), 1, r.offset - 1) == b"\r"
+            (log.debug if self.quiet else log.info)("reading resumes at the saved offset", **said, offset=r.offset,
+                                                    unread_bytes=size - r.offset)
+            return f, ident
+        if same and r.offset <= size:
+            log.info("reading starts at the file's first line: it starts with other bytes than when its offset was "
+                     "saved (truncated and written again, or another file on the same inode)", **said, size=size)
+        elif same:
             log.info("reading starts at the file's first line: it is shorter than the saved offset "
                      "(truncated while the exporter was down)", **said, offset=r.offset, size=size)
         elif r is not None:  # a new file replaced the one we knew: all of it is new
@@ -334,10 +369,13 @@ class FileSource:
                      "(rotated or replaced meanwhile)", **said, size=size)
         elif not self.from_start:
             f.seek(0, os.SEEK_END)
+            split.cr_ends = False  # (its first bytes may be any line's middle)
             log.info("reading starts at the end of the file: the lines already in it are not read", **said,
                      skipped_bytes=size, hint=FROM_START_HINT)
+            return f, ident
         else:
             log.info("reading starts at the file's first line (from_start)", **said, size=size)
+        self._from_first_data(f)
         return f, ident
 
     def _drain_old(self, draining: list) -> list[str]:
@@ -360,12 +398,17 @@ class FileSource:
 
     async def batches(self, status: Status) -> AsyncIterator[list[str]]:
         split = LineSplitter(self.name, self.max_line, on_cut=getattr(status, "line_cut", None))
+        if self.position is not None:  # started again (after a failure): on from where it was
+            self.resume = self.position
         if self.resume is not None:
             async for lines in self._drain_rotated(split):
                 yield lines
-        f, ident = self._initial()
+        f, ident = self._initial(split)
         opened_before = f is not None
-        head = self._read_head(f) if f is not None else b""
+        # a regular file there that could not be opened (permission, no file descriptor left) is the
+        # file we were to read: once it opens, reading begins as it would have (not at its first line)
+        unopened = f is None and os.path.isfile(self.path)
+        head = self.head = self._read_head(f) if f is not None else NO_HEAD
         missing_polls = 0
         rotated_from = None  # (ident, mtime_ns, head) of the file we last let go by rotation
         if f is not None:
@@ -386,7 +429,27 @@ class FileSource:
                         await watch.wait(self.poll_interval)
                     missing_polls += 1
                     # A file that appears after start is new: read it from the beginning.
-                    f, ident = self._open(self.path)
+                    if unopened:
+                        f, ident = self._initial(split)
+                    else:
+                        f, ident = self._open(self.path)
+                    if f is not None and rotated_from is not None and ident == rotated_from[0] \
+                            and self.position is not None and self.position.same_file(f.fileno()):
+                        # the very file let go (its path was away for a while): on from where it was
+                        log.info("file back at its path: read on from where it was", source=self.name,
+                                 path=self.path)
+                        f.seek(self.position.offset)
+                        for entry in [e for e in draining if _ident(e[0]) == ident]:
+                            # (kept open since it left: what it read meanwhile was passed on; on from there)
+                            g, old_split, _ = entry
+                            draining.remove(entry)
+                            f.seek(g.tell() - old_split.held)
+                            g.close()
+                        rotated_from, missing_polls = None, 0
+                        watch.follow_file()
+                        head = self.head = self._read_head(f)
+                        status.up(True)
+                        continue
                     if f is not None:
                         if rotated_from is not None:
                             async for lines in self._late_rotations(split, rotated_from, ident, status):
@@ -397,7 +460,12 @@ class FileSource:
                         opened_before = True
                         watch.follow_file()
                         missing_polls = 0
-                        head = b""
+                        if unopened:
+                            unopened = False
+                            head = self.head = self._read_head(f)
+                        else:
+                            head = self.head = NO_HEAD
+                            self._from_first_data(f)
                         self._commit(f, ident, split)
                         status.up(True)
                         log.info("file opened", source=self.name, path=self.path)
@@ -405,16 +473,16 @@ class FileSource:
                 data = f.read(CHUNK)
                 if data:
                     idle_since = None
-                    if len(head) < HEAD_BYTES:
+                    if len(head.data) < HEAD_BYTES:
                         # taken as we read, not at the next poll: by then a refill may have replaced it
-                        head = self._read_head(f)
+                        head = self.head = self._read_head(f)
                     lines = split.feed(data)
                     if lines:
                         yield lines
                     self._commit(f, ident, split)
                     # while catching up, a copytruncate can refill the file past us: look at its first
                     # bytes (one pread per chunk) and leave to the checks below if they changed
-                    if len(data) == CHUNK and not (head and os.pread(f.fileno(), len(head), 0) != head):
+                    if len(data) == CHUNK and not (head and not same_head(f.fileno(), head)):
                         # More is waiting: read it before looking at the path again, but let the
                         # event loop answer scrapes in between (every few milliseconds, not every
                         # chunk: each turn of the loop costs), or catching up starves /metrics.
@@ -433,7 +501,11 @@ class FileSource:
                     self._commit(f, ident, split)
                 try:
                     st = os.stat(self.path)
-                except OSError:
+                except OSError as e:
+                    if e.errno not in (errno.ENOENT, errno.ENOTDIR):
+                        # the path cannot be looked at now (its directory's permissions, no descriptor
+                        # left): nothing says the file went; the one open is read on, looked at again
+                        continue
                     st = None
                 pos = f.tell()
                 if st is None or (st.st_dev, st.st_ino) != ident:
@@ -453,31 +525,31 @@ class FileSource:
                     status.up(False)
                     log.info("file rotated or removed", source=self.name, path=self.path)
                     continue
-                refilled = bool(head) and st.st_size >= pos and os.pread(f.fileno(), len(head), 0) != head
+                refilled = bool(head) and st.st_size >= pos and not same_head(f.fileno(), head)
                 if st.st_size < pos or refilled:
                     log.info("file truncated", source=self.name, path=self.path, offset=pos, size=st.st_size,
                              seen_by="first bytes" if refilled else "size")
                     _note(status, "truncated")
-                    now = os.pread(f.fileno(), HEAD_BYTES, 0)  # the generation that followed
+                    now = self._read_head(f)  # the generation that followed
                     async for lines in self._tail_from_copy(split, head, pos, ident, status):
                         yield lines
                     # Reading the copy takes time: a writer faster than we read, with rotations
                     # close together, may have truncated the file again meanwhile. The generation
                     # seen in it is then only in a copy (read from there) or gone (counted lost).
                     for _ in range(8):
-                        if not now or os.pread(f.fileno(), len(now), 0) == now:
+                        if not now or same_head(f.fileno(), now):
                             break
                         log.warning("file truncated again while its copy was read (reading is behind the "
                                     "writer)", source=self.name, path=self.path)
                         _note(status, "truncated")
-                        seen, now = now, os.pread(f.fileno(), HEAD_BYTES, 0)
+                        seen, now = now, self._read_head(f)
                         async for lines in self._tail_from_copy(split, seen, 0, ident, status):
                             yield lines
                     lines = split.flush()
                     if lines:
                         yield lines
-                    f.seek(0)
-                    head = b""
+                    self._from_first_data(f)
+                    head = self.head = NO_HEAD
                     self._commit(f, ident, split)
                     status.restarted()
         finally:

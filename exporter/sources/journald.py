@@ -37,6 +37,7 @@ from typing import AsyncIterator
 import structlog
 
 from exporter.framing.lines import MAX_LINE_BYTES, Cut, cut_text, record_lines, tail_size
+from exporter.framing.text import text_lines
 from exporter.sources.base import FROM_START_HINT, Backoff, Status
 
 log = structlog.get_logger("vllm_log_exporter.source.journald")
@@ -72,6 +73,7 @@ def entry_to_lines(entry: dict, max_line: int = MAX_LINE_BYTES, on_cut=None) -> 
             return []
     if not isinstance(msg, str):
         return []
+    msg = text_lines(msg)
     cut = size > max_line
     if cut:
         msg = cut_text(msg, max_line)

@@ -29,8 +29,8 @@ def load(path: str) -> dict[str, tuple[str, dict]]:
             data = json.load(f)
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as e:
-        log.warning("state file unreadable, ignored", path=path, error=str(e))
+    except (OSError, ValueError, RecursionError) as e:  # (RecursionError: nested ~1,000 deep, a 2 KB file)
+        log.warning("state file unreadable, ignored", path=path, error=f"{type(e).__name__}: {e}"[:300])
         return {}
     sources = data.get("sources") if isinstance(data, dict) else None
     if not isinstance(sources, dict):

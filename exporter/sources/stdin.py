@@ -35,7 +35,7 @@ class StdinSource:
             while True:
                 data = await loop.run_in_executor(None, os.read, fd, 1 << 16)
                 if not data:
-                    lines = split.flush()
+                    lines = split.flush(final=True)
                     if lines:
                         yield lines
                     return

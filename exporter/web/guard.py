@@ -109,6 +109,13 @@ class _Guarded(asyncio.Protocol):
         self._early: list[bytes] | None = None
 
     def connection_made(self, transport) -> None:
+        try:
+            self._admitted(transport)
+        except BaseException:
+            transport.abort()  # a connection that could not be taken is closed, not left hanging
+            raise  # (the daemon's event-loop handler counts it and says it in one line)
+
+    def _admitted(self, transport) -> None:
         self._conn = self._guard._admit(transport)
         if self._conn is None:
             return

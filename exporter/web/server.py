@@ -71,10 +71,13 @@ def make_app(render: Callable[[], bytes], telemetry_path: str, sources: Callable
     own log says is missing (``{"b": "vLLM logs no stats lines (api_server_count): ..."}``)."""
 
     async def metrics_handler(request: web.Request) -> web.Response:
-        if render_openmetrics is not None and wants_only_openmetrics(request.headers.get("Accept", "")):
-            body, ctype = render_openmetrics(), OPENMETRICS_FORMAT
-        else:
-            body, ctype = render(), TEXT_FORMAT
+        try:
+            if render_openmetrics is not None and wants_only_openmetrics(request.headers.get("Accept", "")):
+                body, ctype = render_openmetrics(), OPENMETRICS_FORMAT
+            else:
+                body, ctype = render(), TEXT_FORMAT
+        except Exception:  # noqa: BLE001 - counted and said by the render given (the daemon's); this scrape fails
+            return web.Response(status=500, text="the metrics could not be written: the exporter's own log says why\n")
         headers = {"Content-Type": ctype, "Vary": "Accept-Encoding"}
         if accepts_gzip(request.headers.get("Accept-Encoding", "")):
             headers["Content-Encoding"] = "gzip"
@@ -105,4 +108,5 @@ def make_app(render: Callable[[], bytes], telemetry_path: str, sources: Callable
     metrics_resource = PlainResource(telemetry_path)
     app.router.register_resource(metrics_resource)
     metrics_resource.add_route("GET", metrics_handler)
+    metrics_resource.add_route("HEAD", metrics_handler)  # (as add_get gives / and /healthz)
     return app

@@ -282,14 +282,32 @@ class Auth:
         self.users = users
         self._good: set[bytes] = set()
         self._failed = failure_log or _FailureLog()
+        self._decoy: bytes | None = None
+        self._decoy_of: tuple = ()
 
     def forget(self) -> None:
         """Drop cached successes: after a reload a removed user or changed password must not pass."""
         self._good.clear()
 
+    def _decoy_hash(self) -> bytes:
+        """A hash of the configured users' dearest cost, checked for a user name nobody has: an unknown
+        name costs what a known one with a wrong password costs (63 ms against 0.9 ms told which names
+        exist). Made once per set of users."""
+        import bcrypt
+
+        key = tuple(sorted(self.users.values()))
+        if self._decoy is None or key != self._decoy_of:
+            costs = [int(h[4:6]) for h in self.users.values() if h[:1] == b"$" and h[4:6].isdigit()]
+            self._decoy = bcrypt.hashpw(b"not a password", bcrypt.gensalt(rounds=min(max(costs or [10]), 16)))
+            self._decoy_of = key
+        return self._decoy
+
     @staticmethod
     def _digest(user: str, password: bytes) -> bytes:
         return hashlib.sha256(user.encode() + b"\0" + password).digest()
+
+    def _decoy_check(self, password: bytes) -> bool:
+        return self._checkpw(password, self._decoy_hash())
 
     @staticmethod
     def _checkpw(password: bytes, h: bytes) -> bool:
@@ -302,7 +320,8 @@ class Auth:
 
     async def check(self, user: str, password: bytes) -> bool:
         h = self.users.get(user)
-        if h is None:
+        if h is None:  # as long as a wrong password: no answer tells which user names exist
+            await asyncio.get_running_loop().run_in_executor(None, self._decoy_check, password)
             return False
         d = self._digest(user, password)
         if any(hmac.compare_digest(d, g) for g in self._good):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from exporter.framing.text import markdown_safe
 from exporter.offline.report.markdown import _gib, _time
 
 MIN_WINDOWS = 5  # Tukey hinges of fewer windows say little about the spread
@@ -306,7 +307,7 @@ def fmt(v, kind: str) -> str:
     if v is None:
         return "–"
     if isinstance(v, bool) or kind == "text":
-        return str(v).replace("|", "\\|")
+        return str(v)  # (escaped by render_markdown's markdown_safe)
     if kind == "int":
         return f"{v:,}"
     if kind == "count":
@@ -369,6 +370,7 @@ def _results_table(rows: list[dict], labels: list[str], with_windows: bool = Tru
 
 
 def render_markdown(cmp: dict, tz=None) -> str:
+    cmp = markdown_safe(cmp)  # the log's text as text, never markup (exporter.framing.text)
     runs = cmp["runs"]
     labels = [r["label"] for r in runs]
     parts = [f"# vLLM runs compared: {', '.join(labels)}", ""]

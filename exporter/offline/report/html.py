@@ -17,6 +17,7 @@ import math
 import re
 from datetime import datetime, timezone
 
+from exporter.framing.text import markdown_unescape
 from exporter.offline.report.stats import RunStats
 
 WIDTH_PX = 900
@@ -235,7 +236,7 @@ def _markdown_to_html(md: str, figures: dict[str, str]) -> str:
         if not table:
             return
         rows = [r for r in table if not re.fullmatch(r"\|(?:-+\|)+", r)]
-        cells = [[html.escape(c.strip().replace("\\|", "|")) for c in r.strip("|").split(" | ")] for r in rows]
+        cells = [[html.escape(markdown_unescape(c.strip())) for c in r.strip("|").split(" | ")] for r in rows]
         head = "".join(f"<th>{c}</th>" for c in cells[0])
         body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in cells[1:])
         out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
@@ -253,11 +254,11 @@ def _markdown_to_html(md: str, figures: dict[str, str]) -> str:
         if line.startswith("## "):
             end_section()
             section = line[3:].strip()
-            out.append(f"<h2>{html.escape(section)}</h2>")
+            out.append(f"<h2>{html.escape(markdown_unescape(section))}</h2>")
         elif line.startswith("# "):
-            out.append(f"<h1>{html.escape(line[2:])}</h1>")
+            out.append(f"<h1>{html.escape(markdown_unescape(line[2:]))}</h1>")
         elif line.strip():
-            out.append(f"<p>{html.escape(line)}</p>")
+            out.append(f"<p>{html.escape(markdown_unescape(line))}</p>")
     flush_table()
     end_section()
     return "\n".join(out)

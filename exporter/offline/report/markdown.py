@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from exporter.framing.text import markdown_cell, markdown_safe
 from exporter.offline.report import engine_ops as engine_ops_section
 from exporter.offline.report import rules as rule_sections
 
@@ -114,6 +115,9 @@ def config_at(s: dict[str, Any], ts) -> dict:
 
 
 def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
+    # every string of the log's (a model name, an error's words, a rule's label) as text, never markup: a
+    # "|" adds no column, "<img onerror>" is no HTML, a terminal escape is U+FFFD (exporter.framing.text)
+    s, title = markdown_safe(s), markdown_cell(title)
     c, t, sd, kv, cap, http, err = (s["config"], s["throughput"], s["spec_decode"], s["kv_offload"],
                                      s["capacity"], s["http"], s["errors"])
     parts = [f"# {title}", ""]
@@ -274,7 +278,7 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
 
     parts += ["## Errors", "", "| Kind | Count | First seen | First message |", "|---|---|---|---|"]
     for kind, e in err.items():
-        msg = (e["first_message"] or "").replace("|", "\\|")
+        msg = e["first_message"] or ""
         parts.append(f"| {kind} | {e['count']} | {_time(e['first'], tz) if e['count'] else '–'} | {msg if e['count'] else ''} |")
     parts.append("")
     for st in s.get("stalls", []):
