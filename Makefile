@@ -1,5 +1,5 @@
-# The two set-up commands of README.md, each all a fresh Debian/Ubuntu machine needs:
-#   make demo   python3-venv, a venv with the exporter, then the demo on http://127.0.0.1:10825/metrics
+# The two set-up commands of README.md: `make demo` for an operator trying it, `make test` for a contributor.
+#   make demo   python3-venv (only if missing), a venv with the exporter, then the demo on http://127.0.0.1:10825/metrics
 #   make test   the packages the tests run for real (Prometheus, Alertmanager, podman, journal tools,
 #               Chromium), a venv with the test extras, vLLM's CPU build in a venv of its own, then
 #               the test suite

@@ -100,7 +100,7 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
         description="Load the rules of FILE (each mistake a one-line error naming the rule and key), then show "
                     "what each line of LINES becomes (the built-in families' events, each rule's fields, the series "
                     "moved), and/or check the expectations of --expect (exit 1 when one fails).",
-        epilog="example: vllm-log-exporter test --rules examples/gnosis.rules.yaml --expect examples/gnosis.rules-test.yaml")
+        epilog="example: vllm-log-exporter test --rules examples/custom-build.rules.yaml --expect examples/custom-build.rules-test.yaml")
     add_version(p)
     p.add_argument("--rules", action="append", required=True, metavar="FILE",
                    help="a rules file (rules: [...]) or a config file holding rules; repeatable")

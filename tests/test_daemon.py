@@ -224,7 +224,7 @@ def test_the_default_demo_shows_every_family():
                    and (ex.value("vllm_log_lmcache_hit_tokens_total", server="demo-lmcache") or 0) > 0, 10, 0.5,
                    what="LMCache from the demo")
         # After the first pass (each server has read its whole sample), every declared family has a sample
-        # but those the README says the demo does not show (and why).
+        # but those docs/demo.md says the demo does not show (and why).
         lines = {server: len((ROOT / "exporter" / "data" / sample).read_text(encoding="utf-8").splitlines())
                  for server, sample in (("demo", "sample.log"), ("demo-lmcache", "sample-lmcache.log"),
                                         ("demo-v0", "sample-v0.log"))}

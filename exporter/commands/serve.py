@@ -12,9 +12,9 @@ from exporter.config.settings import DEFAULT_LISTEN, ConfigError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="YAML config file (see README); flags override it")
+    p.add_argument("--config", help="YAML config file (docs/configuration.md); flags override it")
     p.add_argument("--rules", action="append", metavar="FILE",
-                   help="a file of your own line families (rules: [...], see README); repeatable, in addition to "
+                   help="a file of your own line families (rules: [...], docs/rules.md); repeatable, in addition to "
                         "the config file's; check one with `vllm-log-exporter test --rules FILE`")
     p.add_argument("--source", action="append", metavar="[SERVER=]SOURCE",
                    help="a log to follow: PATH, - (stdin), journald:UNIT, container:NAME or demo; repeatable. "
