@@ -91,7 +91,7 @@ def test_a_broken_rules_file_is_one_line(tmp_path):
     bad.write_text(yaml.safe_dump({"rules": [dict(RULES["rules"][1], name="Bad")]}))
     r = subprocess.run([sys.executable, "-m", "exporter", "report", str(SAMPLE), "--rules", str(bad)], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1 and r.stderr.splitlines() == [
+    assert r.returncode == 2 and r.stderr.splitlines() == [
         f"vllm-log-exporter: {bad}: rules[0].name: 'Bad' must be 1-63 of a-z, 0-9, _ starting with a letter"]
 
 

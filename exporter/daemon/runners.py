@@ -71,6 +71,7 @@ class SourceRunner:
         self.pipeline = Pipeline(clock, on_bad_line=self._bad_line, max_line=max_line, on_cut=self.line_cut,
                                  families=families)
         self.is_up = False
+        self.waiting_for: str | None = None  # what the source waits for that may never come (a missing file)
         self._bad_lines = 0  # lines that could not be read since the last warning about them
         self._bad_warn_at = 0.0  # (monotonic) no warning about such lines before this
         metrics.add_server(self.name)
@@ -81,6 +82,12 @@ class SourceRunner:
 
     def restarted(self) -> None:
         self.metrics.source_restarted(self.name)
+
+    def waiting(self, reason: str | None) -> None:
+        self.waiting_for = reason
+
+    def waits(self) -> dict[str, str]:
+        return {self.name: self.waiting_for} if self.waiting_for else {}
 
     def note(self, event: str) -> None:
         self.metrics.source_event(self.name, event)

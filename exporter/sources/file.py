@@ -48,6 +48,10 @@ HEAD_BYTES = 4096
 # A file renamed away stays open this long after its last write: the writer may still be writing to
 # it until it reopens its log (logrotate's postrotate signal), and inotify sees the rename at once.
 ROTATED_GRACE_SECONDS = 5.0
+# A file the exporter was pointed at and that is still not there this long after it first looked is a
+# warning, and /healthz says "waiting": a mistyped --source would otherwise wait in silence. A missing
+# directory is said at once (vLLM creates its log file, not the directories above it).
+MISSING_WARN_SECONDS = 30.0
 _COMPRESSED = (".gz", ".xz", ".bz2", ".zst", ".lz4")
 
 
@@ -55,6 +59,12 @@ def _note(status: Status, event: str) -> None:
     note = getattr(status, "note", None)
     if note is not None:
         note(event)
+
+
+def _waiting(status: Status, reason: str | None) -> None:
+    waiting = getattr(status, "waiting", None)
+    if waiting is not None:
+        waiting(reason)
 
 
 def _siblings(path: str, exclude: set[tuple[int, int]]) -> list[tuple[str, os.stat_result]]:
@@ -138,6 +148,8 @@ class FileSource:
         self.max_line = max_line
         self.resume = Position.from_checkpoint(resume) if resume is not None else None
         self.position: Position | None = None
+        self._missing_since: float | None = None  # (monotonic) when the file was first found not there
+        self._missing_said = False
 
     def checkpoint(self) -> dict | None:
         p = self.position
@@ -190,6 +202,34 @@ class FileSource:
                         source=self.name, path=self.path, now=e.filename)
         else:
             log.warning("cannot open file; retrying", source=self.name, path=self.path, error=e.strerror or str(e))
+
+    def _check_missing(self, status: Status) -> None:
+        """The file is not there: say so, once, at once when its directory is missing too, else after
+        MISSING_WARN_SECONDS; /healthz says "waiting" until it comes. A glob's files come and go with
+        their pods: not said for them."""
+        if self.within is not None or self._missing_said or getattr(self, "_open_errno", None) != errno.ENOENT:
+            return
+        now = time.monotonic()
+        if self._missing_since is None:
+            self._missing_since = now
+        folder = os.path.dirname(os.path.abspath(self.path))
+        said = {"source": self.name, "path": self.path, "then": "read from its first line when it appears"}
+        if not os.path.isdir(folder):
+            log.warning("the file's directory does not exist: is the path right?", **said, directory=folder)
+            reason = f"no such directory: {folder}"
+        elif now - self._missing_since >= MISSING_WARN_SECONDS:
+            log.warning("the file still does not exist: is the path right?", **said,
+                        waited_seconds=round(now - self._missing_since))
+            reason = f"no such file: {self.path}"
+        else:
+            return
+        self._missing_said = True
+        _waiting(status, reason)
+
+    def _found(self, status: Status) -> None:
+        if self._missing_said:
+            _waiting(status, None)
+        self._missing_since, self._missing_said = None, False
 
     def _commit(self, f, ident, split: LineSplitter) -> None:
         self.position = Position(ident[0], ident[1], f.tell() - split.held)
@@ -370,6 +410,8 @@ class FileSource:
         rotated_from = None  # (ident, mtime_ns, head) of the file we last let go by rotation
         if f is not None:
             self._commit(f, ident, split)
+        else:
+            self._check_missing(status)
         status.up(f is not None)
         watch = Watch(self.path, enabled=self.notify)
         idle_since = None
@@ -387,7 +429,10 @@ class FileSource:
                     missing_polls += 1
                     # A file that appears after start is new: read it from the beginning.
                     f, ident = self._open(self.path)
-                    if f is not None:
+                    if f is None:
+                        self._check_missing(status)
+                    else:
+                        self._found(status)
                         if rotated_from is not None:
                             async for lines in self._late_rotations(split, rotated_from, ident, status):
                                 yield lines
