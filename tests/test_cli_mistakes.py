@@ -19,10 +19,29 @@ SAMPLE = str(ROOT / "exporter" / "data" / "sample.log")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    """``vllm-log-exporter ARGS``, bounded in time: a mistake that started the daemon instead would hang
-    here and fail. (The HTML report's message without matplotlib: tests/test_report.py.)"""
+    """``vllm-log-exporter ARGS`` as a process, bounded in time: a mistake that started the daemon instead
+    would hang here and fail. (The HTML report's message without matplotlib: tests/test_report.py.)"""
     return subprocess.run([sys.executable, "-m", "exporter", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
+
+
+def run(capsys, *args: str) -> subprocess.CompletedProcess:
+    """The same in this process (for the commands that start no daemon either way): main's exit code,
+    argparse's SystemExit included, and what it printed."""
+    import gc
+
+    from exporter.cli import main
+
+    threshold = gc.get_threshold()
+    try:
+        code = main(list(args))
+    except SystemExit as e:
+        code = e.code
+    finally:  # (main tunes the collector for a long pass: not for the rest of this test process)
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out, err)
 
 
 def last_line(r: subprocess.CompletedProcess) -> str:
@@ -30,8 +49,8 @@ def last_line(r: subprocess.CompletedProcess) -> str:
 
 
 @pytest.mark.parametrize("typo,meant", [("reprot", "report"), ("compaer", "compare"), ("parse2", "parse")])
-def test_a_mistyped_command_is_an_unknown_command_with_the_list(typo, meant):
-    r = cli(typo, SAMPLE)
+def test_a_mistyped_command_is_an_unknown_command_with_the_list(typo, meant, capsys):
+    r = run(capsys, typo, SAMPLE)
     assert r.returncode == 2 and r.stdout == ""
     line = last_line(r)
     assert f"unknown command {typo!r} (did you mean {meant}?)" in line, line
@@ -54,8 +73,8 @@ def test_serves_flags_get_serves_usage_and_an_abbreviation_is_no_flag():
     assert all(p.allow_abbrev is False for p in parsers)
 
 
-def test_a_mistyped_report_option_is_blamed_not_the_log():
-    r = cli("report", "--formt", "json", SAMPLE)
+def test_a_mistyped_report_option_is_blamed_not_the_log(capsys):
+    r = run(capsys, "report", "--formt", "json", SAMPLE)
     assert r.returncode == 2 and r.stdout == ""
     assert last_line(r) == "vllm-log-exporter report: error: unrecognized option: --formt (did you mean --format?)"
 
@@ -65,23 +84,23 @@ def test_a_mistyped_report_option_is_blamed_not_the_log():
     (["report", SAMPLE, "--timezone", "Mars/Olympus"], "vllm-log-exporter: --timezone: unknown time zone"),
     (["report", SAMPLE, "--rules", str(ROOT / "pyproject.toml")], "vllm-log-exporter: "),
 ])
-def test_every_usage_error_exits_2_in_one_line(args, says):
-    r = cli(*args)
+def test_every_usage_error_exits_2_in_one_line(args, says, capsys):
+    r = run(capsys, *args)
     assert r.returncode == 2 and r.stderr.startswith(says) and r.stderr.count("\n") == 1, r.stderr
 
 
 @pytest.mark.parametrize("command", ["report", "parse", "backfill"])
-def test_a_file_that_is_no_vllm_log_is_said_on_stderr(command, tmp_path):
+def test_a_file_that_is_no_vllm_log_is_said_on_stderr(command, tmp_path, capsys):
     nginx = tmp_path / "access.log"
     nginx.write_text('10.0.0.1 - - [04/Aug/2026:02:45:01 +0000] "GET / HTTP/1.1" 200 612 "-" "curl/8.5"\n' * 3
                      + "upstream timed out (110: Connection timed out)\n")
     extra = ["-o", str(tmp_path / "x.om")] if command == "backfill" else []
-    r = cli(command, str(nginx), *extra)
+    r = run(capsys, command, str(nginx), *extra)
     assert f"0 of 4 lines were vLLM output" in r.stderr and str(nginx) in r.stderr, r.stderr
     assert r.returncode == (0 if command == "parse" else 1)
     if command == "report":
         assert r.stdout == ""  # no report of zeros
-    ok = cli(command, SAMPLE, *extra)
+    ok = run(capsys, command, SAMPLE, *extra)
     assert ok.returncode == 0 and "vLLM output" not in ok.stderr
 
 
@@ -107,8 +126,8 @@ def test_the_demos_help_says_its_first_pass():
     assert "the first pass in 30 s" in text
 
 
-def test_the_capacity_section_names_the_device_the_log_names(tmp_path):
+def test_the_capacity_section_names_the_device_the_log_names(capsys):
     cpu = ROOT / "tests" / "fixtures" / "vllm-0.32-cpu" / "traffic.log.gz"
-    r = cli("report", str(cpu))
+    r = run(capsys, "report", str(cpu))
     assert r.returncode == 0 and "| CPU KV tokens |" in r.stdout and "GPU KV" not in r.stdout
-    assert "| GPU KV tokens |" in cli("report", SAMPLE).stdout
+    assert "| GPU KV tokens |" in run(capsys, "report", SAMPLE).stdout
