@@ -31,7 +31,7 @@ venv: $(VENV)/bin/python
 
 demo: venv
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e .
-	$(VENV)/bin/vllm-log-exporter --demo
+	$(VENV)/bin/vllm-log-exporter serve --demo
 
 test: venv
 	$(APT) update -qq
