@@ -24,7 +24,8 @@ TEST_PACKAGES := prometheus prometheus-alertmanager chromium \
 
 # Debian's python3 makes venvs only with python3-venv; a Python that has ensurepip needs nothing.
 $(VENV)/bin/python:
-	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { $(APT) update -qq && $(APT) install -y -qq --no-install-recommends python3-venv; }
+	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { echo "$(PYTHON) cannot make a venv: installing Debian's python3-venv with apt-get"; \
+	  $(APT) update -qq && $(APT) install -y -qq --no-install-recommends python3-venv; }
 	$(PYTHON) -m venv $(VENV)
 
 venv: $(VENV)/bin/python

@@ -3,12 +3,19 @@ names every family the exporter serves."""
 
 import re
 
+import pytest
+
 from tests.golden_metrics import GOLDEN
 from tools import metric_reference
 
 
-def test_the_reference_is_not_stale():
-    text = metric_reference.render(metric_reference.collect())
+@pytest.fixture(scope="module")
+def families():
+    return metric_reference.collect()  # (a few seconds: every real-line fixture through the pipeline)
+
+
+def test_the_reference_is_not_stale(families):
+    text = metric_reference.render(families)
     assert metric_reference.OUT.read_text(encoding="utf-8") == text, \
         "docs/metric-reference.md is stale: run .venv/bin/python tools/metric_reference.py and commit it"
 
@@ -28,9 +35,8 @@ def test_every_family_of_every_golden_metrics_is_in_the_reference_with_its_type(
     assert not wrong, wrong
 
 
-def test_every_family_read_from_a_line_shows_one():
+def test_every_family_read_from_a_line_shows_one(families):
     """A family that lines set says which: the first real line of each kind, or the exporter's own."""
-    families = metric_reference.collect()
     own = {f.name for f in families if not f.fed_by}
     assert own <= {f.name for f in families if f.module == "__init__"} | {
         "vllm_log_rule_invalid_values_total", "vllm_log_rule_label_overflow_total"}, own
