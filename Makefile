@@ -1,5 +1,5 @@
-# The two set-up commands of README.md, each all a fresh Debian/Ubuntu machine needs:
-#   make demo   python3-venv, a venv with the exporter, then the demo on http://127.0.0.1:10825/metrics
+# The two set-up commands of README.md: `make demo` for an operator trying it, `make test` for a contributor.
+#   make demo   python3-venv (only if missing), a venv with the exporter, then the demo on http://127.0.0.1:10825/metrics
 #   make test   the packages the tests run for real (Prometheus, Alertmanager, podman, journal tools,
 #               Chromium), a venv with the test extras, vLLM's CPU build in a venv of its own, then
 #               the test suite
@@ -24,14 +24,15 @@ TEST_PACKAGES := prometheus prometheus-alertmanager chromium \
 
 # Debian's python3 makes venvs only with python3-venv; a Python that has ensurepip needs nothing.
 $(VENV)/bin/python:
-	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { $(APT) update -qq && $(APT) install -y -qq --no-install-recommends python3-venv; }
+	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { echo "$(PYTHON) cannot make a venv: installing Debian's python3-venv with apt-get"; \
+	  $(APT) update -qq && $(APT) install -y -qq --no-install-recommends python3-venv; }
 	$(PYTHON) -m venv $(VENV)
 
 venv: $(VENV)/bin/python
 
 demo: venv
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e .
-	$(VENV)/bin/vllm-log-exporter --demo
+	$(VENV)/bin/vllm-log-exporter serve --demo
 
 test: venv
 	$(APT) update -qq

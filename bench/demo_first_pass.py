@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How long after `vllm-log-exporter --demo` starts each family is in view (the demo's first pass plays
-in 30 s: README's "every family, the OOM and the dead engines within half a minute").
+in 30 s: docs/demo.md's "every family, the OOM and the dead engines within half a minute").
 
     .venv/bin/python bench/demo_first_pass.py [--runs 3] [--python PY]
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
-# (what the README calls it, metric, labels, server)
+# (what docs/demo.md calls it, metric, labels, server)
 FAMILIES = [
     ("stats", "vllm_log_generation_throughput_tokens_per_second", {}, "demo"),
     ("spec decode", "vllm_log_spec_decode_accepted_tokens_total", {}, "demo"),

@@ -69,7 +69,7 @@ RUNBOOK_BASE_URL = RUNBOOK_URL
 VLLM_JOB = "vllm"
 VLLM_SELECTOR = f'job="{VLLM_JOB}"'
 
-# --- Service levels (SLOs) on vLLM's own /metrics (mixin/slo.py renders them; README "Service levels").
+# --- Service levels (SLOs) on vLLM's own /metrics (mixin/slo.py renders them; docs/slo.md).
 # Each objective is the share of events that must be good over SLO_WINDOW: requests for the time to
 # first token, the queue time, the whole request's latency and errors; inter-token gaps (every gap
 # between two streamed tokens) for the inter-token latency. A latency's threshold (seconds) must be

@@ -2,7 +2,7 @@
 a board, with the same variables, selectors and conventions as ours.
 
     python -m mixin.rules RULES.yaml [RULES.yaml ...] > dashboards/my-rules.json    # a board, a row per rule
-    python -m mixin.rules RULES.yaml --row dspark_depth > row.json                  # one row's panels, to paste
+    python -m mixin.rules RULES.yaml --row draft_depth > row.json                  # one row's panels, to paste
 
 The board has our boards' variables (datasource, cluster, job, host, instance, namespace, server...), so its
 link menu leads to them and back. In Python, ``rule_row(board, spec)`` adds a rule's row to any

@@ -106,7 +106,7 @@ def families_without_a_sample(exposition: str) -> set[str]:
 
 
 def demo_leaves_empty(expr: str) -> bool:
-    """A dashboard query that reads only families README's 'What the demo does not show' names: its
+    """A dashboard query that reads only families docs/demo.md's 'What the demo does not show' names: its
     "No data" on the demo is said, with why."""
     names = {re.sub(r"_(bucket|count|sum)$", "", n) for n in re.findall(r"\b(vllm_log_\w+)", expr)}
     # (the stack tests read a pod's log too: its pod info is there)
@@ -114,10 +114,11 @@ def demo_leaves_empty(expr: str) -> bool:
 
 
 def readme_demo_leaves_empty() -> set[str]:
-    """The families README's 'What the demo does not show' names (each with why)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The families docs/demo.md's 'What the demo does not show' names (each with why)."""
+    readme = (ROOT / "docs" / "demo.md").read_text(encoding="utf-8")
     said = readme[readme.index("**What the demo does not show**"):]
-    said = said[:said.index("\n\n", said.index("\n- "))]
+    end = said.find("\n\n", said.index("\n- "))
+    said = said[:end if end >= 0 else None]
     return set(re.findall(r"`(vllm_log_\w+)`", said)) - {"vllm_log_errors_total"}
 
 

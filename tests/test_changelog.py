@@ -32,8 +32,8 @@ def test_the_newest_release_is_the_version_everywhere():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     chart = yaml.safe_load((ROOT / "deploy" / "helm" / "vllm-log-exporter" / "Chart.yaml").read_text())
     assert newest == __version__ == pyproject == chart["appVersion"]
-    # and the README's image tag example builds that version
-    assert f"registry.example/vllm-log-exporter:{__version__} " in (ROOT / "README.md").read_text()
+    # and the Helm chart's install example builds that version
+    assert f"registry.example/vllm-log-exporter:{__version__} " in (ROOT / "docs" / "kubernetes.md").read_text()
 
 
 def _exported() -> set[str]:
@@ -47,8 +47,8 @@ def test_renamed_series_are_gone_and_their_new_names_exported():
     exported = _exported()
     for old, new in table:
         assert old not in exported and new in exported, (old, new)
-    # the README's list of renamed series says no more than the changelog does
-    readme = (ROOT / "README.md").read_text()
+    # docs/metrics.md's list of renamed series says no more than the changelog does
+    readme = (ROOT / "docs" / "metrics.md").read_text()
     para = readme[readme.index("Renamed, for what they count"):]
     para = para[:para.index("\n\n")]
     said = set(re.findall(r"`(vllm_log_\w+)`\s+is\s+(?:now\s+)?`(vllm_log_\w+)", para))

@@ -22,7 +22,7 @@ def test_parse_prints_every_kind_across_the_samples(tmp_path):
     entries = yaml.safe_load((ROOT / "tests" / "fixtures" / "real_lines" / "issue36.yaml").read_text(encoding="utf-8"))
     issue36.write_text("".join(e["line"] + "\n" for e in entries), encoding="utf-8")
     for path in (SAMPLE, SAMPLE_V0, SAMPLE_LMCACHE, ROOT / "tests" / "fixtures" / "warning_signs.log", issue36):
-        rules = ["--rules", str(ROOT / "examples" / "gnosis.rules.yaml")] if path == SAMPLE else []
+        rules = ["--rules", str(ROOT / "examples" / "custom-build.rules.yaml")] if path == SAMPLE else []
         out = cli("parse", str(path), "--year", "2026", *rules)
         assert out.returncode == 0, out.stderr
         for line in out.stdout.splitlines():

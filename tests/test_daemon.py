@@ -224,13 +224,17 @@ def test_the_default_demo_shows_every_family():
                    and (ex.value("vllm_log_lmcache_hit_tokens_total", server="demo-lmcache") or 0) > 0, 10, 0.5,
                    what="LMCache from the demo")
         # After the first pass (each server has read its whole sample), every declared family has a sample
-        # but those the README says the demo does not show (and why).
+        # but those docs/demo.md says the demo does not show (and why).
         lines = {server: len((ROOT / "exporter" / "data" / sample).read_text(encoding="utf-8").splitlines())
                  for server, sample in (("demo", "sample.log"), ("demo-lmcache", "sample-lmcache.log"),
                                         ("demo-v0", "sample-v0.log"))}
         wait_until(lambda: all((ex.value("vllm_log_exporter_lines_total", server=s) or 0) >= n for s, n in lines.items()),
                    40, 0.5, what="the demo's first pass")
         assert families_without_a_sample(http_get(ex.url + "/metrics")[1]) == readme_demo_leaves_empty()
+        # and it said nothing a user should act on: the demo's own replay is no reason for a warning
+        said = ex.stop()
+        warnings = [line for line in said.splitlines() if '"level": "warning"' in line or '"level": "error"' in line]
+        assert not warnings, "\n".join(warnings)
 
 
 def test_a_busy_engine_that_stops_logging_reads_stalled_and_an_idle_one_does_not(tmp_path):
@@ -267,3 +271,23 @@ def test_healthz_says_why_a_servers_engine_metrics_are_missing(tmp_path):
                    10, what="the metric")
         health = json.loads(http_get(ex.url + "/healthz")[1])
         assert health["status"] == "ok" and "--api-server-count 1" in health["servers"]["dp"]
+
+
+def test_a_source_in_a_directory_that_does_not_exist_is_a_warning_and_healthz_says_waiting(tmp_path):
+    """A mistyped --source: said at once, and /healthz names it, until the file comes."""
+    import json
+
+    path = tmp_path / "vlm" / "vllm.log"
+    ex = Exporter("--source", f"a={path}").start()
+    try:
+        health = wait_until(lambda: (h := json.loads(http_get(ex.url + "/healthz")[1]))["status"] == "waiting" and h,
+                            10, what="/healthz waiting")
+        assert health["waiting"] == {"a": f"no such directory: {tmp_path / 'vlm'}"}, health
+        path.parent.mkdir()
+        path.write_text(STATS.format(s=1, g="12.0") + "\n")
+        wait_until(lambda: json.loads(http_get(ex.url + "/healthz")[1])["status"] == "ok", 10, what="/healthz ok")
+    finally:
+        said = ex.stop()
+    warnings = [json.loads(line) for line in said.splitlines() if '"level": "warning"' in line]
+    assert [w["event"] for w in warnings] == ["the file's directory does not exist: is the path right?"], said[-2000:]
+    assert warnings[0]["directory"] == str(tmp_path / "vlm")

@@ -78,11 +78,11 @@ def test_a_long_diff_is_cut_and_says_where_the_rest_is():
     assert "more characters of diff: `make golden`, then `git diff tests/golden` shows all of it" in message
 
 
-def test_the_demo_gives_every_family_a_sample_but_those_the_readme_says_it_does_not_show():
+def test_the_demo_gives_every_family_a_sample_but_those_the_docs_say_it_does_not_show():
     """The samples read to their end (the demo's first pass; tests/test_daemon.py checks the live demo)."""
     empty = set.intersection(*(families_without_a_sample(p.read_text(encoding="utf-8"))
                                for p in sorted((golden.GOLDEN / "exporter-data").glob("*.prom"))))
-    assert empty == readme_demo_leaves_empty(), "a family the demo leaves empty must be said, with why, in the README"
+    assert empty == readme_demo_leaves_empty(), "a family the demo leaves empty must be said, with why, in docs/demo.md"
 
 
 def test_the_tool_writes_exactly_the_packaged_samples(tmp_path):

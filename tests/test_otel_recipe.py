@@ -1,4 +1,4 @@
-"""deploy/otel/collector.yaml, the OpenTelemetry Collector recipe of the README, checked as far as
+"""deploy/otel/collector.yaml, the OpenTelemetry Collector recipe of docs/many-hosts.md, checked as far as
 the tools here allow.
 
 No Collector with a `prometheus` receiver installs here: Debian has no otelcol package (only the Go

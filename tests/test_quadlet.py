@@ -147,12 +147,13 @@ def test_the_unit_keeps_its_place_across_a_restart(quadlet, images, tmp_path, un
             "vllm-log-exporter-state:": f"{volume}:"}
     if unit == "vllm-log-exporter":
         feed = ContainerFeed(tmp_path / "vllm", env, SMOKE, f"vle-t-grandpa-{port}")
-        subs.update({"/run/podman/podman.sock:/run": f"{feed.sock}:/run", "container:grandpa": f"container:{feed.name}"})
+        subs.update({"/run/podman/podman.sock:/run": f"{feed.sock}:/run", "container:vllm": f"container:{feed.name}"})
     else:
         if not have_journal_tools():
             pytest.skip("needs systemd-journal-remote")
         feed = JournalFeed(tmp_path / "journal")
         subs["/var/log/journal:/var/log/journal:ro"] = f"{feed.journal.dir}:/var/log/journal:ro"
+        subs["journald:vllm"] = "journald:grandpa"  # the unit tests/restarts.py's journal holds
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     cmds = unit_commands((out / f"{unit}.service").read_text(), subs, unit, run_dir, name)
@@ -178,12 +179,12 @@ def test_the_unit_keeps_its_place_across_a_restart(quadlet, images, tmp_path, un
     url = f"http://127.0.0.1:{port}/metrics"
 
     def counted():
-        return value(http_get(url, timeout=2)[1], "vllm_log_http_requests_total", server="grandpa")
+        return value(http_get(url, timeout=2)[1], "vllm_log_http_requests_total", server="vllm")
 
     try:
         start()
-        wait_until(lambda: value(http_get(url, timeout=2)[1], "vllm_log_exporter_source_up", server="grandpa") == 1,
-                   60, what=f"{unit} following grandpa")
+        wait_until(lambda: value(http_get(url, timeout=2)[1], "vllm_log_exporter_source_up", server="vllm") == 1,
+                   60, what=f"{unit} following its vLLM")
         restart_mid_stream(feed, counted, stop, start)
     except AssertionError as e:
         logs = _run(["podman", "logs", "--tail", "40", name], env, check=False)

@@ -194,8 +194,9 @@ def test_html_without_matplotlib_is_one_line_saying_what_to_install(tmp_path):
                         "--html", str(tmp_path / "r.html")], cwd=ROOT, capture_output=True, text=True, timeout=120,
                        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path / "shim")})
     assert r.returncode == 2 and not (tmp_path / "r.html").exists()
-    assert r.stderr == ("vllm-log-exporter: --html: the HTML report draws its charts with matplotlib: "
-                        "pip install 'vllm-log-exporter[report]'\n")
+    # the pip of the Python that runs the exporter (a venv's, pipx's): a bare `pip` may be another's
+    assert r.stderr == ("vllm-log-exporter: --html: the HTML report draws its charts with matplotlib, which this "
+                        f"Python lacks: {sys.executable} -m pip install 'matplotlib>=3.7'\n")
 
 
 @pytest.mark.skipif(not shutil.which("chromium"), reason="chromium (Debian package) not installed")

@@ -21,9 +21,9 @@ SPEC = ("Aug 04 02:46:09 compute-server grandpa[572062]: (APIServer pid=53) INFO
 RULES = {"rules": [
     {"name": "offload_workers", "pattern": r"Unlinked mmap file \S+ after (?P<workers>\d+) workers mapped it",
      "logger": "shared_offload_region.py", "fields": {"workers": "int"},
-     "metrics": [{"name": "gnosis_offload_region_workers", "type": "gauge", "value": "workers"}]},
-    {"name": "dspark_depth", "pattern": r"Current speculative depth: (?P<depth>\d+)", "logger": "metrics.py",
-     "metrics": [{"name": "gnosis_dspark_windows_total", "type": "counter", "labels": {"depth": {"max_values": 8}}}]},
+     "metrics": [{"name": "custom_offload_region_workers", "type": "gauge", "value": "workers"}]},
+    {"name": "draft_depth", "pattern": r"Current speculative depth: (?P<depth>\d+)", "logger": "metrics.py",
+     "metrics": [{"name": "custom_draft_windows_total", "type": "counter", "labels": {"depth": {"max_values": 8}}}]},
 ]}
 
 
@@ -41,14 +41,14 @@ def test_lines_are_explained(tmp_path):
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "line 1: " + UNLINKED[:60] in out
-    assert "  rule offload_workers: workers=2\n    gnosis_offload_region_workers 2\n" in out
+    assert "  rule offload_workers: workers=2\n    custom_offload_region_workers 2\n" in out
     assert "  built-in spec_decode: mean_acceptance_length=5.9 " in out
-    assert '  rule dspark_depth: depth=5\n    gnosis_dspark_windows_total{depth="5"} 1 (was' not in out
-    assert '    gnosis_dspark_windows_total{depth="5"} 1\n' in out
+    assert '  rule draft_depth: depth=5\n    custom_draft_windows_total{depth="5"} 1 (was' not in out
+    assert '    custom_draft_windows_total{depth="5"} 1\n' in out
     assert "    vllm_log_spec_decode_depth{engine=\"0\"} 5\n" in out  # ours move too
     assert ("  rule offload_workers: its pattern matches, but its logger other_region.py:9 is not "
             "shared_offload_region.py\n") in out
-    assert out.endswith("lines read: 3; rules matched: offload_workers 1, dspark_depth 1\n")
+    assert out.endswith("lines read: 3; rules matched: offload_workers 1, draft_depth 1\n")
 
 
 def expect(tmp_path, tests):
@@ -59,11 +59,11 @@ def expect(tmp_path, tests):
 
 def test_expectations_pass(tmp_path):
     r = expect(tmp_path, [
-        {"name": "workers", "line": UNLINKED, "rules": {"offload_workers": {"workers": 2}, "dspark_depth": None},
-         "series": {"gnosis_offload_region_workers": 2, "gnosis_dspark_windows_total{depth='5'}": None},
+        {"name": "workers", "line": UNLINKED, "rules": {"offload_workers": {"workers": 2}, "draft_depth": None},
+         "series": {"custom_offload_region_workers": 2, "custom_draft_windows_total{depth='5'}": None},
          "builtin": []},
-        {"lines": [SPEC, SPEC], "rules": {"dspark_depth": {"depth": 5}},
-         "series": {'gnosis_dspark_windows_total{depth="5"}': 2, 'vllm_log_spec_decode_depth{engine="0"}': 5},
+        {"lines": [SPEC, SPEC], "rules": {"draft_depth": {"depth": 5}},
+         "series": {'custom_draft_windows_total{depth="5"}': 2, 'vllm_log_spec_decode_depth{engine="0"}': 5},
          "builtin": ["spec_decode"]},
     ])
     assert r.returncode == 0, r.stdout + r.stderr
@@ -72,17 +72,17 @@ def test_expectations_pass(tmp_path):
 
 def test_a_mismatch_fails_with_what_differs(tmp_path):
     r = expect(tmp_path, [
-        {"name": "wrong", "line": UNLINKED, "rules": {"offload_workers": {"workers": 3}, "dspark_depth": {}},
-         "series": {"gnosis_offload_region_workers": 3, "gnosis_nothing_total": 1}},
+        {"name": "wrong", "line": UNLINKED, "rules": {"offload_workers": {"workers": 3}, "draft_depth": {}},
+         "series": {"custom_offload_region_workers": 3, "custom_nothing_total": 1}},
         {"line": SPEC, "rules": {"offload_workers": None}},
     ])
     assert r.returncode == 1
     assert r.stdout.splitlines() == [
         "FAIL  wrong (tests[0])",
         "      rule offload_workers: workers: expected 3, got 2",
-        "      rule dspark_depth: expected a match, got none",
-        "      series gnosis_offload_region_workers: expected 3, got 2",
-        "      series gnosis_nothing_total: expected 1, got absent",
+        "      rule draft_depth: expected a match, got none",
+        "      series custom_offload_region_workers: expected 3, got 2",
+        "      series custom_nothing_total: expected 1, got absent",
         "ok    tests[1]",
         "2 tests, 1 failed",
     ]

@@ -23,7 +23,7 @@ GOOD = {
     "pattern": r"Unlinked mmap file \S+ after (?P<workers>\d+) workers mapped it",
     "logger": "shared_offload_region.py",
     "fields": {"workers": "int"},
-    "metrics": [{"name": "gnosis_offload_region_workers", "type": "gauge", "value": "workers"}],
+    "metrics": [{"name": "custom_offload_region_workers", "type": "gauge", "value": "workers"}],
 }
 
 
@@ -56,7 +56,7 @@ def test_a_good_rule_loads_with_its_needle_derived():
     (spec,) = load_rules([rule()], "c.yaml: rules")
     assert spec.name == "offload_workers" and spec.needles == ("Unlinked mmap file ",)
     assert [f.name for f in spec.fields] == ["workers"] and spec.fields[0].type == "int"
-    assert spec.metrics[0].name == "gnosis_offload_region_workers" and spec.metrics[0].help
+    assert spec.metrics[0].name == "custom_offload_region_workers" and spec.metrics[0].help
     assert spec.loggers == ("shared_offload_region.py",) and spec.max_chars == 2048
 
 
@@ -77,15 +77,15 @@ MISTAKES = [
     (rule(metrics=metric(value="wokers")), ".metrics[0].value:", "unknown field 'wokers'"),
     (rule(metrics=metric(name="vllm_log_offload_workers")), ".metrics[0].name:", "the exporter's own"),
     (rule(metrics=metric(name="process_open_fds")), ".metrics[0].name:", "the exporter's own"),
-    (rule(metrics=metric(name="gnosis:workers")), ".metrics[0].name:", "no colons"),
-    (rule(metrics=metric(name="gnosis_workers_total")), ".metrics[0].name:", "only a counter's name ends in _total"),
+    (rule(metrics=metric(name="custom:workers")), ".metrics[0].name:", "no colons"),
+    (rule(metrics=metric(name="custom_workers_total")), ".metrics[0].name:", "only a counter's name ends in _total"),
     (rule(metrics=metric(type="counter")), ".metrics[0].name:", "a counter's name ends in _total"),
     (rule(metrics=metric(type="summary")), ".metrics[0].type:", "is not one of counter, gauge, histogram"),
-    (rule(metrics=metric(name="gnosis_region_size_gb")), ".metrics[0].name:", "names a unit Prometheus does not use"),
-    (rule(metrics=metric(name="gnosis_region_bytes")), ".metrics[0].name:", "ends in _bytes but its value has no unit"),
+    (rule(metrics=metric(name="custom_region_size_gb")), ".metrics[0].name:", "names a unit Prometheus does not use"),
+    (rule(metrics=metric(name="custom_region_bytes")), ".metrics[0].name:", "ends in _bytes but its value has no unit"),
     (rule(fields={"workers": {"type": "int", "unit": "GB"}}), ".metrics[0].name:", "so the name ends in _bytes"),
     (rule(fields={"workers": {"type": "float", "unit": "%"}},
-          metrics=metric(name="gnosis_x_ratio_total", type="counter")), ".metrics[0].value:", "a ratio is not"),
+          metrics=metric(name="custom_x_ratio_total", type="counter")), ".metrics[0].value:", "a ratio is not"),
     (rule(metrics=metric(labels={"workers": {}})), ".metrics[0].labels.workers:", "no bound"),
     (rule(metrics=metric(labels={"workers": {"max_values": 1000}})), ".metrics[0].labels.workers.max_values:",
      "[1, 100]"),
@@ -134,12 +134,12 @@ def test_the_series_bound_is_the_product_of_the_labels():
 
 def test_units_convert_and_base_unit_names_pass():
     (spec,) = load_rules([rule(fields={"workers": {"type": "float", "unit": "ms"}},
-                               metrics=metric(name="gnosis_wait_seconds", type="histogram"))], "c.yaml: rules")
+                               metrics=metric(name="custom_wait_seconds", type="histogram"))], "c.yaml: rules")
     f, m = spec.fields[0], spec.metrics[0]
     assert (f.dimension, f.scale) == ("seconds", 1e-3)
     assert m.buckets and m.buckets[0] == 0.001  # seconds' default buckets
-    (spec,) = load_rules([rule(metrics=metric(name="gnosis_regions_total", type="counter", value=None))], "c.yaml: rules")
-    assert spec.metrics[0].family == "gnosis_regions" and spec.metrics[0].value is None
+    (spec,) = load_rules([rule(metrics=metric(name="custom_regions_total", type="counter", value=None))], "c.yaml: rules")
+    assert spec.metrics[0].family == "custom_regions" and spec.metrics[0].value is None
 
 
 def test_rules_come_from_the_config_and_rule_files(tmp_path):
@@ -164,12 +164,12 @@ def test_rules_come_from_the_config_and_rule_files(tmp_path):
 def test_serve_refuses_to_start_with_a_broken_rule(tmp_path):
     cfg_path = tmp_path / "c.yaml"
     cfg_path.write_text(yaml.safe_dump({"sources": [{"name": "a", "path": str(tmp_path / "a.log")}],
-                                        "rules": [rule(metrics=metric(name="gnosis_workers_total"))]}))
+                                        "rules": [rule(metrics=metric(name="custom_workers_total"))]}))
     r = subprocess.run([sys.executable, "-m", "exporter", "--config", str(cfg_path), "--web.listen-address",
                         "127.0.0.1:0"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
-        f"vllm-log-exporter: {cfg_path}: rules[0] (offload_workers).metrics[0].name: 'gnosis_workers_total': only a "
+        f"vllm-log-exporter: {cfg_path}: rules[0] (offload_workers).metrics[0].name: 'custom_workers_total': only a "
         "counter's name ends in _total"]
 
 

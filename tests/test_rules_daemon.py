@@ -18,10 +18,10 @@ B12X = ("(Worker_TP0 pid=496) WARNING [b12x_moe.py:810] B12X MoE force-A8 enable
 
 WORKERS = {"name": "offload_workers", "pattern": r"Unlinked mmap file \S+ after (?P<workers>\d+) workers mapped it",
            "logger": "shared_offload_region.py", "fields": {"workers": "int"},
-           "metrics": [{"name": "gnosis_offload_regions_total", "type": "counter"},
-                       {"name": "gnosis_offload_region_workers", "type": "gauge", "value": "workers"}]}
+           "metrics": [{"name": "custom_offload_regions_total", "type": "counter"},
+                       {"name": "custom_offload_region_workers", "type": "gauge", "value": "workers"}]}
 QUANT = {"name": "quant_mode", "pattern": r"B12X MoE force-A8 enabled: using quant_mode=(?P<mode>\w+)",
-         "metrics": [{"name": "gnosis_moe_quant_mode_info", "type": "gauge", "value": 1,
+         "metrics": [{"name": "custom_moe_quant_mode_info", "type": "gauge", "value": 1,
                       "labels": {"quant_mode": {"field": "mode", "max_values": 4}}}]}
 
 
@@ -33,19 +33,19 @@ def test_rules_series_and_sighup(tmp_path):
     cfg.write_text(yaml.safe_dump({"sources": sources, "rules": [WORKERS]}))
     ex = Exporter("--config", str(cfg)).start()
     try:
-        wait_until(lambda: ex.value("gnosis_offload_regions_total", server="grandpa") == 1, what="the rule's counter")
-        assert ex.value("gnosis_offload_region_workers", server="grandpa") == 2
+        wait_until(lambda: ex.value("custom_offload_regions_total", server="grandpa") == 1, what="the rule's counter")
+        assert ex.value("custom_offload_region_workers", server="grandpa") == 2
         assert ex.value("vllm_log_rule_lines_total", server="grandpa", rule="offload_workers") == 1
 
         # a broken rule: refused, the running rules go on counting
-        broken = dict(WORKERS, metrics=[{"name": "gnosis_offload_regions", "type": "counter"}])
+        broken = dict(WORKERS, metrics=[{"name": "custom_offload_regions", "type": "counter"}])
         cfg.write_text(yaml.safe_dump({"sources": sources, "rules": [broken, QUANT]}))
         ex.proc.send_signal(signal.SIGHUP)
         time.sleep(1.0)
         with log.open("a") as f:
             f.write(UNLINKED + B12X)
-        wait_until(lambda: ex.value("gnosis_offload_regions_total", server="grandpa") == 2, what="old rules on")
-        assert ex.value("gnosis_moe_quant_mode_info") is None
+        wait_until(lambda: ex.value("custom_offload_regions_total", server="grandpa") == 2, what="old rules on")
+        assert ex.value("custom_moe_quant_mode_info") is None
 
         # a good rule set: applied at once, the counter declared alike goes on
         cfg.write_text(yaml.safe_dump({"sources": sources, "rules": [WORKERS, QUANT]}))
@@ -54,15 +54,15 @@ def test_rules_series_and_sighup(tmp_path):
                    what="the new rule loaded")
         with log.open("a") as f:
             f.write(B12X)
-        wait_until(lambda: ex.value("gnosis_moe_quant_mode_info", server="grandpa", quant_mode="w4a8_mx") == 1,
+        wait_until(lambda: ex.value("custom_moe_quant_mode_info", server="grandpa", quant_mode="w4a8_mx") == 1,
                    what="the new rule's series")
-        assert ex.value("gnosis_offload_regions_total", server="grandpa") == 2
+        assert ex.value("custom_offload_regions_total", server="grandpa") == 2
     finally:
         err = ex.stop()
     events = [json.loads(x) for x in err.splitlines() if x.startswith("{")]
     refused = [e for e in events if e["event"] == "reload refused; running on as before"]
     assert len(refused) == 1
-    assert refused[0]["error"] == (f"{cfg}: rules[0] (offload_workers).metrics[0].name: 'gnosis_offload_regions': "
+    assert refused[0]["error"] == (f"{cfg}: rules[0] (offload_workers).metrics[0].name: 'custom_offload_regions': "
                                    "a counter's name ends in _total")
     reloaded = [e for e in events if e["event"] == "reloaded (SIGHUP)"]
     assert len(reloaded) == 1 and reloaded[0]["applied"] == ["rules"]

@@ -20,7 +20,7 @@ from tests.helpers import Exporter, Prometheus, grafana_substitute, have, wait_u
 from tests.test_mixin import SCHEMA, lint
 
 ROOT = Path(__file__).resolve().parent.parent
-RULES = ROOT / "examples" / "gnosis.rules.yaml"
+RULES = ROOT / "examples" / "custom-build.rules.yaml"
 SPECS = load_rule_file(str(RULES))
 NAMES = {m.name for s in SPECS for m in s.metrics}
 
@@ -68,14 +68,14 @@ def test_a_row_goes_into_any_board_and_the_command_line_prints_both():
     b = Board("vllm-log-mine", "Mine", "my board", [])
     b.row("My own panels")
     rule_row(b, SPECS[0])
-    assert [p["title"] for p in b.panels if p["type"] == "row"] == ["My own panels", "Rule: dspark_depth"]
+    assert [p["title"] for p in b.panels if p["type"] == "row"] == ["My own panels", "Rule: draft_depth"]
     r = subprocess.run([sys.executable, "-m", "mixin.rules", str(RULES)], cwd=ROOT, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0 and json.loads(r.stdout) == board()
     r = subprocess.run([sys.executable, "-m", "mixin.rules", str(RULES), "--row", "moe_quant_mode"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     panels = json.loads(r.stdout)
-    assert [p["title"] for p in panels] == ["Rule: moe_quant_mode", "Lines matched", "gnosis_moe_quant_mode_info"]
+    assert [p["title"] for p in panels] == ["Rule: moe_quant_mode", "Lines matched", "custom_moe_quant_mode_info"]
     r = subprocess.run([sys.executable, "-m", "mixin.rules", str(RULES), "--row", "nope"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "no rule 'nope'" in r.stderr
@@ -90,12 +90,12 @@ def test_every_panel_has_data_from_the_real_exporter(tmp_path):
                   "scrape_configs": [{"job_name": "vllm-log-exporter",
                                       "static_configs": [{"targets": [f"127.0.0.1:{ex.port}"]}]}]}
         with Prometheus(tmp_path, config) as prom:
-            wait_until(lambda: prom.query('vllm_log_rule_lines_total{rule="dspark_depth"} > 60'), 30, 0.5,
+            wait_until(lambda: prom.query('vllm_log_rule_lines_total{rule="draft_depth"} > 60'), 30, 0.5,
                        what="the rules' lines in Prometheus")
             time.sleep(2.5)  # two scrapes more, then the lines again: the rates move
             with log.open("a", encoding="utf-8") as f:
-                f.write((ROOT / "examples" / "gnosis.log").read_text(encoding="utf-8"))
-            wait_until(lambda: prom.query('increase(vllm_log_rule_lines_total{rule="dspark_depth"}[1m]) > 0'), 30, 0.5,
+                f.write((ROOT / "examples" / "custom-build.log").read_text(encoding="utf-8"))
+            wait_until(lambda: prom.query('increase(vllm_log_rule_lines_total{rule="draft_depth"}[1m]) > 0'), 30, 0.5,
                        what="the appended lines scraped")
             time.sleep(1.5)
             for p in board()["panels"]:

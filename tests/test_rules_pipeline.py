@@ -26,16 +26,16 @@ B12X = next(line for line in SEED if "B12X MoE force-A8" in line)
 RULES = [
     {"name": "offload_workers", "pattern": r"Unlinked mmap file \S+ after (?P<workers>\d+) workers mapped it",
      "logger": "shared_offload_region.py", "level": "INFO", "process": "Worker_TP*", "fields": {"workers": "int"},
-     "metrics": [{"name": "gnosis_offload_region_workers", "type": "gauge", "value": "workers"},
-                 {"name": "gnosis_offload_regions_total", "type": "counter"}]},
-    {"name": "dspark_depth",
+     "metrics": [{"name": "custom_offload_region_workers", "type": "gauge", "value": "workers"},
+                 {"name": "custom_offload_regions_total", "type": "counter"}]},
+    {"name": "draft_depth",
      "pattern": r"Mean acceptance length: (?P<length>[\d.]+), Current speculative depth: (?P<depth>\d+)",
      "logger": "metrics.py", "fields": {"length": "float", "depth": "int"},
-     "metrics": [{"name": "gnosis_dspark_windows_total", "type": "counter", "labels": {"depth": {"max_values": 2}}},
-                 {"name": "gnosis_dspark_acceptance_length", "type": "histogram", "value": "length",
+     "metrics": [{"name": "custom_draft_windows_total", "type": "counter", "labels": {"depth": {"max_values": 2}}},
+                 {"name": "custom_draft_acceptance_length", "type": "histogram", "value": "length",
                   "buckets": [1, 2, 3, 4, 5, 6]}]},
     {"name": "quant_mode", "pattern": r"B12X MoE force-A8 enabled: using quant_mode=(?P<mode>\w+)",
-     "metrics": [{"name": "gnosis_moe_quant_mode_info", "type": "gauge", "value": 1,
+     "metrics": [{"name": "custom_moe_quant_mode_info", "type": "gauge", "value": 1,
                   "labels": {"quant_mode": {"field": "mode", "values": ["w4a8_mx", "w4a16"]}}}]},
 ]
 
@@ -69,7 +69,7 @@ def test_without_rules_nothing_changes_and_nothing_costs():
 
 def test_rules_read_the_seed_lines_in_both_paths():
     want = [("quant_mode", {"mode": "w4a8_mx"}), ("offload_workers", {"workers": 2}),
-            ("dspark_depth", {"length": 5.9, "depth": 5}), ("dspark_depth", {"length": 3.09, "depth": 5})]
+            ("draft_depth", {"length": 5.9, "depth": 5}), ("draft_depth", {"length": 3.09, "depth": 5})]
     assert ruled(feed_each(SEED)) == want
     counts, events = feed_batch(SEED)
     assert ruled(events) == want
@@ -92,7 +92,7 @@ def test_a_rule_bound_to_its_file_leaves_other_files_lines_on_the_fast_path():
     unbound = [{k: v for k, v in RULES[0].items() if k != "logger"}]
     assert not fastpath.ignorable(other, Clock(year=2026), families(specs(unbound)))
     spec_other = SPEC_DECODE.replace("[metrics.py:125]", "[loggers.py:125]")
-    assert fastpath.match(spec_other, Clock(year=2026), families(specs())) is not None  # dspark_depth: metrics.py
+    assert fastpath.match(spec_other, Clock(year=2026), families(specs())) is not None  # draft_depth: metrics.py
     assert fastpath.match(SPEC_DECODE, Clock(year=2026), families(specs())) is None
 
 
@@ -153,7 +153,7 @@ def test_a_clients_echoed_text_matches_no_rule_unless_the_rule_says_so():
     # uvicorn's access lines are the access-log family's, always
     access = next(line for line in SEED if '"POST /v1/chat/completions' in line)
     anything = [{"name": "posts", "pattern": r"POST (?P<path>/v1/\w+)", "client_text": True,
-                 "metrics": [{"name": "gnosis_posts_total", "type": "counter"}]}]
+                 "metrics": [{"name": "custom_posts_total", "type": "counter"}]}]
     assert ruled(feed_each([access], anything)) == []
 
 
@@ -223,8 +223,8 @@ def test_a_capture_that_is_no_number_is_absent_and_counted():
     m.observe("g", ev)
     text = m.render().decode()
     assert 'vllm_log_rule_invalid_values_total{field="workers",rule="offload_workers",server="g"} 1.0' in text
-    assert "gnosis_offload_region_workers{" not in text  # absent, not 0
-    assert 'gnosis_offload_regions_total{server="g"} 1.0' in text  # the line still counts
+    assert "custom_offload_region_workers{" not in text  # absent, not 0
+    assert 'custom_offload_regions_total{server="g"} 1.0' in text  # the line still counts
 
 
 def metrics_after(lines, rules=RULES):
@@ -239,16 +239,16 @@ def metrics_after(lines, rules=RULES):
 
 def test_series_of_the_seed_lines():
     text = metrics_after(SEED).render().decode()
-    for sample in ('gnosis_offload_region_workers{server="g"} 2.0', 'gnosis_offload_regions_total{server="g"} 1.0',
-                   'gnosis_dspark_windows_total{depth="5",server="g"} 2.0',
-                   'gnosis_dspark_acceptance_length_bucket{le="4.0",server="g"} 1.0',
-                   'gnosis_dspark_acceptance_length_bucket{le="6.0",server="g"} 2.0',
-                   'gnosis_dspark_acceptance_length_sum{server="g"} 8.99',
-                   'gnosis_moe_quant_mode_info{quant_mode="w4a8_mx",server="g"} 1.0',
-                   'vllm_log_rule_lines_total{rule="dspark_depth",server="g"} 2.0',
+    for sample in ('custom_offload_region_workers{server="g"} 2.0', 'custom_offload_regions_total{server="g"} 1.0',
+                   'custom_draft_windows_total{depth="5",server="g"} 2.0',
+                   'custom_draft_acceptance_length_bucket{le="4.0",server="g"} 1.0',
+                   'custom_draft_acceptance_length_bucket{le="6.0",server="g"} 2.0',
+                   'custom_draft_acceptance_length_sum{server="g"} 8.99',
+                   'custom_moe_quant_mode_info{quant_mode="w4a8_mx",server="g"} 1.0',
+                   'vllm_log_rule_lines_total{rule="draft_depth",server="g"} 2.0',
                    'vllm_log_exporter_events_total{kind="rule",server="g"} 4.0'):
         assert sample in text, sample
-    assert "# TYPE gnosis_dspark_acceptance_length histogram" in text
+    assert "# TYPE custom_draft_acceptance_length histogram" in text
     assert "vllm_log_rule_" not in Metrics(process_metrics=False).render().decode()  # only with rules
 
 
@@ -256,22 +256,22 @@ def test_labels_are_bounded_and_the_overflow_counted():
     depths = [SPEC_DECODE.replace("depth: 5", f"depth: {d}") for d in (5, 3, 7, 9, 3)]
     b12x = [B12X.replace("w4a8_mx", mode) for mode in ("w4a8_mx", "nvfp4", "w4a16")]
     text = metrics_after(depths + b12x).render().decode()
-    assert 'gnosis_dspark_windows_total{depth="5",server="g"} 1.0' in text
-    assert 'gnosis_dspark_windows_total{depth="3",server="g"} 2.0' in text
-    assert 'gnosis_dspark_windows_total{depth="other",server="g"} 2.0' in text  # 7 and 9: beyond max_values 2
-    assert 'vllm_log_rule_label_overflow_total{label="depth",metric="gnosis_dspark_windows_total",server="g"} 2.0' in text
-    assert 'gnosis_moe_quant_mode_info{quant_mode="other",server="g"} 1.0' in text  # nvfp4: not among values
-    assert 'gnosis_moe_quant_mode_info{quant_mode="w4a16",server="g"} 1.0' in text
+    assert 'custom_draft_windows_total{depth="5",server="g"} 1.0' in text
+    assert 'custom_draft_windows_total{depth="3",server="g"} 2.0' in text
+    assert 'custom_draft_windows_total{depth="other",server="g"} 2.0' in text  # 7 and 9: beyond max_values 2
+    assert 'vllm_log_rule_label_overflow_total{label="depth",metric="custom_draft_windows_total",server="g"} 2.0' in text
+    assert 'custom_moe_quant_mode_info{quant_mode="other",server="g"} 1.0' in text  # nvfp4: not among values
+    assert 'custom_moe_quant_mode_info{quant_mode="w4a16",server="g"} 1.0' in text
     many = [SPEC_DECODE.replace("depth: 5", f"depth: {d}") for d in range(10_000)]
     assert sum(1 for line in metrics_after(many).render().decode().splitlines()
-               if line.startswith("gnosis_dspark_windows_total{")) == 3
+               if line.startswith("custom_draft_windows_total{")) == 3
 
 
 def test_a_restart_drops_the_rules_gauges_and_keeps_their_counters():
     m = metrics_after(SEED + [SEED[0]])  # the version banner again: a new start
     text = m.render().decode()
-    assert "gnosis_offload_region_workers{" not in text and "gnosis_moe_quant_mode_info{" not in text
-    assert 'gnosis_offload_regions_total{server="g"} 1.0' in text
+    assert "custom_offload_region_workers{" not in text and "custom_moe_quant_mode_info{" not in text
+    assert 'custom_offload_regions_total{server="g"} 1.0' in text
     assert m.forget_server("g") > 0
     assert 'server="g"' not in m.render().decode()
 
@@ -282,13 +282,13 @@ def test_set_rules_again_keeps_what_is_declared_alike_and_drops_the_rest():
                                        dict(RULES[1]["metrics"][1], buckets=[2, 4, 6])])]
     m.set_rules(specs(changed))
     text = m.render().decode()
-    assert 'gnosis_dspark_windows_total{depth="5",server="g"} 2.0' in text  # declared alike: it goes on
-    assert "gnosis_dspark_acceptance_length_count{" not in text  # new buckets: a new histogram
-    assert "gnosis_offload_region" not in text and "gnosis_moe" not in text  # their rules are gone
+    assert 'custom_draft_windows_total{depth="5",server="g"} 2.0' in text  # declared alike: it goes on
+    assert "custom_draft_acceptance_length_count{" not in text  # new buckets: a new histogram
+    assert "custom_offload_region" not in text and "custom_moe" not in text  # their rules are gone
     assert 'rule="offload_workers"' not in text
-    assert 'vllm_log_rule_lines_total{rule="dspark_depth",server="g"} 2.0' in text
+    assert 'vllm_log_rule_lines_total{rule="draft_depth",server="g"} 2.0' in text
     m.set_rules([])
-    assert "vllm_log_rule_" not in m.render().decode() and "gnosis_" not in m.render().decode()
+    assert "vllm_log_rule_" not in m.render().decode() and "custom_" not in m.render().decode()
 
 
 def test_test_says_why_a_rule_refused_an_echo():

@@ -1,4 +1,4 @@
-"""The README's "Your own lines: rules" runs as written: its commands print what it shows, its rule is the
+"""docs/rules.md ("Your own lines: rules") runs as written: its commands print what it shows, its rule is the
 example file's, its test is one of the example test file's, and its load errors are the loader's words."""
 
 import os
@@ -12,8 +12,7 @@ from exporter.config.rules import load_rule_file, load_rules
 from exporter.config.settings import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-SECTION = README[README.index("## Your own lines: rules"):README.index("## Looking at a saved log")]
+SECTION = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
 
 
 def blocks(kind: str) -> list[str]:
@@ -40,7 +39,7 @@ def _key(spec):
 def test_the_commands_print_what_the_readme_shows():
     shown = blocks("console")
     assert len(shown) == 3
-    # the README's `.venv/bin/vllm-log-exporter`, run as this tree's code (the venv may be another checkout's)
+    # the page's `.venv/bin/vllm-log-exporter`, run as this tree's code (the venv may be another checkout's)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for block in shown:
         command, _, expected = block.partition("\n")
@@ -61,14 +60,14 @@ def test_the_commands_print_what_the_readme_shows():
 
 
 def test_the_rule_shown_is_the_example_files():
-    (shown,) = load_rules(yaml.safe_load(blocks("yaml")[0])["rules"], "README: rules")
-    example = {s.name: s for s in load_rule_file(str(ROOT / "examples" / "gnosis.rules.yaml"))}
+    (shown,) = load_rules(yaml.safe_load(blocks("yaml")[0])["rules"], "docs/rules.md")
+    example = {s.name: s for s in load_rule_file(str(ROOT / "examples" / "custom-build.rules.yaml"))}
     assert _key(shown) == _key(example[shown.name])
 
 
 def test_the_test_shown_is_one_of_the_example_tests():
     (shown,) = yaml.safe_load(blocks("yaml")[1])["tests"]
-    tests = yaml.safe_load((ROOT / "examples" / "gnosis.rules-test.yaml").read_text(encoding="utf-8"))["tests"]
+    tests = yaml.safe_load((ROOT / "examples" / "custom-build.rules-test.yaml").read_text(encoding="utf-8"))["tests"]
     assert shown in tests
 
 
@@ -77,15 +76,15 @@ def test_the_load_errors_shown_are_the_loaders():
     shown = [line.removeprefix("vllm-log-exporter: ") for line in text.splitlines()]
     base = {"pattern": r"Unlinked mmap file \S+ after (?P<workers>\d+) workers mapped it", "fields": {"workers": "int"}}
     broken = [
-        dict(base, name="offload_workers", metrics=[{"name": "gnosis_workers_total", "type": "gauge", "value": "workers"}]),
-        dict(base, name="dspark", pattern=r"Current speculative depth: .*(?P<workers>\d+).*",
-             metrics=[{"name": "gnosis_depth", "type": "gauge", "value": "workers"}]),
+        dict(base, name="offload_workers", metrics=[{"name": "custom_workers_total", "type": "gauge", "value": "workers"}]),
+        dict(base, name="depth", pattern=r"Current speculative depth: .*(?P<workers>\d+).*",
+             metrics=[{"name": "custom_depth", "type": "gauge", "value": "workers"}]),
         dict(name="quant", pattern=r"quant_mode=(?P<mode>\w+)",
-             metrics=[{"name": "gnosis_quant_info", "type": "gauge", "value": 1, "labels": {"mode": {}}}]),
+             metrics=[{"name": "custom_quant_info", "type": "gauge", "value": 1, "labels": {"mode": {}}}]),
     ]
     for i, (line, rule) in enumerate(zip(shown, broken)):
         raw = [{"name": f"ok{j}", **{k: v for k, v in broken[0].items() if k != "name"},
-                "metrics": [{"name": f"gnosis_ok{j}", "type": "gauge", "value": "workers"}]} for j in range(i)] + [rule]
+                "metrics": [{"name": f"custom_ok{j}", "type": "gauge", "value": "workers"}]} for j in range(i)] + [rule]
         try:
             load_rules(raw, "c.yaml: rules")
         except ConfigError as e:

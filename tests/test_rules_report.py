@@ -15,17 +15,17 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "examples" / "sample.log"  # the seed's server, made by tools/make_sample_log.py
 
 RULES = {"rules": [
-    {"name": "dspark_depth", "help": "DSpark's acceptance length at each depth",
+    {"name": "draft_depth", "help": "DSpark's acceptance length at each depth",
      "pattern": r"Mean acceptance length: (?P<length>[\d.]+), Current speculative depth: (?P<depth>\d+)",
      "logger": "metrics.py", "fields": {"length": "float", "depth": "int"},
-     "metrics": [{"name": "gnosis_dspark_windows_total", "type": "counter", "labels": {"depth": {"max_values": 8}}},
-                 {"name": "gnosis_dspark_acceptance_length", "type": "histogram", "value": "length",
+     "metrics": [{"name": "custom_draft_windows_total", "type": "counter", "labels": {"depth": {"max_values": 8}}},
+                 {"name": "custom_draft_acceptance_length", "type": "histogram", "value": "length",
                   "buckets": [1, 2, 3, 4, 5, 6]}]},
     {"name": "region_workers", "pattern": r"Unlinked mmap file \S+ after (?P<workers>\d+) workers mapped it",
      "fields": {"workers": "int"},
-     "metrics": [{"name": "gnosis_offload_region_workers", "type": "gauge", "value": "workers", "better": "lower"}]},
+     "metrics": [{"name": "custom_offload_region_workers", "type": "gauge", "value": "workers", "better": "lower"}]},
     {"name": "never", "pattern": r"No such line (?P<n>\d+)", "fields": {"n": "int"},
-     "metrics": [{"name": "gnosis_never", "type": "gauge", "value": "n"}]},
+     "metrics": [{"name": "custom_never", "type": "gauge", "value": "n"}]},
 ]}
 
 
@@ -50,7 +50,7 @@ def test_a_section_per_rule_with_the_figures_of_its_windows(tmp_path):
     lengths = [float(x) for x in re.findall(r"Mean acceptance length: ([\d.]+), Current speculative depth: 5", text)]
     assert len(lengths) > 20
     depth, workers, never = out["rules"]
-    assert (depth["rule"], depth["lines"]) == ("dspark_depth", len(lengths))
+    assert (depth["rule"], depth["lines"]) == ("draft_depth", len(lengths))
     windows, hist = depth["metrics"]
     assert windows["total"] == len(lengths)
     assert windows["by_label"] == [{"labels": {"depth": "5"}, "updates": len(lengths), "total": len(lengths)}]
@@ -67,9 +67,9 @@ def test_a_section_per_rule_with_the_figures_of_its_windows(tmp_path):
 
 def test_the_markdown_sections_and_a_report_without_rules_unchanged(tmp_path):
     md = report(tmp_path)
-    assert "## Rule: dspark_depth\n\nDSpark's acceptance length at each depth. 65 lines matched, from 2026-08-04" in md
-    assert "| gnosis_dspark_windows_total{depth=\"5\"} | 65 | – | – | – | 65 |" in md
-    assert re.search(r"\| gnosis_dspark_acceptance_length \| 65 \| \d\.\d\d \| \d\.\d\d – \d\.\d\d \| \d\.\d\d \| – \|", md)
+    assert "## Rule: draft_depth\n\nDSpark's acceptance length at each depth. 65 lines matched, from 2026-08-04" in md
+    assert "| custom_draft_windows_total{depth=\"5\"} | 65 | – | – | – | 65 |" in md
+    assert re.search(r"\| custom_draft_acceptance_length \| 65 \| \d\.\d\d \| \d\.\d\d – \d\.\d\d \| \d\.\d\d \| – \|", md)
     assert "## Rule: never\n\nNo line matched in this range." in md
     plain = subprocess.run([sys.executable, "-m", "exporter", "report", str(SAMPLE), "--year", "2026", "--timezone",
                             "UTC", "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -91,7 +91,7 @@ def test_a_broken_rules_file_is_one_line(tmp_path):
     bad.write_text(yaml.safe_dump({"rules": [dict(RULES["rules"][1], name="Bad")]}))
     r = subprocess.run([sys.executable, "-m", "exporter", "report", str(SAMPLE), "--rules", str(bad)], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1 and r.stderr.splitlines() == [
+    assert r.returncode == 2 and r.stderr.splitlines() == [
         f"vllm-log-exporter: {bad}: rules[0].name: 'Bad' must be 1-63 of a-z, 0-9, _ starting with a letter"]
 
 
@@ -105,9 +105,9 @@ def test_backfill_writes_the_rules_series_and_promtool_takes_them(tmp_path):
     assert r.returncode == 0, r.stderr
     text = om.read_text()
     windows = [float(line.split()[1]) for line in text.splitlines()
-               if line.startswith('gnosis_dspark_windows_total{depth="5",server="grandpa"}')]
+               if line.startswith('custom_draft_windows_total{depth="5",server="grandpa"}')]
     assert windows and windows[-1] == 65 and windows == sorted(windows)
-    assert "# TYPE gnosis_dspark_acceptance_length histogram" in text
+    assert "# TYPE custom_draft_acceptance_length histogram" in text
     if shutil.which("promtool"):
         r = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(tmp_path / "data")],
                            capture_output=True, text=True, timeout=300)

@@ -11,6 +11,10 @@ class Rec:
         self.ups = []
         self.restarts = 0
         self.notes = []
+        self.waits = []
+
+    def waiting(self, reason):
+        self.waits.append(reason)
 
     def up(self, up):
         self.ups.append(up)
@@ -132,6 +136,39 @@ async def test_file_that_does_not_exist_yet(tmp_path):
         append(p, "x", "y")
         assert await fw.wait_for(2) == ["x", "y"]  # a new file is read from its start
         assert fw.status.restarts == 0
+
+
+async def test_a_file_whose_directory_does_not_exist_is_said_at_once_and_read_when_it_comes(tmp_path):
+    p = tmp_path / "vlm" / "vllm.log"  # a mistyped directory
+    async with Follow(src(p)) as fw:
+        assert fw.status.waits == [f"no such directory: {tmp_path / 'vlm'}"]
+        p.parent.mkdir()
+        append(p, "x")
+        assert await fw.wait_for(1) == ["x"]
+        assert fw.status.waits[-1] is None  # waiting no more
+
+
+async def test_a_file_absent_for_long_is_said_once_and_a_short_absence_is_not(tmp_path, monkeypatch):
+    import exporter.sources.file as file_source
+
+    monkeypatch.setattr(file_source, "MISSING_WARN_SECONDS", 0.5)  # (30 s in the exporter)
+    p = tmp_path / "vllm.log"
+    async with Follow(src(p)) as fw:
+        assert fw.status.waits == []  # the directory is there: a file may come
+        from tests.helpers import wait_until
+
+        await asyncio.to_thread(wait_until, lambda: fw.status.waits, 5, 0.05, "the warning")
+        assert fw.status.waits == [f"no such file: {p}"]
+        await asyncio.sleep(0.3)
+        assert len(fw.status.waits) == 1  # once
+        append(p, "x")
+        assert await fw.wait_for(1) == ["x"] and fw.status.waits == [f"no such file: {p}", None]
+        # a rotation's moment without the file is no reason to warn
+        p.rename(tmp_path / "vllm.log.1")
+        append(p, "y")
+        assert await fw.wait_for(2) == ["x", "y"]
+        await asyncio.sleep(0.6)
+        assert fw.status.waits == [f"no such file: {p}", None]
 
 
 async def test_partial_line_is_held_until_its_newline(tmp_path):

@@ -292,7 +292,7 @@ REAL_TRACEBACK = ("Traceback (most recent call last):\n  File \"/v/serving.py\",
 def test_a_json_records_message_never_opens_a_traceback_its_exc_info_does():
     """vLLM 0.32 logs ``HTTPException caught. Request id: %s`` with logger.exception: the id is a body's
     ``request_id``, printed raw, so it may hold a whole traceback. In the text format its lines are
-    the record's continuation lines, whose header the real traceback's share (the README's limit);
+    the record's continuation lines, whose header the real traceback's share (the limit docs/security.md states);
     a JSON record keeps them apart: the message's lines are text, only ``exc_info`` is a traceback."""
     line = _json_record(f"HTTPException caught. Request id: chatcmpl-x\n{FORGED_TRACEBACK}",
                         "vllm.entrypoints.serve.exception_handling.handlers.http", "ERROR")

@@ -15,7 +15,7 @@ pressure), retrieves (one two blocks short, which vLLM recovers by recomputing),
 (aborting the request in flight).
 
 The deaths are the story's and deliberate (the OOM, the CUDA/NCCL crash, the V0 OOM kill). Families
-the demo leaves empty, and why, are in the README ("What the demo does not show"); tests/test_golden.py
+the demo leaves empty, and why, are in docs/demo.md ("What the demo does not show"); tests/test_golden.py
 checks that no other family is empty. Seeded, so the output is reproducible (tests/test_golden.py
 checks the committed files are exactly what this writes):
 

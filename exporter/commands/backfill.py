@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from exporter.commands.common import not_vllm_output
 from exporter.offline.backfill import MIN_STEP_SECONDS, backfill
 from exporter.framing.clock import Clock
 from exporter.metrics import Metrics
@@ -43,6 +44,9 @@ def run(args, clock: Clock) -> int:
         return 2
     with out:
         info = backfill(items(), metrics, server, out, step=args.step)
+    if why := not_vllm_output(args.log, scan.results):
+        print(f"vllm-log-exporter: backfill: {why}", file=sys.stderr)
+        return 1
     print(f"{args.output}: {info['samples']:,} samples at {info['snapshots']:,} instants; next: "
           f"promtool tsdb create-blocks-from openmetrics {args.output} DATA_DIR", file=sys.stderr)
     return 0

@@ -7,16 +7,36 @@ import argparse
 from exporter import __version__
 
 
+class UsageError(Exception):
+    """A mistake on the command line found after argparse (a time, a zone, a rules file): one line, exit 2."""
+
+
+def not_vllm_output(path: str, results: dict[str, int]) -> str | None:
+    """Why a saved log gives nothing, when none of its lines was vLLM output (``results``: lines by
+    result, exporter.stream.pipeline.RESULTS); None for a vLLM log."""
+    if results.get("parsed", 0) or results.get("ignored", 0):
+        return None
+    name = "stdin" if path == "-" else path
+    total = sum(results.values())
+    if not total:
+        return f"{name}: no lines"
+    return (f"{name}: 0 of {total:,} lines were vLLM output: is it a vLLM log? "
+            f"(vllm-log-exporter parse --stats {name} shows its commonest lines)")
+
+
 def add_version(p: argparse.ArgumentParser) -> None:
     p.add_argument("--version", action="version", version=f"vllm-log-exporter {__version__}")
 
 
-def add_time_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--year", type=int, default=None,
+def add_time_options(p: argparse.ArgumentParser, env=None) -> None:
+    """``env(key)``: the words naming the option's environment variable (serve's), else none."""
+    say = env or (lambda key: "")
+    p.add_argument("--year", type=int, default=None, metavar="YEAR",
                    help="year of journald/vLLM timestamps, which print none (default: current year, "
-                        "stepping back one when a date would be in the future)")
-    p.add_argument("--timezone", default=None,
-                   help="IANA zone of year-less timestamps, e.g. Europe/Berlin (default: this machine's)")
+                        "stepping back one when a date would be in the future)" + say("YEAR"))
+    p.add_argument("--timezone", default=None, metavar="ZONE",
+                   help="IANA zone of year-less timestamps, e.g. Europe/Berlin (default: this machine's)"
+                        + say("TIMEZONE"))
 
 
 def add_line_options(p: argparse.ArgumentParser) -> None:

@@ -22,7 +22,7 @@ import zlib
 
 from typing import TYPE_CHECKING
 
-from exporter.commands.common import print_result
+from exporter.commands.common import UsageError, print_result
 from exporter.sources.logfile import LogOpenError
 
 if TYPE_CHECKING:  # the parser imports RUN_HELP from here: the pass's modules load when a run is read
@@ -58,19 +58,21 @@ def parse_run(text: str, tz, since_default: str | None, until_default: str | Non
     try:
         since = parse_when(since_s, tz, f"{text}: since")
         until = parse_when(until_s, tz, f"{text}: until")
-    except SystemExit as e:  # parse_when's own one-line message
-        raise RunError(str(e).removeprefix("vllm-log-exporter: ")) from None
+    except UsageError as e:  # parse_when's own one-line message
+        raise RunError(str(e)) from None
     if since is not None and until is not None and until < since:
         raise RunError(f"{text}: the range ends before it starts")
     return {"label": label, "path": path, "source": rest, "since": since, "until": until}
 
 
 def load(path: str, clock: Clock, since: float | None, until: float | None,
-         max_line: int | None = None) -> tuple[RunStats, dict]:
-    """The run's RunStats and its summary: ``report``'s own (exporter.commands.report.read_run)."""
+         max_line: int | None = None, rules=()) -> tuple[RunStats, dict]:
+    """The run's RunStats and its summary: ``report``'s own (exporter.commands.report.read_run), with a
+    section per rule of ``rules``."""
     from exporter.commands.report import read_run
+    from exporter.framing.lines import MAX_LINE_BYTES
 
-    return read_run(path, clock, since, until) if max_line is None else read_run(path, clock, since, until, max_line)
+    return read_run(path, clock, since, until, MAX_LINE_BYTES if max_line is None else max_line, rules)
 
 
 def _range_words(spec: dict, tz) -> str:
@@ -93,12 +95,15 @@ def run(args, clock: Clock) -> int:
     if len(args.runs) < 2:
         print("vllm-log-exporter: compare: give at least two runs", file=sys.stderr)
         return 2
+    from exporter.commands.report import load_rules
+
+    rules = load_rules(getattr(args, "rules", None))
     runs, stats_list = [], []
     try:
         specs = [parse_run(t, clock.tz, args.since, args.until) for t in args.runs]
         for spec in specs:
             try:
-                stats, summary = load(spec["path"], clock, spec["since"], spec["until"], args.max_line_bytes)
+                stats, summary = load(spec["path"], clock, spec["since"], spec["until"], args.max_line_bytes, rules)
             except LogOpenError as e:
                 raise RunError(str(e)) from None
             except (OSError, EOFError, UnicodeError, zlib.error) as e:  # (Pass turns a corrupt .gz into LogOpenError)

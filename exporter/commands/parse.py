@@ -10,6 +10,7 @@ import re
 import sys
 from typing import TextIO
 
+from exporter.commands.common import not_vllm_output
 from exporter.framing.clock import Clock
 
 from exporter.framing.frame import frame_line
@@ -103,6 +104,8 @@ def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout, explain_
             out.write(f"{ev.line}\tparsed\t{ev.kind} (traceback ended)\t\n")
         return 0
     emit(pipe.flush())
+    if not stats and (why := not_vllm_output(path, results)):  # (--stats and --explain say it themselves)
+        print(f"vllm-log-exporter: parse: {why}", file=sys.stderr)
 
     if stats:
         total = sum(results.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 
-from exporter.commands.common import print_result
+from exporter.commands.common import UsageError, not_vllm_output, print_result
 from exporter.framing.clock import Clock
 from exporter.framing.lines import MAX_LINE_BYTES
 from exporter.offline.passes import Pass
@@ -24,7 +24,7 @@ def parse_when(text: str | None, tz, flag: str) -> float | None:
     try:
         dt = datetime.fromisoformat(text.strip().replace(" ", "T", 1))
     except ValueError:
-        raise SystemExit(f"vllm-log-exporter: {flag}: {text!r} is not a time (e.g. 2026-08-04T02:45:00)") from None
+        raise UsageError(f"{flag}: {text!r} is not a time (e.g. 2026-08-04T02:45:00)") from None
     if dt.tzinfo is None and tz is not None:
         dt = dt.replace(tzinfo=tz)
     return dt.timestamp()
@@ -59,7 +59,7 @@ def load_rules(paths) -> list:
         for path in paths or ():
             specs += load_rule_file(path, known=specs)
     except ConfigError as e:
-        raise SystemExit(f"vllm-log-exporter: {e}") from None
+        raise UsageError(str(e)) from None
     return specs
 
 
@@ -68,6 +68,9 @@ def run(args, clock: Clock) -> int:
     until = parse_when(args.until, clock.tz, "--until")
     stats, summary = read_run(args.log, clock, since, until, args.max_line_bytes,
                               load_rules(getattr(args, "rules", None)))
+    if why := not_vllm_output(args.log, summary["lines"]):  # not a report of zeros for /etc/passwd
+        print(f"vllm-log-exporter: report: {why}", file=sys.stderr)
+        return 1
     title = f"vLLM run report: {'stdin' if args.log == '-' else args.log}"
     md = markdown.render(summary, title, clock.tz)
     if args.html:

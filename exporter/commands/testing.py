@@ -16,7 +16,7 @@ checks can run in the user's CI)::
         rules:                         # rule -> fields the line(s) gave it (these at least); null: no match
           offload_region: {size: 8590000000}
         series:                        # series after the line(s), labels without `server`; null: absent
-          gnosis_offload_region_bytes: 8590000000
+          custom_offload_region_bytes: 8590000000
         builtin: [log]                 # optional: the built-in families' event kinds, exactly
 
 Exit status: 0 all passed (or lines explained), 1 an expectation failed, 2 the rules or the file did not

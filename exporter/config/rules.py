@@ -16,7 +16,7 @@ rules:
     fields:                              # the pattern's named groups; one left out is a string
       size: {type: float, unit: GB}      # int | float | string; unit converts to the base unit
     metrics:
-      - name: gnosis_offload_region_bytes
+      - name: custom_offload_region_bytes
         type: gauge                      # counter | gauge | histogram
         value: size                      # a field, or a number; counters: left out = 1 per line
         help: Size of the shared KV-offload region.
@@ -24,7 +24,7 @@ rules:
           worker: {field: proc, max_values: 8}
         buckets: [1e9, 4e9, 16e9]        # histogram: upper bounds in the base unit (default by unit)
         better: higher                   # report's "best": higher (default) or lower
-rule_files: [/etc/vllm-log-exporter/gnosis.rules.yaml]   # files holding `rules:` lists (relative: to this file)
+rule_files: [/etc/vllm-log-exporter/custom-build.rules.yaml]   # files holding `rules:` lists (relative: to this file)
 ```
 
 Metric names follow Prometheus: counters end in ``_total``, a field with a unit ends the name in its base

@@ -31,9 +31,9 @@ rules: []                              # your own line families: pattern, fields
                                        # (format: exporter/config/rules.py; check them: vllm-log-exporter test)
 rule_files: []                         # files holding more `rules:` (relative to this file); --rules FILE adds one
 sources:
-  - name: grandpa                      # the `server` label
+  - name: vllm                         # the `server` label
     type: file                         # file | stdin | journald | container | demo
-    path: /var/log/vllm/grandpa.log    # file; a glob (/var/log/pods/*_vllm-*/*/*.log) follows every match
+    path: /var/log/vllm/vllm.log       # file; a glob (/var/log/pods/*_vllm-*/*/*.log) follows every match
     server_label: name                 # glob: `name`, or `file`: each file's <namespace>/<pod> (or stem)
     from_start: false                  # file, journald, container: read what is already there
   - name: other

@@ -81,6 +81,7 @@ class SourceRunner:
         self.last_fed = 0.0  # (monotonic) when its last lines were read
         self._future_said = False
         self.feeding = False  # in the middle of a batch (a glob never ends a file's turn then)
+        self.waiting_for: str | None = None  # what the source waits for that may never come (a missing file)
         self._bad_lines = 0  # lines that could not be read since the last warning about them
         self._bad_warn_at = 0.0  # (monotonic) no warning about such lines before this
         metrics.add_server(self.name)
@@ -91,6 +92,12 @@ class SourceRunner:
 
     def restarted(self) -> None:
         self.metrics.source_restarted(self.name)
+
+    def waiting(self, reason: str | None) -> None:
+        self.waiting_for = reason
+
+    def waits(self) -> dict[str, str]:
+        return {self.name: self.waiting_for} if self.waiting_for else {}
 
     def note(self, event: str) -> None:
         self.metrics.source_event(self.name, event)

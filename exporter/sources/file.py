@@ -49,6 +49,10 @@ LOOP_TURN_SECONDS = 0.01
 # A file renamed away stays open this long after its last write: the writer may still be writing to
 # it until it reopens its log (logrotate's postrotate signal), and inotify sees the rename at once.
 ROTATED_GRACE_SECONDS = 5.0
+# A file the exporter was pointed at and that is still not there this long after it first looked is a
+# warning, and /healthz says "waiting": a mistyped --source would otherwise wait in silence. A missing
+# directory is said at once (vLLM creates its log file, not the directories above it).
+MISSING_WARN_SECONDS = 30.0
 _COMPRESSED = (".gz", ".xz", ".bz2", ".zst", ".lz4")
 
 
@@ -56,6 +60,12 @@ def _note(status: Status, event: str) -> None:
     note = getattr(status, "note", None)
     if note is not None:
         note(event)
+
+
+def _waiting(status: Status, reason: str | None) -> None:
+    waiting = getattr(status, "waiting", None)
+    if waiting is not None:
+        waiting(reason)
 
 
 def _siblings(path: str, exclude: set[tuple[int, int]]) -> list[tuple[str, os.stat_result]]:
@@ -147,6 +157,8 @@ class FileSource:
         self.position: Position | None = None
         self.head: Head = NO_HEAD  # the head of the file being read
         self.quiet = quiet  # where reading begins is not said (a glob's file taking its turn again)
+        self._missing_since: float | None = None  # (monotonic) when the file was first found not there
+        self._missing_said = False
 
     def checkpoint(self) -> dict | None:
         p = self.position
@@ -203,6 +215,34 @@ class FileSource:
                         "end); waiting for a regular file there", source=self.name, path=self.path, found=e.strerror)
         else:
             log.warning("cannot open file; retrying", source=self.name, path=self.path, error=e.strerror or str(e))
+
+    def _check_missing(self, status: Status) -> None:
+        """The file is not there: say so, once, at once when its directory is missing too, else after
+        MISSING_WARN_SECONDS; /healthz says "waiting" until it comes. A glob's files come and go with
+        their pods: not said for them."""
+        if self.within is not None or self._missing_said or getattr(self, "_open_errno", None) != errno.ENOENT:
+            return
+        now = time.monotonic()
+        if self._missing_since is None:
+            self._missing_since = now
+        folder = os.path.dirname(os.path.abspath(self.path))
+        said = {"source": self.name, "path": self.path, "then": "read from its first line when it appears"}
+        if not os.path.isdir(folder):
+            log.warning("the file's directory does not exist: is the path right?", **said, directory=folder)
+            reason = f"no such directory: {folder}"
+        elif now - self._missing_since >= MISSING_WARN_SECONDS:
+            log.warning("the file still does not exist: is the path right?", **said,
+                        waited_seconds=round(now - self._missing_since))
+            reason = f"no such file: {self.path}"
+        else:
+            return
+        self._missing_said = True
+        _waiting(status, reason)
+
+    def _found(self, status: Status) -> None:
+        if self._missing_said:
+            _waiting(status, None)
+        self._missing_since, self._missing_said = None, False
 
     def _commit(self, f, ident, split: LineSplitter) -> None:
         self.position = Position(ident[0], ident[1], f.tell() - split.held, self.head or None)
@@ -413,6 +453,8 @@ class FileSource:
         rotated_from = None  # (ident, mtime_ns, head) of the file we last let go by rotation
         if f is not None:
             self._commit(f, ident, split)
+        else:
+            self._check_missing(status)
         status.up(f is not None)
         watch = Watch(self.path, enabled=self.notify)
         idle_since = None
@@ -433,6 +475,10 @@ class FileSource:
                         f, ident = self._initial(split)
                     else:
                         f, ident = self._open(self.path)
+                    if f is None:
+                        self._check_missing(status)
+                    else:
+                        self._found(status)
                     if f is not None and rotated_from is not None and ident == rotated_from[0] \
                             and self.position is not None and self.position.same_file(f.fileno()):
                         # the very file let go (its path was away for a while): on from where it was

@@ -64,11 +64,13 @@ def gzipped(body: bytes) -> bytes:
 def make_app(render: Callable[[], bytes], telemetry_path: str, sources: Callable[[], dict[str, bool]],
              middlewares: list | None = None, problems: Callable[[], dict[str, str]] | None = None,
              render_openmetrics: Callable[[], bytes] | None = None,
-             notes: Callable[[], dict[str, str]] | None = None) -> web.Application:
+             notes: Callable[[], dict[str, str]] | None = None,
+             waiting: Callable[[], dict[str, str]] | None = None) -> web.Application:
     """``render`` writes the metrics (exporter.metrics.Metrics.render): rendered in the event loop,
     the thread that also updates them. ``problems`` names what is wrong with the exporter itself
     (e.g. ``{"state_file": "cannot write ...: No space left on device"}``); ``notes`` what a server's
-    own log says is missing (``{"b": "vLLM logs no stats lines (api_server_count): ..."}``)."""
+    own log says is missing (``{"b": "vLLM logs no stats lines (api_server_count): ..."}``); ``waiting``
+    the sources that wait for what may never come (``{"a": "no such directory: /var/log/vlm"}``)."""
 
     async def metrics_handler(request: web.Request) -> web.Response:
         try:
@@ -96,7 +98,11 @@ def make_app(render: Callable[[], bytes], telemetry_path: str, sources: Callable
         # The process answers, so it is healthy (200); a source being down is a metric, not a health
         # failure. What the exporter cannot do for itself (save its state) makes it "degraded".
         found = problems() if problems else {}
-        body = {"status": "degraded" if found else "ok", "version": __version__, "sources": sources(), "problems": found}
+        waits = waiting() if waiting else {}
+        body = {"status": "degraded" if found else "waiting" if waits else "ok", "version": __version__,
+                "sources": sources(), "problems": found}
+        if waits:
+            body["waiting"] = waits  # a source pointed at a file that is not there: a mistyped --source?
         if notes is not None and (said := notes()):
             body["servers"] = said  # what a server's log says is missing, and why (not the exporter's fault)
         return web.json_response(body)

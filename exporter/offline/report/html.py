@@ -29,6 +29,21 @@ class ChartsUnavailable(RuntimeError):
     """matplotlib is not installed."""
 
 
+def install_hint() -> str:
+    """The command that installs the charts' requirement into the Python that runs this (a venv's, pipx's):
+    the package's own `report` extra as its metadata gives it."""
+    import shlex
+    import sys
+    from importlib import metadata
+
+    try:
+        reqs = [r.split(";")[0].strip() for r in metadata.requires("vllm-log-exporter") or ()
+                if 'extra == "report"' in r.replace("'", '"')]
+    except metadata.PackageNotFoundError:
+        reqs = []
+    return f"{shlex.quote(sys.executable)} -m pip install " + " ".join(shlex.quote(r) for r in reqs or ["matplotlib"])
+
+
 def _reduce(trace, width: int = WIDTH_PX):
     pts = trace.points()
     if len(pts) <= width * 2:
@@ -90,8 +105,8 @@ class _Plot:
         try:
             import matplotlib
         except ImportError:
-            raise ChartsUnavailable("the HTML report draws its charts with matplotlib: "
-                                    "pip install 'vllm-log-exporter[report]'") from None
+            raise ChartsUnavailable(f"the HTML report draws its charts with matplotlib, which this Python lacks: "
+                                    f"{install_hint()}") from None
         matplotlib.use("Agg")
         import matplotlib.dates as mdates
         import matplotlib.pyplot as plt

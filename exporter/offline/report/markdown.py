@@ -58,12 +58,20 @@ def startup_failure_line(sf: dict, config: dict, tz) -> str:
         return (f"Start-up failed at {when}: max_model_len {sf['max_model_len']:,} tokens is more than the KV cache "
                 f"holds ({sf['kv_cache_tokens']:,} tokens): set --max-model-len {sf['kv_cache_tokens']:,} or less, or "
                 f"raise --gpu-memory-utilization.")
-    words = {"no_kv_memory": "no memory is left for the KV cache blocks after the weights and activations: raise "
+    said = f" (`{sf['message']}`)" if sf.get("message") else ""
+    words = {"kv_cache_too_small": "the KV cache cannot hold one request of the configured max_model_len: lower "
+                                   "--max-model-len, or raise --gpu-memory-utilization",
+             "no_kv_memory": "no memory is left for the KV cache blocks after the weights and activations: raise "
                              "--gpu-memory-utilization, or use a smaller or quantized model",
              "weights_oom": "the model's weights do not fit in GPU memory (a CUDA OOM while loading them): more "
                             "tensor parallelism, a quantized model, or a larger GPU",
              "bad_argument": f"an argument or model vLLM does not accept "
                              f"({sf.get('argument') or sf.get('architecture') or 'see the log'})",
+             "model_not_found": f"the model could not be found{said}: vLLM found no such local directory and "
+                                f"no such Hugging Face repository; check the path (mounted into the container?) "
+                                f"or the repository id, and that the host may download it (HF_TOKEN, HF_HUB_OFFLINE)",
+             "address_in_use": f"the port vLLM was to listen on is taken by another process{said}: stop that "
+                               f"process (`ss -ltnp` names it), or give vLLM another --port",
              "other": "the engine core failed to initialise; the traceback before it has the root cause"}
     if reason == "other" and sf.get("cause"):
         return f"Start-up failed at {when}: the engine core failed to initialise. Root cause: `{sf['cause']}`."
@@ -246,11 +254,13 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
 
     parts += ["## Capacity", ""]
     if cap.get("gpu_kv_tokens"):
+        # where the main KV cache lives, as the log words it (a CPU build's is host memory, not a GPU's)
+        device = s.get("config", {}).get("kv_cache_device") or s.get("throughput", {}).get("kv_cache_device") or "GPU"
         rows = [
-            ("GPU KV tokens", f"{cap['gpu_kv_tokens']:,}"),
+            (f"{device} KV tokens", f"{cap['gpu_kv_tokens']:,}"),
             ("KV memory across workers", _gib(cap.get("kv_cache_bytes_total"))),
             ("KV bytes per token", _n(cap.get("kv_bytes_per_token"), "{:,.0f}")),
-            ("Peak GPU KV usage in tokens", _n(cap.get("peak_kv_usage_tokens"), "{:,}")),
+            (f"Peak {device} KV usage in tokens", _n(cap.get("peak_kv_usage_tokens"), "{:,}")),
         ]
         pool = cap.get("offload_pool")
         if pool:

@@ -70,6 +70,10 @@ FACT_KINDS = frozenset({"version", "model", "engine_config", "kv_cache_size", "g
 _ADAPTER = re.compile(r"[\w.:@+/-]{1,64}")
 
 
+# failed starts whose reason the report says in the exception line's own words (which path, which port)
+SAID_IN_WORDS = ("model_not_found", "address_in_use")
+
+
 class RunStats(Summary):
     def __init__(self, since: float | None = None, until: float | None = None, stats_interval: float = 10.0,
                  rules=()):
@@ -559,7 +563,10 @@ class RunStats(Summary):
         # brings the root cause's exception line
         current = self.startup_failures[-1]
         if current["reason"] in ("other", "weights_oom") and "cause" not in current:
-            self.startup_failures[-1] = {"ts": current["ts"], **{k: v for k, v in f.items() if k != "message"}}
+            kept = {k: v for k, v in f.items() if k != "message"}
+            if f.get("reason") in SAID_IN_WORDS and f.get("message"):  # vLLM's exception line: the path, the port
+                kept["message"] = str(f["message"])[:200].replace("`", "'")
+            self.startup_failures[-1] = {"ts": current["ts"], **kept}
 
     def _on_cuda_error(self, ev, f):
         self._error(ev, "cuda_error")
