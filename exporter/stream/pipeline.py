@@ -451,7 +451,7 @@ class Pipeline:
         above, its first line counts as a message of its level (without its text)."""
         if record == "continued":
             return IGNORED, []
-        events = echo.events(record, f.message)
+        events = echo.events(record, f.message, f.level, f.logger)
         level = f.level
         if level in ("WARNING", "ERROR", "CRITICAL"):
             events.append(Event("log", {"level": level.lower(), "logger": f.logger, "echo": record}))
