@@ -16,6 +16,7 @@ from __future__ import annotations
 from mixin import config as C
 from mixin.board import (BAD, GOOD, HTTP_COLOURS, NEUTRAL, J, S, SE, STATE_MAPPINGS, TOKS, UP_DOWN, WARN, Board,
                          _annotation, _http_ratio, _server_state)  # (_annotation: mixin.slo_board takes it from here)
+from mixin.capacity_board import capacity_row
 from mixin.memory_board import memory_kv
 
 def overview() -> dict:
@@ -133,6 +134,7 @@ def overview() -> dict:
                     "line, vLLM 0.34+ with --enable-mfu-metrics): the FLOPs and the bytes read and written that the "
                     "model's shapes imply, not a hardware counter. Divide by the GPU's peak for utilisation. Empty "
                     "without that flag.")
+    capacity_row(b)
     b.row("Requests and engine steps (request log, iteration details)")
     b.timeseries("Requests by LoRA adapter (request log)", [
         (f"sum by (server, lora) (rate(vllm_log_requests_logged_total{{{S}}}[$__rate_interval]))",

@@ -172,6 +172,19 @@ def test_slis_of_a_real_vllm_have_data_and_move_the_right_way_when_it_is_slowed(
                                      f"holds: {_history(prom)}") from None
             print("what Prometheus holds:", _history(prom))
 
+            # -- capacity and the heartbeat, on the same run's series (mixin/capacity.py) -------------------
+            # the start-up facts only the log has, joined with its stats windows: room for more requests
+            # and free KV tokens have values (the idle windows after the traffic free the whole cache)
+            wait_until(lambda: sli.scalar(f'vllm_log:kv_cache_free_tokens{{server="{SERVER}"}}') is not None, 20, 0.5,
+                       what="vllm_log:kv_cache_free_tokens recorded")
+            tokens = sli.scalar(f'max(vllm_log_kv_cache_tokens{{server="{SERVER}"}})')
+            assert 0 < sli.scalar(f'vllm_log:kv_cache_free_tokens{{server="{SERVER}"}}') <= tokens
+            assert sli.scalar(f'vllm_log:capacity_headroom_requests{{server="{SERVER}"}}') is not None
+            # vLLM's step count moved while the log showed requests admitted: a live engine, no heartbeat alert
+            assert sli.scalar(f'vllm_log:engine_steps:increase5m{{server="{SERVER}"}}') > 0
+            assert sli.scalar(f'vllm_log:requests_admitted:increase5m{{server="{SERVER}"}}') > 0
+            assert not {a for a in sli.firing() if a[0] in ("VllmEngineNoSteps", "VllmKvCacheFillingUp")}
+
 
 def _history(prom: Prometheus) -> dict[str, list]:
     """The last five minutes of the exporter's scrapes and of the gauge, as Prometheus stored them:

@@ -116,6 +116,15 @@ class StandInVllm(_LoopbackServer):
                     # what the boards' vLLM job variable looks for (vLLM 0.32 exports it per engine)
                     + "# TYPE vllm:num_requests_running gauge\n"
                     + 'vllm:num_requests_running{model_name="m",engine="0"} 1\n'
+                    # the engine's steps (the heartbeat), and the tokens the cost rules read
+                    + "# TYPE vllm:iteration_tokens_total histogram\n"
+                    + f'vllm:iteration_tokens_total_bucket{{model_name="m",engine="0",le="+Inf"}} {40 * n}\n'
+                    + f'vllm:iteration_tokens_total_count{{model_name="m",engine="0"}} {40 * n}\n'
+                    + f'vllm:iteration_tokens_total_sum{{model_name="m",engine="0"}} {900 * n}\n'
+                    + "# TYPE vllm:generation_tokens_total counter\n"
+                    + f'vllm:generation_tokens_total{{model_name="m",engine="0"}} {800 * n}\n'
+                    + "# TYPE vllm:prompt_tokens_total counter\n"
+                    + f'vllm:prompt_tokens_total{{model_name="m",engine="0"}} {2000 * n}\n'
                 ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
