@@ -10,7 +10,7 @@ mixin/slo.py and appended here, in vllm-log-exporter-slo.rules_test.yml).
 from __future__ import annotations
 
 from mixin import config as C
-from mixin import capacity, slo
+from mixin import capacity, cost, slo
 
 
 def _pct(x: float) -> str:
@@ -415,7 +415,7 @@ def groups() -> list[dict]:
         },
     ]
     slo_groups = slo.groups()
-    more_groups = capacity.groups() + slo_groups
+    more_groups = capacity.groups() + cost.groups() + slo_groups
     more_alerts = [r for g in more_groups for r in g["rules"] if "alert" in r]
     for rule in errors + http + engine + exporter + more_alerts:
         rule["annotations"]["runbook_url"] = f"{C.RUNBOOK_BASE_URL}#{rule['alert'].lower()}"

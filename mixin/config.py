@@ -122,3 +122,10 @@ CAPACITY_MIN_USAGE = 0.5
 # vllm:iteration_tokens_total histogram, whose count moves on every engine step, did not move in
 # HEARTBEAT_WINDOW.
 HEARTBEAT_WINDOW = "5m"
+
+# --- Cost per token (mixin/cost.py). The prices are the exporter's config (cost: per_hour, or gpu_hour and
+# gpus; per_kwh with DCGM), exported as vllm_log_cost_per_hour and vllm_log_energy_price_per_kwh. The
+# tokens are counted over COST_WINDOW. DCGM's power (DCGM_FI_DEV_POWER_USAGE, watts per GPU) is matched to
+# the servers of its host by the `host` label: give DCGM's scrape the same `host` as the exporter's.
+COST_WINDOW = "1h"
+DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"

@@ -17,6 +17,7 @@ from mixin import config as C
 from mixin.board import (BAD, GOOD, HTTP_COLOURS, NEUTRAL, J, S, SE, STATE_MAPPINGS, TOKS, UP_DOWN, WARN, Board,
                          _annotation, _http_ratio, _server_state)  # (_annotation: mixin.slo_board takes it from here)
 from mixin.capacity_board import capacity_row
+from mixin.cost import cost_row
 from mixin.memory_board import memory_kv
 
 def overview() -> dict:
@@ -135,6 +136,7 @@ def overview() -> dict:
                     "model's shapes imply, not a hardware counter. Divide by the GPU's peak for utilisation. Empty "
                     "without that flag.")
     capacity_row(b)
+    cost_row(b)
     b.row("Requests and engine steps (request log, iteration details)")
     b.timeseries("Requests by LoRA adapter (request log)", [
         (f"sum by (server, lora) (rate(vllm_log_requests_logged_total{{{S}}}[$__rate_interval]))",

@@ -19,6 +19,8 @@ RULES_TEST = ROOT / "deploy" / "prometheus" / "rules" / "vllm-log-exporter.rules
 SLO_RULES_TEST = RULES_TEST.with_name("vllm-log-exporter-slo.rules_test.yml")
 # the capacity and heartbeat groups' (mixin/capacity.py)
 CAPACITY_RULES_TEST = RULES_TEST.with_name("vllm-log-exporter-capacity.rules_test.yml")
+# the cost group's (mixin/cost.py: recording rules only)
+COST_RULES_TEST = RULES_TEST.with_name("vllm-log-exporter-cost.rules_test.yml")
 AM = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
 PROM = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 SCHEMA = json.loads((ROOT / "tests" / "schemas" / "grafana-dashboard.schema.json").read_text())
@@ -70,7 +72,7 @@ def test_promtool_check_and_unit_test_the_rules():
     r = run("promtool", "check", "rules", str(RULES))
     rules = sum(len(g["rules"]) for g in alerts.groups())
     assert r.returncode == 0 and f"SUCCESS: {rules} rules found" in r.stdout, r.stdout + r.stderr
-    for tests in (RULES_TEST, SLO_RULES_TEST, CAPACITY_RULES_TEST):
+    for tests in (RULES_TEST, SLO_RULES_TEST, CAPACITY_RULES_TEST, COST_RULES_TEST):
         r = run("promtool", "test", "rules", str(tests))
         assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
 

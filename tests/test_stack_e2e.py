@@ -223,6 +223,8 @@ def _config(tmp, live, am_url):
         "timestamps": {"year": 2026},
         # the exporter pushes the log's alerts itself too: the same labels as the rules', one alert
         "alertmanager": {"urls": [am_url]},
+        # prices for the Cost row: the live server's tokens come from the stand-in vLLM's counters
+        "cost": {"per_hour": 2.0, "servers": {"live": {"gpu_hour": 1.5, "gpus": 2}}},
         "sources": [
             {"name": "grandpa", "type": "file", "path": str(SAMPLE), "from_start": True},
             {"name": "legacy", "type": "file", "path": str(SAMPLE_V0), "from_start": True},
