@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from mixin import alerts, cost, dashboards, slo_board
+from mixin import alerts, cost, dashboards, slo_board, status_board
 from mixin import config as C
 from mixin.slo_buckets import threshold_problems
 
@@ -64,7 +64,7 @@ def _wrap(text: str) -> list[str]:
 
 def boards() -> dict:
     """Every board: name -> the function that builds it."""
-    return {**dashboards.DASHBOARDS, **slo_board.DASHBOARDS}
+    return {**dashboards.DASHBOARDS, **slo_board.DASHBOARDS, **status_board.DASHBOARDS}
 
 
 def render_dashboards() -> dict[str, str]:

@@ -184,6 +184,17 @@ def test_slis_of_a_real_vllm_have_data_and_move_the_right_way_when_it_is_slowed(
             assert sli.scalar(f'vllm_log:engine_steps:increase5m{{server="{SERVER}"}}') > 0
             assert sli.scalar(f'vllm_log:requests_admitted:increase5m{{server="{SERVER}"}}') > 0
             assert not {a for a in sli.firing() if a[0] in ("VllmEngineNoSteps", "VllmKvCacheFillingUp")}
+            # the Service status board, every query on the same real vLLM and its log (the demo's stand-in
+            # in tests/test_stack_e2e.py)
+            from tests.helpers import dashboard_queries, grafana_substitute
+
+            empty = [where for where, expr in dashboard_queries() if where.startswith("status.json:")
+                     and not prom.query(grafana_substitute(expr))]
+            assert empty == [], "status board panels without data on a real vLLM"
+            words = prom.query(grafana_substitute(next(e for w, e in dashboard_queries()
+                                                       if w == "status.json: What the log says")))
+            assert [(r["metric"]["server"], r["metric"]["why"], r["value"][1]) for r in words] == [
+                (SERVER, "serving", "1")]
 
 
 def _history(prom: Prometheus) -> dict[str, list]:
