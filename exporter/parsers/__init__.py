@@ -12,7 +12,6 @@ from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers import (
     access_log,
-    echo,
     engine_ops,
     engine_stats,
     errors,
@@ -119,8 +118,7 @@ def _quiet_needles(parsers: tuple[Parser, ...]) -> tuple[str, ...]:
                                for n in p.needles))
 
 
-# (and the words of vLLM's own INFO records that begin with a request's id, read as an echo's facts)
-_QUIET_NEEDLES = _quiet_needles(PARSERS) + echo.QUIET_NEEDLES
+_QUIET_NEEDLES = _quiet_needles(PARSERS)
 _QUIET_HINTS = tuple(h for h in _FILTER_HINTS if any(h in n for n in _QUIET_NEEDLES))  # (one covering none: a wasted scan)
 # What exporter.stream.fastpath checks an INFO or DEBUG line for: a line holding none of these is read by no family.
 NO_NEEDLE_FILTERS: tuple[str, ...] = _fewest(

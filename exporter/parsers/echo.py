@@ -150,8 +150,9 @@ def fields(record: str, message: str) -> dict:
 _VALIDATION = " failed validation: "
 _STORE_REFUSED = re.compile(r": cannot store (?:chunks|blocks|\d{1,9} blocks)\Z")
 _STORE_LOGGERS = frozenset({"scheduler", "offloading_connector"})
-# what the fast path must not skip unread among the quiet (INFO, DEBUG) lines: a refusal's words
-QUIET_NEEDLES = (_VALIDATION,)
+# what the fast path must not skip unread among the quiet (INFO) lines: a record starting so and holding
+# VALIDATION (exporter.stream.fastpath looks only in the records that start so)
+REQUEST, VALIDATION = "Request ", _VALIDATION
 
 
 def _request_events(message: str, level: str | None, logger: str | None) -> list[Event]:

@@ -167,6 +167,8 @@ def _quiet(line: str, clock: Clock, families: Families):
             return False
     if msg.startswith(echo.COUNTED):
         return False  # the request log's records, whose bounded facts are counted (exporter.parsers.echo)
+    if msg.startswith(echo.REQUEST) and echo.VALIDATION in msg:
+        return False  # the engine core's refusal of a request, counted without its id (the same module)
     ruled = families.rules
     if ruled:
         # a user's rules' needles: those of the rules that may take this logger file's and level's lines, less
