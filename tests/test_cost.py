@@ -131,3 +131,27 @@ def test_compare_puts_two_runs_price_per_token_side_by_side_with_the_verdict():
     plain = cmp.compare([{"label": "a", "source": "a", "report": load(str(SAMPLE), clock, None, None)[1]},
                          {"label": "b", "source": "b", "report": load(str(SAMPLE), clock, None, None)[1]}])
     assert "## Cost" not in cmp.render_markdown(plain)
+
+
+def test_the_real_daemon_serves_the_prices_and_takes_a_changed_section_on_sighup(tmp_path):
+    import signal
+
+    import yaml
+
+    from tests.helpers import Exporter, wait_until
+
+    log = tmp_path / "vllm.log"
+    log.write_text("")
+    cfg = tmp_path / "config.yaml"
+    sources = [{"name": "big", "type": "file", "path": str(log)}]
+    cfg.write_text(yaml.safe_dump({"sources": sources, "cost": {"gpu_hour": 2.5, "gpus": 8}}))
+    ex = Exporter("--config", str(cfg)).start()
+    try:
+        wait_until(lambda: ex.value("vllm_log_cost_per_hour", server="big") == 20.0, what="the configured price")
+        assert ex.value("vllm_log_energy_price_per_kwh", server="big") is None
+        cfg.write_text(yaml.safe_dump({"sources": sources, "cost": {"per_hour": 12, "per_kwh": 0.3}}))
+        ex.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: ex.value("vllm_log_cost_per_hour", server="big") == 12.0, what="the new price")
+        assert ex.value("vllm_log_energy_price_per_kwh", server="big") == 0.3
+    finally:
+        ex.stop()
