@@ -200,6 +200,15 @@ def overview() -> dict:
                  "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 80},
                  steps=[(None, BAD)],
                  description="OOMs, CUDA/NCCL errors, engine deaths (one per death) and tracebacks that are none of those.")
+    b.timeseries("Requests refused as invalid (log and vLLM)", [
+        (f"sum by (server) (increase(vllm_log_request_validation_failures_total{{{S}}}[$__rate_interval]))",
+         "refused (log) {{server}}"),
+        (f'sum by (server) (increase(vllm:request_success_total{{cluster=~"$cluster", job=~"$vllm_job", '
+         f'host=~"$host", server=~"$server", finished_reason="error"}}[$__rate_interval]))', "ended with an error (vLLM) {{server}}"),
+    ], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
+        description="Requests vLLM's engine core refused as invalid ('Request ... failed validation', 0.33+: a "
+                    "parameter out of range, a prompt longer than the context) beside vLLM's own count of requests "
+                    "that ended with an error, which holds them: what is left of that count failed for another reason.")
     b.timeseries("Exits and restarts (supervisor)", [
         (f"sum by (server, how, status) (increase(vllm_log_process_exits_total{{{S}}}[$__rate_interval]))",
          "{{server}} {{how}} {{status}}"),

@@ -123,6 +123,9 @@ class StandInVllm(_LoopbackServer):
                     + f'vllm:iteration_tokens_total_sum{{model_name="m",engine="0"}} {900 * n}\n'
                     + "# TYPE vllm:generation_tokens_total counter\n"
                     + f'vllm:generation_tokens_total{{model_name="m",engine="0"}} {800 * n}\n'
+                    # the offloading connector's allocation failures (vLLM 0.26+ with KV offload): none
+                    + "# TYPE vllm:kv_offload_allocation_failure_total counter\n"
+                    + 'vllm:kv_offload_allocation_failure_total{model_name="m",engine="0"} 0\n'
                     + "# TYPE vllm:prompt_tokens_total counter\n"
                     + f'vllm:prompt_tokens_total{{model_name="m",engine="0"}} {2000 * n}\n'
                 ).encode()
