@@ -62,7 +62,8 @@ def capacity_rules() -> list[dict]:
          "expr": f"max by ({BSE}) (vllm_log_max_concurrency) * on ({BSE}) (1 - {USAGE})\n"
                  f"  - on ({BSE}) ({waiting} or 0 * {USAGE})"},
         {"record": "vllm_log:capacity_headroom_typical_requests",
-         "expr": f"{free}\n  / on ({BSE}) ({tokens} * on ({BSE}) {USAGE} / on ({BSE}) ({running} > 0))\n"
+         # (tokens in use per running request; none when nothing runs or nothing is in use)
+         "expr": f"{free}\n  / on ({BSE}) ({tokens} * on ({BSE}) {USAGE} / on ({BSE}) ({running} > 0) > 0)\n"
                  f"  - on ({BSE}) ({waiting} or 0 * {USAGE})"},
         {"record": "vllm_log:kv_cache_full_in_seconds",
          "expr": f"(1 - {USAGE})\n  / on ({BSE}) (max by ({BSE}) "
