@@ -188,8 +188,9 @@ def test_slis_of_a_real_vllm_have_data_and_move_the_right_way_when_it_is_slowed(
             # in tests/test_stack_e2e.py)
             from tests.helpers import dashboard_queries, grafana_substitute
 
+            # (its panels: the namespace variable lists Kubernetes pods, which this run has none of)
             empty = [where for where, expr in dashboard_queries() if where.startswith("status.json:")
-                     and not prom.query(grafana_substitute(expr))]
+                     and ": variable " not in where and not prom.query(grafana_substitute(expr))]
             assert empty == [], "status board panels without data on a real vLLM"
             words = prom.query(grafana_substitute(next(e for w, e in dashboard_queries()
                                                        if w == "status.json: What the log says")))
