@@ -140,6 +140,9 @@ def test_two_hosts_through_agents_stay_apart_on_a_central_prometheus_and_victori
             missing = [f"{where} ({host})" for host in ("gpu-01", "gpu-02") for where, expr in dashboard_queries()
                        if "vllm:" not in expr and "slo:" not in expr and not demo_leaves_empty(expr)
                        and "vllm_log:engine_steps" not in expr and "vllm_log:cost" not in expr
+                       # (empty while nothing runs, by design: VictoriaMetrics reads 30 s back, after the lines'
+                       # last busy window)
+                       and "capacity_headroom_typical" not in expr
                        and not store.query(grafana_substitute(expr, host=host))]
             assert missing == [], (store.name, missing)
         # the rules run centrally on both, with no evaluation errors
