@@ -27,6 +27,19 @@ def clock_from(args: argparse.Namespace) -> Clock:
     return Clock(year=args.year, tz=tz)
 
 
+def _price(text: str) -> float:
+    """A price per hour: a finite number of 0 or more."""
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a price is a number of 0 or more")
+    return v
+
+
 def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     """The parser; without ``with_serve`` the serve command's options are left out (they import the
     daemon, which the offline commands do not need)."""
@@ -66,6 +79,9 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--until", metavar="TIME", help="last time to include")
     p.add_argument("--rules", action="append", metavar="FILE",
                    help="your own line families (a rules file or a config file holding rules): a section each")
+    p.add_argument("--price-per-hour", type=_price, metavar="PRICE",
+                   help="what the server costs per hour (GPU-hour price times GPUs, or a flat rate): adds a Cost "
+                        "section, the run's cost and its price per 1 M tokens")
     add_time_options(p)
     add_line_options(p)
 
@@ -92,6 +108,9 @@ def build_parser(with_serve: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--rules", action="append", metavar="FILE",
                    help="your own line families (a rules file or a config file holding rules): each run's "
                         "report (--format json) gets their sections")
+    p.add_argument("--price-per-hour", type=_price, action="append", metavar="PRICE",
+                   help="what the servers cost per hour: once for every run, or once per run in order; adds the "
+                        "price per 1 M tokens to the results, with its verdict")
     add_time_options(p)
     add_line_options(p)
 

@@ -10,7 +10,7 @@ mixin/slo.py and appended here, in vllm-log-exporter-slo.rules_test.yml).
 from __future__ import annotations
 
 from mixin import config as C
-from mixin import slo
+from mixin import capacity, cost, slo
 
 
 def _pct(x: float) -> str:
@@ -41,7 +41,8 @@ STOPPED_OR_DEAD = 'vllm_log_server_state{state=~"stopped|dead"} == 1'
 # The board each alert is looked at on (the rest: the Overview)
 ALERT_BOARDS = {"VllmDraftAcceptanceCollapsed": "vllm-log-spec-decode", "VllmKvCacheFull": "vllm-log-memory-kv",
                 "VllmKvOffloadSlow": "vllm-log-memory-kv", "VllmKvTransferFailing": "vllm-log-memory-kv",
-                "VllmMaxModelLenReduced": "vllm-log-memory-kv", **{name: slo.BOARD_UID for name in slo.alert_names()}}
+                "VllmMaxModelLenReduced": "vllm-log-memory-kv",
+                "VllmKvCacheFillingUp": "vllm-log-memory-kv", **{name: slo.BOARD_UID for name in slo.alert_names()}}
 
 # The length a server serves now, for VllmMaxModelLenReduced's description.
 SERVED_LENGTH = (
@@ -414,8 +415,9 @@ def groups() -> list[dict]:
         },
     ]
     slo_groups = slo.groups()
-    slo_alerts = [r for g in slo_groups for r in g["rules"] if "alert" in r]
-    for rule in errors + http + engine + exporter + slo_alerts:
+    more_groups = capacity.groups() + cost.groups() + slo_groups
+    more_alerts = [r for g in more_groups for r in g["rules"] if "alert" in r]
+    for rule in errors + http + engine + exporter + more_alerts:
         rule["annotations"]["runbook_url"] = f"{C.RUNBOOK_BASE_URL}#{rule['alert'].lower()}"
         rule["annotations"]["dashboard_url"] = dashboard_url(rule["alert"], rule in exporter)
         for key, value in C.ALERT_OVERRIDES.get(rule["alert"], {}).items():
@@ -428,5 +430,5 @@ def groups() -> list[dict]:
         {"name": "vllm-log-http", "rules": http},
         {"name": "vllm-log-engine", "rules": engine},
         {"name": "vllm-log-exporter", "rules": exporter},
-        *slo_groups,
+        *more_groups,
     ]

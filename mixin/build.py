@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from mixin import alerts, dashboards, slo_board
+from mixin import alerts, cost, dashboards, slo_board, status_board
 from mixin import config as C
 from mixin.slo_buckets import threshold_problems
 
@@ -48,12 +48,23 @@ def render_rules() -> str:
     for g in groups:
         for r in g["rules"]:
             r["expr"] = _Literal(r["expr"])
-    return HEADER + yaml.safe_dump({"groups": groups}, sort_keys=False, width=200, allow_unicode=True)
+    text = yaml.safe_dump({"groups": groups}, sort_keys=False, width=200, allow_unicode=True)
+    # what a recorded series counts, said above its rule (a rule has no HELP)
+    for record, comment in cost.COMMENTS.items():
+        text = text.replace(f"  - record: {record}\n", "".join(f"  # {line}\n" for line in _wrap(comment))
+                            + f"  - record: {record}\n", 1)
+    return HEADER + text
+
+
+def _wrap(text: str) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, 110)
 
 
 def boards() -> dict:
     """Every board: name -> the function that builds it."""
-    return {**dashboards.DASHBOARDS, **slo_board.DASHBOARDS}
+    return {**dashboards.DASHBOARDS, **slo_board.DASHBOARDS, **status_board.DASHBOARDS}
 
 
 def render_dashboards() -> dict[str, str]:

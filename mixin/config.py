@@ -109,3 +109,23 @@ SLO_SLOW_BURN = [("1d", "2h", 0.10), ("3d", "6h", 0.10)]
 # No alert on fewer requests than this in the alert's long window: one slow request out of three
 # is no outage. A server without traffic never alerts (its SLIs have no value then).
 SLO_MIN_REQUESTS = 10
+
+# --- Capacity headroom (mixin/capacity.py). VllmKvCacheFillingUp: the KV cache's usage, at its trend over
+# CAPACITY_TREND_WINDOW, reaches 100 % within CAPACITY_HORIZON, while it is already at least
+# CAPACITY_MIN_USAGE full (a cache filling from empty after a start or a quiet night is no warning).
+CAPACITY_TREND_WINDOW = "30m"
+CAPACITY_HORIZON = "1h"
+CAPACITY_MIN_USAGE = 0.5
+
+# --- The engine's heartbeat (mixin/capacity.py). VllmEngineNoSteps: the log shows requests admitted (the
+# access log's 2xx answers to the inference endpoints, or the request logger's) and vLLM's own
+# vllm:iteration_tokens_total histogram, whose count moves on every engine step, did not move in
+# HEARTBEAT_WINDOW.
+HEARTBEAT_WINDOW = "5m"
+
+# --- Cost per token (mixin/cost.py). The prices are the exporter's config (cost: per_hour, or gpu_hour and
+# gpus; per_kwh with DCGM), exported as vllm_log_cost_per_hour and vllm_log_energy_price_per_kwh. The
+# tokens are counted over COST_WINDOW. DCGM's power (DCGM_FI_DEV_POWER_USAGE, watts per GPU) is matched to
+# the servers of its host by the `host` label: give DCGM's scrape the same `host` as the exporter's.
+COST_WINDOW = "1h"
+DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"

@@ -16,6 +16,8 @@ from __future__ import annotations
 from mixin import config as C
 from mixin.board import (BAD, GOOD, HTTP_COLOURS, NEUTRAL, J, S, SE, STATE_MAPPINGS, TOKS, UP_DOWN, WARN, Board,
                          _annotation, _http_ratio, _server_state)  # (_annotation: mixin.slo_board takes it from here)
+from mixin.capacity_board import capacity_row
+from mixin.cost import cost_row
 from mixin.memory_board import memory_kv
 
 def overview() -> dict:
@@ -139,6 +141,8 @@ def overview() -> dict:
                     "line, vLLM 0.34+ with --enable-mfu-metrics): the FLOPs and the bytes read and written that the "
                     "model's shapes imply, not a hardware counter. Divide by the GPU's peak for utilisation. Empty "
                     "without that flag.")
+    capacity_row(b)
+    cost_row(b)
     b.row("Requests and engine steps (request log, iteration details)")
     b.timeseries("Requests by LoRA adapter (request log)", [
         (f"sum by (server, lora) (rate(vllm_log_requests_logged_total{{{S}}}[$__rate_interval]))",
@@ -203,6 +207,15 @@ def overview() -> dict:
                  "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 80},
                  steps=[(None, BAD)],
                  description="OOMs, CUDA/NCCL errors, engine deaths (one per death) and tracebacks that are none of those.")
+    b.timeseries("Requests refused as invalid (log and vLLM)", [
+        (f"sum by (server) (increase(vllm_log_request_validation_failures_total{{{S}}}[$__rate_interval]))",
+         "refused (log) {{server}}"),
+        (f'sum by (server) (increase(vllm:request_success_total{{cluster=~"$cluster", job=~"$vllm_job", '
+         f'host=~"$host", server=~"$server", finished_reason="error"}}[$__rate_interval]))', "ended with an error (vLLM) {{server}}"),
+    ], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
+        description="Requests vLLM's engine core refused as invalid ('Request ... failed validation', 0.33+: a "
+                    "parameter out of range, a prompt longer than the context) beside vLLM's own count of requests "
+                    "that ended with an error, which holds them: what is left of that count failed for another reason.")
     b.timeseries("Exits and restarts (supervisor)", [
         (f"sum by (server, how, status) (increase(vllm_log_process_exits_total{{{S}}}[$__rate_interval]))",
          "{{server}} {{how}} {{status}}"),

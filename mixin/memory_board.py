@@ -5,6 +5,9 @@ from __future__ import annotations
 from mixin import config as C
 from mixin.board import BAD, GOOD, S, SE, TOKS, Board
 
+# vLLM's own series: its scrape job is the vllm_job variable
+V = 'cluster=~"$cluster", job=~"$vllm_job", host=~"$host", server=~"$server"'
+
 def memory_kv() -> dict:
     b = Board("vllm-log-memory-kv", "vLLM / Memory and KV",
               "Start-up capacity facts (KV tokens, concurrency, memory split) and KV offload over PCIe.",
@@ -79,6 +82,16 @@ def memory_kv() -> dict:
     ], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
         description="vLLM's own KV offload tiers: transfers and I/O that failed, lookups, the tier-poll thread failing, "
                     "stopping or stalled (peers then wait for engine steps), drains stuck on a transfer, P2P peers down.")
+    b.timeseries("KV offload stores turned away (log and vLLM)", [
+        (f"sum by (server) (increase(vllm_log_kv_offload_store_refusals_total{{{S}}}[$__rate_interval]))",
+         "log {{server}}"),
+        (f"sum by (server) (increase(vllm:kv_offload_allocation_failure_total{{{V}}}[$__rate_interval]))",
+         "vLLM {{server}}"),
+    ], "short", min_=0, decimals=0, custom={"drawStyle": "bars", "fillOpacity": 70},
+        description="Stores of a request's KV the offloading connector turned away for want of room in its tier: the "
+                    "log's 'Request ...: cannot store chunks' (vllm_log_kv_offload_store_refusals_total) beside vLLM's "
+                    "own vllm:kv_offload_allocation_failure, which counts the same. The KV stays on the GPU only: a "
+                    "later prefix hit computes it again. A steady stream: a tier too small for the traffic.")
     b.timeseries("Encoder-cache connector failures (encoder disaggregation)", [
         (f"sum by (server, connector, reason) (increase(vllm_log_ec_connector_failures_total{{{S}}}[$__rate_interval]))",
          "{{server}} {{connector}} {{reason}}"),

@@ -20,6 +20,9 @@ def test_parse_prints_every_kind_across_the_samples(tmp_path):
     seen = set()
     issue36 = tmp_path / "issue36.log"
     entries = yaml.safe_load((ROOT / "tests" / "fixtures" / "real_lines" / "issue36.yaml").read_text(encoding="utf-8"))
+    # and the two records that begin with a request's id (tests/fixtures/real_lines/request_refusals.yaml)
+    entries += yaml.safe_load((ROOT / "tests" / "fixtures" / "real_lines" / "request_refusals.yaml").read_text(
+        encoding="utf-8"))
     issue36.write_text("".join(e["line"] + "\n" for e in entries), encoding="utf-8")
     for path in (SAMPLE, SAMPLE_V0, SAMPLE_LMCACHE, ROOT / "tests" / "fixtures" / "warning_signs.log", issue36):
         rules = ["--rules", str(ROOT / "examples" / "custom-build.rules.yaml")] if path == SAMPLE else []

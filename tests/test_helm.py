@@ -61,6 +61,7 @@ ALL_ON = {
                                 "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}},
                                {"ipBlock": {"cidr": "10.20.0.0/16"}}]},
     "webConfig": {"existingSecret": "exporter-web"},
+    "cost": {"gpu_hour": 2.49, "gpus": 8, "per_kwh": 0.15, "servers": {"vllm-big-0": {"per_hour": 30}}},
     "service": {"scheme": "https", "annotations": {"a": "b"}, "labels": {"team": "llm"}},
     "serviceMonitor": {
         "enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}, "scrapeTimeout": "10s",
@@ -71,7 +72,7 @@ ALL_ON = {
         "metricRelabelings": [{"action": "drop", "sourceLabels": ["__name__"], "regex": "python_.*"}],
     },
     "podMonitor": {"enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"},
-                   "tlsConfig": {"insecureSkipVerify": True}},
+                   "tlsConfig": {"insecureSkipVerify": True}, "sampleLimit": 0},
     "prometheusRule": {"enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}, "namespace": "monitoring"},
     "dashboards": {"enabled": True, "namespace": "monitoring", "annotations": {"example.com/team": "llm"}},
     "nodeSelector": {"nvidia.com/gpu.present": "true"},
@@ -234,6 +235,7 @@ def test_every_feature_on(rendered):
     assert fields == {"POD_IP": "status.podIP", "NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace",
                       "POD_NAME": "metadata.name"}
     assert one(docs, "NetworkPolicy")["spec"]["ingress"][0]["from"] == ALL_ON["networkPolicy"]["from"]
+    assert config["cost"] == ALL_ON["cost"]
     assert [s["path"] for s in config["sources"]] == ["/var/log/pods/llm_vllm-*_*/vllm/*.log",
                                                       "/var/log/pods/team-*_vllm-*_*/vllm/*.log"]
     assert config["sources"][0]["name"] == "pods-llm" and config["sources"][1]["name"].startswith("pods-")
@@ -251,6 +253,10 @@ def test_every_feature_on(rendered):
         assert {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"],
                 "targetLabel": "host"} in ep["relabelings"]
     assert one(docs, "PrometheusRule")["metadata"]["namespace"] == "monitoring"
+    # the scrape limits (bench/scrape_limits.py): the defaults, and 0 for none
+    sm, pm = one(docs, "ServiceMonitor")["spec"], one(docs, "PodMonitor")["spec"]
+    assert (sm["sampleLimit"], sm["labelLimit"], sm["labelValueLengthLimit"]) == (20000, 32, 512)
+    assert "sampleLimit" not in pm and pm["labelLimit"] == 32
 
 
 def test_the_rendered_config_is_one_the_exporter_accepts(rendered, tmp_path):

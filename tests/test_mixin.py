@@ -17,6 +17,10 @@ RULES = ROOT / "deploy" / "prometheus" / "rules" / "vllm-log-exporter.rules.yml"
 RULES_TEST = ROOT / "deploy" / "prometheus" / "rules" / "vllm-log-exporter.rules_test.yml"
 # the service levels' promtool tests (mixin/slo.py), on the same rules file
 SLO_RULES_TEST = RULES_TEST.with_name("vllm-log-exporter-slo.rules_test.yml")
+# the capacity and heartbeat groups' (mixin/capacity.py)
+CAPACITY_RULES_TEST = RULES_TEST.with_name("vllm-log-exporter-capacity.rules_test.yml")
+# the cost group's (mixin/cost.py: recording rules only)
+COST_RULES_TEST = RULES_TEST.with_name("vllm-log-exporter-cost.rules_test.yml")
 AM = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
 PROM = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 SCHEMA = json.loads((ROOT / "tests" / "schemas" / "grafana-dashboard.schema.json").read_text())
@@ -68,7 +72,7 @@ def test_promtool_check_and_unit_test_the_rules():
     r = run("promtool", "check", "rules", str(RULES))
     rules = sum(len(g["rules"]) for g in alerts.groups())
     assert r.returncode == 0 and f"SUCCESS: {rules} rules found" in r.stdout, r.stdout + r.stderr
-    for tests in (RULES_TEST, SLO_RULES_TEST):
+    for tests in (RULES_TEST, SLO_RULES_TEST, CAPACITY_RULES_TEST, COST_RULES_TEST):
         r = run("promtool", "test", "rules", str(tests))
         assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
 
@@ -76,7 +80,7 @@ def test_promtool_check_and_unit_test_the_rules():
 def test_every_alert_has_a_firing_and_a_quiet_promtool_test():
     names = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r}
     fires, quiet = set(), set()
-    for tests in (RULES_TEST, SLO_RULES_TEST):
+    for tests in (RULES_TEST, SLO_RULES_TEST, CAPACITY_RULES_TEST):
         for t in yaml.safe_load(tests.read_text())["tests"]:
             for a in t.get("alert_rule_test", []):
                 (fires if a["exp_alerts"] else quiet).add(a["alertname"])

@@ -172,6 +172,31 @@ def test_slis_of_a_real_vllm_have_data_and_move_the_right_way_when_it_is_slowed(
                                      f"holds: {_history(prom)}") from None
             print("what Prometheus holds:", _history(prom))
 
+            # -- capacity and the heartbeat, on the same run's series (mixin/capacity.py) -------------------
+            # the start-up facts only the log has, joined with its stats windows: room for more requests
+            # and free KV tokens have values (the idle windows after the traffic free the whole cache)
+            wait_until(lambda: sli.scalar(f'vllm_log:kv_cache_free_tokens{{server="{SERVER}"}}') is not None, 20, 0.5,
+                       what="vllm_log:kv_cache_free_tokens recorded")
+            tokens = sli.scalar(f'max(vllm_log_kv_cache_tokens{{server="{SERVER}"}})')
+            assert 0 < sli.scalar(f'vllm_log:kv_cache_free_tokens{{server="{SERVER}"}}') <= tokens
+            assert sli.scalar(f'vllm_log:capacity_headroom_requests{{server="{SERVER}"}}') is not None
+            # vLLM's step count moved while the log showed requests admitted: a live engine, no heartbeat alert
+            assert sli.scalar(f'vllm_log:engine_steps:increase5m{{server="{SERVER}"}}') > 0
+            assert sli.scalar(f'vllm_log:requests_admitted:increase5m{{server="{SERVER}"}}') > 0
+            assert not {a for a in sli.firing() if a[0] in ("VllmEngineNoSteps", "VllmKvCacheFillingUp")}
+            # the Service status board, every query on the same real vLLM and its log (the demo's stand-in
+            # in tests/test_stack_e2e.py)
+            from tests.helpers import dashboard_queries, grafana_substitute
+
+            # (its panels: the namespace variable lists Kubernetes pods, which this run has none of)
+            empty = [where for where, expr in dashboard_queries() if where.startswith("status.json:")
+                     and ": variable " not in where and not prom.query(grafana_substitute(expr))]
+            assert empty == [], "status board panels without data on a real vLLM"
+            words = prom.query(grafana_substitute(next(e for w, e in dashboard_queries()
+                                                       if w == "status.json: What the log says")))
+            assert [(r["metric"]["server"], r["metric"]["why"], r["value"][1]) for r in words] == [
+                (SERVER, "serving", "1")]
+
 
 def _history(prom: Prometheus) -> dict[str, list]:
     """The last five minutes of the exporter's scrapes and of the gauge, as Prometheus stored them:

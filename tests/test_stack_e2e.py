@@ -116,6 +116,18 @@ class StandInVllm(_LoopbackServer):
                     # what the boards' vLLM job variable looks for (vLLM 0.32 exports it per engine)
                     + "# TYPE vllm:num_requests_running gauge\n"
                     + 'vllm:num_requests_running{model_name="m",engine="0"} 1\n'
+                    # the engine's steps (the heartbeat), and the tokens the cost rules read
+                    + "# TYPE vllm:iteration_tokens_total histogram\n"
+                    + f'vllm:iteration_tokens_total_bucket{{model_name="m",engine="0",le="+Inf"}} {40 * n}\n'
+                    + f'vllm:iteration_tokens_total_count{{model_name="m",engine="0"}} {40 * n}\n'
+                    + f'vllm:iteration_tokens_total_sum{{model_name="m",engine="0"}} {900 * n}\n'
+                    + "# TYPE vllm:generation_tokens_total counter\n"
+                    + f'vllm:generation_tokens_total{{model_name="m",engine="0"}} {800 * n}\n'
+                    # the offloading connector's allocation failures (vLLM 0.26+ with KV offload): none
+                    + "# TYPE vllm:kv_offload_allocation_failure_total counter\n"
+                    + 'vllm:kv_offload_allocation_failure_total{model_name="m",engine="0"} 0\n'
+                    + "# TYPE vllm:prompt_tokens_total counter\n"
+                    + f'vllm:prompt_tokens_total{{model_name="m",engine="0"}} {2000 * n}\n'
                 ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -214,6 +226,8 @@ def _config(tmp, live, am_url):
         "timestamps": {"year": 2026},
         # the exporter pushes the log's alerts itself too: the same labels as the rules', one alert
         "alertmanager": {"urls": [am_url]},
+        # prices for the Cost row: the live server's tokens come from the stand-in vLLM's counters
+        "cost": {"per_hour": 2.0, "servers": {"live": {"gpu_hour": 1.5, "gpus": 2}}},
         "sources": [
             {"name": "grandpa", "type": "file", "path": str(SAMPLE), "from_start": True},
             {"name": "legacy", "type": "file", "path": str(SAMPLE_V0), "from_start": True},

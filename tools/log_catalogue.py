@@ -412,7 +412,8 @@ ALARM_KINDS = frozenset({
     "process_exit", "unit_result", "restart", "start_limit", "host_oom_kill", "shutdown", "server_stop"})
 
 
-HOOK_FAMILIES = frozenset({"request_log", "lora_adapter", "tool_call_parser_failure"})
+HOOK_FAMILIES = frozenset({"request_log", "lora_adapter", "tool_call_parser_failure", "validation_failure",
+                           "kv_offload_store_refused"})
 
 
 def _parser_of(frame) -> tuple[str, list] | None:

@@ -66,13 +66,14 @@ def parse_run(text: str, tz, since_default: str | None, until_default: str | Non
 
 
 def load(path: str, clock: Clock, since: float | None, until: float | None,
-         max_line: int | None = None, rules=()) -> tuple[RunStats, dict]:
+         max_line: int | None = None, rules=(), price_per_hour: float | None = None) -> tuple[RunStats, dict]:
     """The run's RunStats and its summary: ``report``'s own (exporter.commands.report.read_run), with a
     section per rule of ``rules``."""
     from exporter.commands.report import read_run
     from exporter.framing.lines import MAX_LINE_BYTES
 
-    return read_run(path, clock, since, until, MAX_LINE_BYTES if max_line is None else max_line, rules)
+    return read_run(path, clock, since, until, MAX_LINE_BYTES if max_line is None else max_line, rules,
+                    price_per_hour=price_per_hour)
 
 
 def _range_words(spec: dict, tz) -> str:
@@ -98,12 +99,19 @@ def run(args, clock: Clock) -> int:
     from exporter.commands.report import load_rules
 
     rules = load_rules(getattr(args, "rules", None))
+    prices = getattr(args, "price_per_hour", None) or []
+    if len(prices) not in (0, 1, len(args.runs)):
+        print(f"vllm-log-exporter: compare: --price-per-hour: give one price for every run, or one per run "
+              f"({len(args.runs)}), not {len(prices)}", file=sys.stderr)
+        return 2
     runs, stats_list = [], []
     try:
         specs = [parse_run(t, clock.tz, args.since, args.until) for t in args.runs]
-        for spec in specs:
+        for i, spec in enumerate(specs):
+            price = prices[i] if len(prices) > 1 else (prices[0] if prices else None)
             try:
-                stats, summary = load(spec["path"], clock, spec["since"], spec["until"], args.max_line_bytes, rules)
+                stats, summary = load(spec["path"], clock, spec["since"], spec["until"], args.max_line_bytes, rules,
+                                      price)
             except LogOpenError as e:
                 raise RunError(str(e)) from None
             except (OSError, EOFError, UnicodeError, zlib.error) as e:  # (Pass turns a corrupt .gz into LogOpenError)

@@ -31,9 +31,9 @@ def parse_when(text: str | None, tz, flag: str) -> float | None:
 
 
 def read_run(path: str, clock: Clock, since: float | None, until: float | None,
-             max_line: int = MAX_LINE_BYTES, rules=()) -> tuple[RunStats, dict]:
+             max_line: int = MAX_LINE_BYTES, rules=(), price_per_hour: float | None = None) -> tuple[RunStats, dict]:
     """A log's RunStats and summary: what ``report`` prints and ``compare`` lines up, one code path.
-    ``rules``: the user's rules (a section each)."""
+    ``rules``: the user's rules (a section each); ``price_per_hour``: the Cost section's price."""
     stats = RunStats(since, until, rules=rules)
     scan = Pass(path, clock, max_line=max_line, rules=rules, neighbour_times=True)
     if since is None and until is None:
@@ -45,6 +45,10 @@ def read_run(path: str, clock: Clock, since: float | None, until: float | None,
         for ev in scan:
             stats.add(ev)
     summary = stats.summary()
+    if price_per_hour is not None:
+        from exporter.offline.report import cost
+
+        summary["cost"] = cost.summary(stats, price_per_hour)
     summary["lines"] = scan.results
     return stats, summary
 
@@ -67,7 +71,7 @@ def run(args, clock: Clock) -> int:
     since = parse_when(args.since, clock.tz, "--since")
     until = parse_when(args.until, clock.tz, "--until")
     stats, summary = read_run(args.log, clock, since, until, args.max_line_bytes,
-                              load_rules(getattr(args, "rules", None)))
+                              load_rules(getattr(args, "rules", None)), getattr(args, "price_per_hour", None))
     if why := not_vllm_output(args.log, summary["lines"]):  # not a report of zeros for /etc/passwd
         print(f"vllm-log-exporter: report: {why}", file=sys.stderr)
         return 1

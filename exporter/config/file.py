@@ -11,7 +11,7 @@ from exporter.config.settings import SOURCE_TYPES, Config, ConfigError, SourceCo
 from exporter.config.yaml_file import load_yaml
 
 _TOP_KEYS = {"web", "log", "timestamps", "stats_interval_seconds", "forget_gone_after_seconds", "state_file", "sources",
-             "alertmanager", "max_line_bytes", "max_open_files", "rules", "rule_files"}
+             "alertmanager", "max_line_bytes", "max_open_files", "rules", "rule_files", "cost"}
 _AM_KEYS = {"urls", "instance", "labels", "basic_auth", "tls_config"}
 _WEB_KEYS = {"listen_address", "telemetry_path", "config_file", "max_connections"}
 _LOG_KEYS = {"level", "format"}
@@ -131,6 +131,10 @@ def from_mapping(data: Any, where: str, cfg: Config | None = None) -> Config:
         base = os.path.dirname(os.path.abspath(where)) if os.path.exists(where) else None
         cfg.rules = rules.load_all(top.get("rules"), files, where, base)
         cfg.rule_files = files
+    if "cost" in top:
+        from exporter.config import cost
+
+        cfg.cost = cost.load(top["cost"], p + "cost")
     sources = top.get("sources")
     if sources is not None:
         cfg.origin["sources"] = p + "sources"

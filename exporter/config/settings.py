@@ -154,6 +154,8 @@ class Config:
     # the user's own line families (exporter.config.rules.RuleSpec), from rules: and rule files
     rules: list = field(default_factory=list)
     rule_files: list[str] = field(default_factory=list)
+    # what running each server costs (exporter.config.cost): {"default": (per_hour, per_kwh), "servers": {...}}
+    cost: dict = field(default_factory=dict)
     # where each setting came from ("config.yaml: web.telemetry_path", "--stats-interval", an env
     # name), so an error blames the flag, variable or file key the user actually wrote
     origin: dict[str, str] = field(default_factory=dict)

@@ -38,6 +38,7 @@ class Daemon:
         self._render_error: str | None = None
         # the user's rules (exporter.config.rules): their parsers join every stream, their series the metrics
         self.metrics.set_rules(cfg.rules)
+        self.metrics.set_costs(cfg.cost)  # the config's prices, for the cost-per-token rules
         families = rule_families(cfg.rules)
         # The demo replays its samples with their stamps moved to the moment of replay, its first pass squeezed
         # into 30 s: its stats lines come faster than any interval, by design, not by the user's setting.
@@ -214,6 +215,10 @@ class Daemon:
             old.rules, old.rule_files = new.rules, new.rule_files
             applied.append("rules")
             log.info("rules loaded", rules=[r.name for r in new.rules])
+        if new.cost != old.cost:
+            self.metrics.set_costs(new.cost)
+            old.cost = new.cost
+            applied.append("cost")
         cur = self.web_config
         if wc is not None and cur is not None and new.web_config_file == old.web_config_file:
             if wc.users != cur.users:

@@ -16,6 +16,7 @@ emits (PromQL names):
 - exporter.metrics.serving: data-parallel ranks lost, requests turned away, the context length cut
 - exporter.metrics.requests: the request log's counts (bounded labels), LoRA adapters, per-step latency
 - exporter.metrics.engine_ops: sleep mode, expert load balancing, elastic DP scaling, engine hangs
+- exporter.metrics.cost: what running each server costs, from the config (not the log)
 - this module: the exporter itself:
     vllm_log_exporter_label_overflow_total{label} (log content that would have made a new label
     value beyond the bounds of exporter.metrics.labels, counted instead),
@@ -43,6 +44,7 @@ from prometheus_client import PlatformCollector, ProcessCollector, disable_creat
 
 from exporter import __version__
 from exporter.parsers.events import KINDS, Event
+from exporter.metrics.cost import CostMetrics
 from exporter.metrics.engine import EngineMetrics
 from exporter.metrics.engine_ops import EngineOpsMetrics
 from exporter.metrics.errors import ErrorMetrics
@@ -74,7 +76,7 @@ class _Collectors:
         return self.registry.collect()
 
 
-class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics, SupervisorMetrics,
+class Metrics(CostMetrics, EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, ErrorMetrics, SupervisorMetrics,
               WarningSignMetrics, RuleMetrics, ServingMetrics, RequestMetrics, EngineOpsMetrics):
     """``registry`` holds every metric (backfill and prometheus-client's writers read it);
     ``render()`` writes the same in the text format, faster (what /metrics serves)."""
@@ -109,6 +111,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._declare_serving(S)
         self._declare_requests(S)
         self._declare_engine_ops(S)
+        self._declare_cost(S)
 
         c, lg = self._counter, self._lasting_gauge
         self.last_line = lg("vllm_log_last_line_timestamp_seconds", "When the exporter last read a line from this server's log.")
@@ -211,6 +214,7 @@ class Metrics(EngineMetrics, SpecDecodeMetrics, OffloadMetrics, StartupMetrics, 
         self._touch_supervisor(server)
         self._touch_warning_signs(server)
         self._touch_rules(server)
+        self._touch_cost(server)
         for label in OVERFLOW_LABELS:
             self.label_overflow.touch((server, label))
         for result in RESULTS:

@@ -13,6 +13,8 @@ Emitted:
     failure, a slow submission, a peer's buffer full, a circuit breaker opened),
     vllm_log_kv_offload_failures_total{reason} (vLLM's KV offload tiers: transfer, io, lookup, tier_poll_failed,
     tier_poll_stopped, tier_poll_stall, stuck, peer_down, peer_timeout),
+    vllm_log_kv_offload_store_refusals_total (stores the offloading connector turned away for want of room:
+    'Request ...: cannot store chunks', vLLM's vllm:kv_offload_allocation_failure),
     vllm_log_mooncake_store_load_keys_total{tier="memory|disk|unknown"},
     vllm_log_mooncake_store_load_bytes_total{tier}, vllm_log_mooncake_store_load_failed_keys_total (Mooncake's
     store connector's loads by the tier that held them, with VLLM_MOONCAKE_STORE_TIER_LOG=1),
@@ -77,6 +79,11 @@ class OffloadMetrics:
         self.kv_offload_failures = c("vllm_log_kv_offload_failures", "Failures and stalls vLLM's KV offload tiers "
                                      "logged, by reason (transfer, io, lookup, tier_poll_failed, tier_poll_stopped, "
                                      "tier_poll_stall, stuck, peer_down, peer_timeout).", S + ["reason"])
+        self.kv_offload_store_refusals = c("vllm_log_kv_offload_store_refusals", "Stores of a request's KV the "
+                                           "offloading connector turned away for want of room in its tier ('Request "
+                                           "...: cannot store chunks', WARNING; the ids are not kept): vLLM's own "
+                                           "vllm:kv_offload_allocation_failure counts the same. The KV stays on the "
+                                           "GPU only; a later hit recomputes it.")
         T = S + ["tier"]
         self.mooncake_load_keys = c("vllm_log_mooncake_store_load_keys", "KV keys Mooncake's store connector loaded, "
                                     "by the tier its store held them in (memory, disk, unknown), from its 'Mooncake "
@@ -140,6 +147,9 @@ class OffloadMetrics:
 
     def _on_kv_offload_failure(self, server: str, ev: Event, f: dict) -> None:
         self.kv_offload_failures.inc((server, _bounded(f.get("reason"), OFFLOAD_REASONS)))
+
+    def _on_kv_offload_store_refused(self, server: str, ev: Event, f: dict) -> None:
+        self.kv_offload_store_refusals.inc((server,))
 
     def _on_mooncake_load_tiers(self, server: str, ev: Event, f: dict) -> None:
         for tier in ("memory", "disk", "unknown"):

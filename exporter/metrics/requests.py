@@ -11,6 +11,8 @@ Emitted:
     vllm_log_lora_adapter_events_total{event="loaded|removed|reloaded|load_failed"} (adapters loaded at run
     time, unloaded, reloaded in place, or failing to load: the engine's failed add_lora, exporter.metrics.engine_ops,
     or a resolver's "Failed to load LoRA" that no failed add_lora counted already),
+    vllm_log_request_validation_failures_total (requests the engine core refused as invalid, 'Request ... failed
+    validation', vLLM 0.33+: each is one vllm:request_success_total{finished_reason="error"} on vLLM's /metrics),
     vllm_log_tool_call_parser_failures_total{parser} (a tool-call parser could not read the model's tool call:
     its WARNING or ERROR records, the traceback of one included once; parser: the file's name without
     _tool_parser, 32 per server, then `other`),
@@ -52,6 +54,10 @@ class RequestMetrics:
                                 "abort.")
         self.lora_events = c("vllm_log_lora_adapter_events", "LoRA adapters loaded at run time, unloaded, reloaded "
                              "or failing to load, by event (the names are not kept).", S + ["event"])
+        self.validation_failures = c("vllm_log_request_validation_failures", "Requests vLLM's engine core refused "
+                                     "as invalid ('Request ... failed validation', vLLM 0.33+; the ids are not kept): "
+                                     "each finished with reason error, counted by vLLM's own "
+                                     "vllm:request_success_total{finished_reason=\"error\"}.")
         self.iteration_seconds = self._table.histogram(
             "vllm_log_iteration_seconds", "Each engine step's elapsed time (--enable-logging-iteration-details), by "
             "what the batch held: prefill (context requests only), decode (generation only), mixed, idle.",
@@ -94,6 +100,9 @@ class RequestMetrics:
         event = f.get("event")
         if event in LORA_EVENTS and not f.get("during"):  # (during a failed call: counted by that call)
             self.lora_events.inc((server, event))
+
+    def _on_validation_failure(self, server: str, ev: Event, f: dict) -> None:
+        self.validation_failures.inc((server,))
 
     def _on_tool_call_parser_failure(self, server: str, ev: Event, f: dict) -> None:
         name = f.get("parser")

@@ -51,6 +51,15 @@ makes them; exporter.stream.fastpath leaves the records that begin with ``COUNTE
   not countable). ``Request %s aborted.`` says the same of a client's disconnect and is not counted again.
 - ``lora_adapter`` ``{"event": "loaded|removed|reloaded|load_failed"}``: a LoRA adapter loaded at run time
   (``/v1/load_lora_adapter``, a resolver), unloaded, or failing to load; its name is not kept.
+- ``validation_failure`` ``{}``: INFO ``Request %s failed validation: %s`` from the engine core
+  (``v1/engine/core.py``, 0.33+): a request the engine refused as invalid, finished with reason ``error``
+  (what vLLM's ``vllm:request_success_total{finished_reason="error"}`` counts). Read only from ``core.py``'s
+  INFO records: the same words in another record are a client's.
+- ``kv_offload_store_refused`` ``{}``: WARNING ``Request %s: cannot store chunks`` (0.26+; ``cannot store
+  blocks`` 0.20-0.25, ``cannot store %s blocks`` 0.11-0.19) from the offloading connector's scheduler
+  (``offloading/scheduler.py``, ``offloading_connector.py`` before 0.19): the offload tier had no room for a
+  request's KV (what vLLM's ``vllm:kv_offload_allocation_failure`` counts). Read from the record's end, only
+  from those files' WARNING records.
 """
 
 from __future__ import annotations
@@ -142,8 +151,33 @@ def fields(record: str, message: str) -> dict:
     return out
 
 
-def events(record: str, message: str) -> list[Event]:
-    """The counted facts of an echo record (see the module's docstring), none for the others."""
+# vLLM's own records that begin with a request's id and end in its words, by (level, logger stem); the id is
+# the client's (it may hold anything but a line break), so the words are read where vLLM puts them: after
+# the id for the refusal (what follows is the validation error, which may quote the request), at the end
+# for the store
+_VALIDATION = " failed validation: "
+_STORE_REFUSED = re.compile(r": cannot store (?:chunks|blocks|\d{1,9} blocks)\Z")
+_STORE_LOGGERS = frozenset({"scheduler", "offloading_connector"})
+# what the fast path must not skip unread among the quiet (INFO) lines: a record starting so and holding
+# VALIDATION (exporter.stream.fastpath looks only in the records that start so)
+REQUEST, VALIDATION = "Request ", _VALIDATION
+
+
+def _request_events(message: str, level: str | None, logger: str | None) -> list[Event]:
+    """A ``Request %s ...`` record's counted fact: an engine core's refusal or an offload store turned away."""
+    stem = logger_stem(logger) if logger is not None else None
+    if level == "INFO" and stem == "core" and _VALIDATION in message:
+        return [Event("validation_failure", {})]
+    if level == "WARNING" and stem in _STORE_LOGGERS and _STORE_REFUSED.search(message):
+        return [Event("kv_offload_store_refused", {})]
+    return []
+
+
+def events(record: str, message: str, level: str | None = None, logger: str | None = None) -> list[Event]:
+    """The counted facts of an echo record (see the module's docstring), none for the others. ``level`` and
+    ``logger`` are the record's header's: vLLM's own ``Request %s`` records are told apart by them."""
+    if record == "request":
+        return _request_events(message, level, logger)
     if record == "received":
         f = fields(record, message)
         return [Event("request_log", f)] if "lora" in f else []

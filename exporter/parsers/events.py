@@ -81,6 +81,9 @@ KINDS = (
     # the request log's bounded facts (exporter.parsers.echo: never its text) and run-time LoRA adapters
     "request_log",
     "lora_adapter",
+    # vLLM's own records that begin with a request's id: a refusal, an offload store turned away (same module)
+    "validation_failure",
+    "kv_offload_store_refused",
     # a tool-call parser could not read the model's tool call (exporter.parsers.tool_parser)
     "tool_call_parser_failure",
     # what the supervisor (systemd, docker compose) said of the process (exporter.parsers.supervisor)

@@ -169,6 +169,8 @@ def _quiet(line: str, clock: Clock, families: Families):
         return False  # the request log's records, whose bounded facts are counted (exporter.parsers.echo)
     if echo.FACT_WORDS[0] in msg or echo.FACT_WORDS[1] in msg:
         return False  # ... and their later lines, when a line break in the id pushed their facts on
+    if msg.startswith(echo.REQUEST) and echo.VALIDATION in msg:
+        return False  # the engine core's refusal of a request, counted without its id (the same module)
     ruled = families.rules
     if ruled:
         # a user's rules' needles: those of the rules that may take this logger file's and level's lines, less

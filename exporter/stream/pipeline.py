@@ -471,14 +471,14 @@ class Pipeline:
             record = self._echoes.pending(key)
             if record is None:
                 return IGNORED, []
-            events = echo.events(record, f.message)
+            events = echo.events(record, f.message, f.level, f.logger)
             if not events:
                 return IGNORED, []
             self._echoes.found(key)
             for ev in events:
                 ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
             return PARSED, events
-        events = echo.events(record, f.message)
+        events = echo.events(record, f.message, f.level, f.logger)
         if events and record in echo.FACT_RECORDS:
             self._echoes.found(key)
         level = f.level

@@ -197,6 +197,14 @@ RESULT_ROWS: list[tuple[str, str, str, str, str, str | None]] = [
      "kv_offload.lmcache.retrieve.moves", None),
     ("lmcache_hit_ratio", "LMCache hit ratio (of looked-up tokens)", "ratio", "kv_offload.lmcache.hit_ratio",
      "kv_offload.lmcache.lookups", None),
+    # with --price-per-hour (exporter.offline.report.cost): the price over the tokens
+    ("cost_busy_per_million_generated", "Cost per 1 M generated tokens while busy, median (IQR)", "price",
+     "cost.busy_per_million_generated", "cost.busy_windows", "cost.busy_per_million_generated_iqr"),
+    ("cost_per_million_generated", "Cost per 1 M generated tokens over the run (idle time included)", "price",
+     "cost.per_million_generated", "cost.busy_windows", None),
+    ("cost_per_million_prompt", "Cost per 1 M prompt tokens computed, over the run", "price",
+     "cost.per_million_prompt", "cost.busy_windows", None),
+    ("cost_of_run", "Cost of the run", "price", "cost.cost", "cost.busy_windows", None),
 ]
 
 
@@ -324,6 +332,8 @@ def fmt(v, kind: str) -> str:
         return f"{v * 100:.1f}%"
     if kind == "num":
         return f"{v:.2f}"
+    if kind == "price":
+        return f"{v:,.4g}"
     return f"{v:,.1f} {kind}" if kind in ("tok/s",) else f"{v:,.2f} {kind}"
 
 
@@ -369,6 +379,21 @@ def _results_table(rows: list[dict], labels: list[str], with_windows: bool = Tru
     return out
 
 
+def cost_verdict(row: dict, labels: list[str]) -> list[str]:
+    """Each later run's price per generated token against the first, in a sentence, with the verdict."""
+    out = []
+    base = row["cells"][0]["value"]
+    for label, c, v in zip(labels[1:], row["cells"][1:], row["verdicts"]):
+        if base is None or c["value"] is None or not base:
+            continue
+        rel = (c["value"] - base) / base
+        how = "the same" if abs(rel) < 0.005 else f"{abs(rel) * 100:.0f} % {'less' if rel < 0 else 'more'}"
+        said = {"inside spread": "within the spread (may be noise)", "outside spread": "outside the spread (a change)",
+                "too few windows": "too few windows to tell", "same": "the same"}.get(v, "no spread to judge by")
+        out.append(f"- {label} costs {how} per generated token than {labels[0]} while busy, {said}.")
+    return out + ([""] if out else [])
+
+
 def render_markdown(cmp: dict, tz=None) -> str:
     cmp = markdown_safe(cmp)  # the log's text as text, never markup (exporter.framing.text)
     runs = cmp["runs"]
@@ -397,7 +422,8 @@ def render_markdown(cmp: dict, tz=None) -> str:
     keys = [k for k, *_ in RESULT_ROWS]
     spec = tuple(k for k in keys if "accept" in k)
     offload = tuple(k for k in keys if k.startswith(("kv_store", "kv_load", "cpu_", "lmcache")))
-    sections = (("Throughput", tuple(k for k in keys if k not in spec and k not in offload)),
+    cost = tuple(k for k in keys if k.startswith("cost_"))
+    sections = (("Throughput", tuple(k for k in keys if k not in spec and k not in offload and k not in cost)),
                 ("Speculative decoding", spec), ("KV offload", offload))
     by_key = {r["key"]: r for r in cmp["results"]}
     for title, keys in sections:
@@ -417,6 +443,14 @@ def render_markdown(cmp: dict, tz=None) -> str:
             else:
                 parts += ["No window with a request running.", ""]
 
+    rows = [by_key[k] for k in cost if k in by_key]
+    if rows:  # only with --price-per-hour
+        parts += ["## Cost", "", "At the price per hour given for each run (`--price-per-hour`, in your currency): "
+                  "the run's price per million tokens, and each busy window's (its hour's price over its hour's "
+                  "tokens) with their spread.", ""]
+        if "cost_busy_per_million_generated" in by_key:
+            parts += cost_verdict(by_key["cost_busy_per_million_generated"], labels)
+        parts += _results_table(rows, labels) + [""]
     parts += ["## HTTP, errors, deaths and stops", ""]
     parts += _results_table(cmp["events"], labels, with_windows=False) + [""]
     return "\n".join(parts)

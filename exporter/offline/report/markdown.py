@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from exporter.framing.text import markdown_cell, markdown_safe
+from exporter.offline.report import cost as cost_section
 from exporter.offline.report import engine_ops as engine_ops_section
 from exporter.offline.report import rules as rule_sections
 
@@ -226,6 +227,8 @@ def render(s: dict[str, Any], title: str = "vLLM run report", tz=None) -> str:
                       for b, v in steps.items()] + [""]
     if s.get("engine_ops"):
         parts += engine_ops_section.markdown(s["engine_ops"], tz)
+    if s.get("cost"):  # only with --price-per-hour
+        parts += cost_section.markdown(s["cost"])
     parts += ["## KV offload", ""]
     if kv.get("store") or kv.get("load"):
         parts += ["| Direction | Weighted rate | Observed range | Largest interval | Intervals |", "|---|---|---|---|---|"]

@@ -15,6 +15,7 @@ from typing import Any
 from exporter.parsers.events import ERROR_KINDS, KINDS, Event
 from exporter.stream.incidents import busy_window, counts_as_traceback
 from exporter.parsers.spec_decode import drafts_of
+from exporter.offline.report.cost import WindowTokens
 from exporter.offline.report.engine_ops import EngineOps
 from exporter.offline.report.rules import RuleStats
 from exporter.offline.report.series import BucketCounts, Tally, Trace
@@ -98,6 +99,8 @@ class RunStats(Summary):
         self.gen_windows = 0
         self.gen_peak: float | None = None
         self.gen_nonzero = [0, 0]  # [count, sum]
+        # what a price per hour is divided by (exporter.offline.report.cost): the busy windows' generation throughput
+        self.gen_busy = Tally()
         self.single = Tally()  # generation throughput of windows with exactly one request running
         self.by_running: dict[int, Tally] = {}  # the same for every number of running requests (like with like)
         self.prompt = Trace()
@@ -145,6 +148,9 @@ class RunStats(Summary):
         # sleep mode, EPLB, elastic DP, V0 preemptions, hangs, diffusion decoding: a section when the run had any
         self.engine_ops = EngineOps(self)
         self._handlers.update(self.engine_ops.handlers())
+        # the tokens of the run, window by window as the exporter counts them (for the Cost section)
+        self.window_tokens = WindowTokens(stats_interval)
+        self.window_tokens.hook(self._handlers)
         # The per-window series are appended to by their arrays' own append (no Python frame per
         # value) and folded every FOLD_EVERY events.
         self._traces = (self.gen, self.prompt, self.kv_usage, self.accept_len, self.accept_ratio,
@@ -394,6 +400,7 @@ class RunStats(Summary):
         if g > 0:
             self.gen_nonzero[0] += 1
             self.gen_nonzero[1] += g
+            self.gen_busy.add(g)
         running = f.get("running", -1)
         if running == 1:
             self._single(g)
