@@ -259,8 +259,9 @@ def _lmcache_header(f, text: str, clock) -> str | None:
     f.header = text[start:m.end()]
     if m.group(1) is not None and f.ts_source is None:
         try:
-            f.ts = datetime(*(int(m.group(i)) for i in range(1, 7)), tzinfo=clock.tz).timestamp()
-            f.ts_source = "vllm"
+            # (a year outside EARLIEST..LATEST is no time: a client can write any digits there)
+            f.ts = plausible(datetime(*(int(m.group(i)) for i in range(1, 7)), tzinfo=clock.tz).timestamp())
+            f.ts_source = "vllm" if f.ts is not None else None
         except ValueError:
             pass
     text = text[m.end():]
