@@ -105,9 +105,25 @@ def _facts(events, spans, lines, after: int, whole: bool, skip=frozenset()):
             stops[ev.kind] += 1
         elif ev.kind == "log" and ev.line in skip:
             continue
+        elif whole and ev.kind == "request_log" and _echo_begun_by(lines, ev.line) <= after:
+            continue  # (its facts on a later line of a record begun before the cut: the cut read cannot know it)
         elif ev.kind not in DERIVED_KINDS:
             point[(ev.kind, json.dumps(f, sort_keys=True, default=str))] += 1
     return point, errors, incidents, stops
+
+
+def _echo_begun_by(lines: list[str], n: int) -> int:
+    """The line that began the request-log record whose facts line ``n`` holds: a line break in a request id
+    pushes them onto a later line of the record (each under the same header)."""
+    clock = Clock(year=2026)
+    header = _header_at(lines, n)
+    for i in range(n, max(n - 50, 0), -1):
+        f = frame_line(lines[i - 1], clock)
+        if f.header is None or f.header.rstrip() != header:
+            return i + 1
+        if f.message.startswith(("Generated response ", "Received request ", "Aborted request")):
+            return i
+    return n
 
 
 def _header_at(lines: list[str], n: int) -> str | None:

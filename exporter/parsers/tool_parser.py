@@ -66,8 +66,8 @@ def parser_of(logger: str | None) -> str | None:
 
 def failure(frame: Frame) -> Event | None:
     """A tool-call parser's failure, for a WARNING-or-worse record from a tool parser's file."""
-    if frame.level not in _LEVELS:
-        return None
+    if frame.level not in _LEVELS or frame.message[:1] in (" ", "\t"):
+        return None  # (an indented line is a traceback's code or caret line, a read begun inside it: no record's start)
     name = parser_of(frame.logger)
     if name is None and frame.logger:
         by_words = _BY_WORDS.get(logger_stem(frame.logger))

@@ -130,9 +130,10 @@ class Echoes:
         if header is not None:
             h = header.rstrip()
             last = headers.get(key)
-            if last is not None and last[0] == h and last[1] != rec:
+            if last is not None and last[0] == h and last[1] != rec and last[1] != "continued":
                 # the same header (second, file and line) as the last echo, another record's words: a line
-                # of the client's text inside it (a LoRA name with a line break holding "Aborted request(s)")
+                # of the client's text inside it (a LoRA name with a line break holding "Aborted request(s)").
+                # (After lines of a record whose start this read did not see, a record's words start one.)
                 return "continued"
             if len(headers) >= self.MAX_PROCESSES:
                 headers.clear()

@@ -26,7 +26,7 @@ from exporter.stream import fastpath
 from exporter.stream.batch import batch_unsafe, count_access
 from exporter.stream.boundary import GLUED, Echoes, inner_returns, message_lines, split_glued
 from exporter.stream.lifecycle import Lifecycle
-from exporter.stream.traceback import TRACEBACK_IDLE_SECONDS, OpenTraceback, opening_words
+from exporter.stream.traceback import CHAIN, TRACEBACK_IDLE_SECONDS, OpenTraceback, opening_words
 
 PARSED, IGNORED, UNPARSED = "parsed", "ignored", "unparsed"
 # what a frame of a JSON record's message is (Pipeline._classify): its first line, a later line
@@ -297,12 +297,18 @@ class Pipeline:
             return self._classify(f, key, text)
         tb = self._tracebacks.get(key)
         if tb is not None:
-            if tb.offer(f):
+            lineno = self.lineno
+            if tb.offer(f, text, lineno):
                 tb.touched = time.monotonic()
                 if f.ts is not None:
                     tb.last_ts = f.ts
                 return PARSED, []
             done = self._tracebacks.pop(key).events()
+            if tb.split is not None:  # a line it had taken is the next record's first line: that record first
+                split, kind, self.lineno = tb.split
+                _, ev = self._classify(split, key, kind)
+                self.lineno = lineno
+                done += ev
             r, ev = self._classify(f, key, text)
             return r, done + ev
         if f.ts is not None:
@@ -364,7 +370,8 @@ class Pipeline:
                 opening=opening_words(opener[1]) if opener is not None and opener[0] == header else None,
             )
             return PARSED, done
-        if f.header is not None and (f.level or "") in PROBLEM_LEVELS:
+        if f.header is not None and (f.level or "") in PROBLEM_LEVELS and msg.strip() and not msg.startswith(CHAIN):
+            # (a blank line or a chain's words are a traceback's middle, never a record's first line)
             openers = self._openers
             if len(openers) >= MAX_PROCESSES and key not in openers:
                 openers.clear()  # a log naming endless processes: forget, never grow

@@ -21,7 +21,7 @@ from exporter.framing.frame import TRACEBACK_START, Frame
 from exporter.parsers import parse_errors, parse_frame, tool_parser
 from exporter.parsers.events import Event
 
-_CHAIN = (
+CHAIN = (
     "The above exception was the direct cause of the following exception",
     "During handling of the above exception, another exception occurred",
 )
@@ -75,9 +75,16 @@ class OpenTraceback:
     # traceback open, which is its first line)
     start_seen: bool = True
     opening: str | None = None  # opening_words of the record's first line (the message before "Traceback")
+    # A headered record whose opening is unknown (its first line was before this read began): the line just
+    # taken as a run-on of its exception, and, once a "Traceback" line follows it, that line given back as the
+    # first line of the next record of a burst (exporter.stream.pipeline feeds it again).
+    runon: tuple[Frame, int, int] | None = None  # (the frame, its kind, its line number)
+    split: tuple[Frame, int, int] | None = None
 
-    def offer(self, f: Frame) -> bool:
-        """Take ``f`` if it continues this traceback; False means the traceback ended before it."""
+    def offer(self, f: Frame, text: int = 0, lineno: int = 0) -> bool:
+        """Take ``f`` if it continues this traceback; False means the traceback ended before it (and ``split``,
+        when set, is a line taken that belongs to what comes after: it is fed again; ``text``: see
+        exporter.stream.pipeline's frame kinds; ``lineno``: its line)."""
         # logger.exception repeats the first line's exact header on every line of the record;
         # a bare (stderr) traceback has no header at all.
         if self.header is not None:
@@ -94,7 +101,16 @@ class OpenTraceback:
         opening = self.opening
         if opening is not None and msg.startswith(opening) and msg[:1] not in (" ", "\t"):
             return False  # the same log call again: the next record of a burst
+        runon, self.runon = self.runon, None
         if s.startswith(TRACEBACK_START):
+            if runon is not None and self.phase == "exception":
+                # a record's first line, then its traceback: the line was no run-on but the next record of
+                # a burst (a run-on line never precedes a "Traceback" line; a chain has its own words)
+                self.exceptions[-1].pop()
+                self.extra -= 1
+                self.lines -= 1
+                self.split = runon
+                return False
             self.phase = "frames"
         elif self.phase == "frames":
             if not s or msg[:1] in (" ", "\t"):
@@ -117,12 +133,14 @@ class OpenTraceback:
                 # pydantic's "1 validation error for CacheConfig" gives the rule broken indented below
                 self.exceptions[-1].append(s)
                 self.extra += 1
-            elif not s or s.startswith(_CHAIN) or msg[:1] in (" ", "\t"):
+            elif not s or s.startswith(CHAIN) or msg[:1] in (" ", "\t"):
                 pass
             elif self.extra < MAX_EXCEPTION_EXTRA_LINES and not parse_frame(f):
                 # Exception messages run on (CUDA's "CUDA kernel errors might be asynchronously ...").
                 self.exceptions[-1].append(s[:MAX_EXCEPTION_CHARS])
                 self.extra += 1
+                if self.opening is None and self.header is not None:
+                    self.runon = (f, text, lineno)
             else:
                 return False
         self.lines += 1

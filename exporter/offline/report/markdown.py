@@ -71,6 +71,8 @@ def startup_failure_line(sf: dict, config: dict, tz) -> str:
              "model_not_found": f"the model could not be found{said}: vLLM found no such local directory and "
                                 f"no such Hugging Face repository; check the path (mounted into the container?) "
                                 f"or the repository id, and that the host may download it (HF_TOKEN, HF_HUB_OFFLINE)",
+             "model_access": f"the model's repository refused the download{said}: it is gated or private; accept its "
+                             f"licence on Hugging Face and give the server a token that may read it (HF_TOKEN)",
              "address_in_use": f"the port vLLM was to listen on is taken by another process{said}: stop that "
                                f"process (`ss -ltnp` names it), or give vLLM another --port",
              "other": "the engine core failed to initialise; the traceback before it has the root cause"}

@@ -72,7 +72,7 @@ _ADAPTER = re.compile(r"[\w.:@+/-]{1,64}")
 
 
 # failed starts whose reason the report says in the exception line's own words (which path, which port)
-SAID_IN_WORDS = ("model_not_found", "address_in_use")
+SAID_IN_WORDS = ("model_not_found", "model_access", "address_in_use")
 
 
 class RunStats(Summary):
