@@ -111,3 +111,25 @@ def test_parse_explain_gives_every_line_what_it_became():
     first, second = [ln.split("\t") for ln in r.stdout.splitlines()]
     assert first[1] == "unparsed" and "no vLLM header" in first[2]
     assert second[1] == "ignored" and second[2] == "a vLLM INFO line that no parser wants"
+
+
+def test_the_commands_write_to_stdout_as_it_is_when_they_run():
+    """parse and test print to sys.stdout as it is when they run, not as it was when their module was
+    imported (a default bound then kept a stream redirected at import, and closed since)."""
+    import importlib
+    import io
+    from contextlib import redirect_stdout
+
+    import exporter.commands.parse
+    import exporter.commands.testing
+    from exporter.cli import main
+
+    gone = io.StringIO()
+    with redirect_stdout(gone):
+        importlib.reload(exporter.commands.parse)
+        importlib.reload(exporter.commands.testing)
+    gone.close()
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["parse", "--stats", str(ROOT / "exporter" / "data" / "sample.log"), "--year", "2026"]) == 0
+    assert "lines read:" in out.getvalue()

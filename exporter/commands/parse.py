@@ -68,12 +68,13 @@ def wrapper(line: str, clock: Clock) -> str:
     return f"{f.clean[:f.inner_at].strip()!r} ({_TIME_FROM.get(f.ts_source, 'no time')})"
 
 
-def run(path: str, clock: Clock, stats: bool, out: TextIO = sys.stdout, explain_lines: bool = False,
+def run(path: str, clock: Clock, stats: bool, out: TextIO | None = None, explain_lines: bool = False,
         max_line: int = MAX_LINE_BYTES, rules=()) -> int:
     """``rules``: the user's rules (exporter.config.rules specs): their lines are events of kind ``rule``."""
     from exporter.commands.common import Visible
 
-    out = Visible(out)  # the log's text acts on no terminal
+    # (stdout as it is now: a default bound at import would keep a stream redirected then, and closed since)
+    out = Visible(sys.stdout if out is None else out)  # the log's text acts on no terminal
     scan = Pass(path, clock, max_line=max_line, rules=rules)
     pipe = scan.pipeline
     results = collections.Counter()

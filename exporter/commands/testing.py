@@ -319,10 +319,10 @@ def check(specs, path: str, clock: Clock, out: TextIO) -> int:
     return 1 if failed else 0
 
 
-def run(args, clock: Clock, out: TextIO = sys.stdout) -> int:
+def run(args, clock: Clock, out: TextIO | None = None) -> int:
     from exporter.commands.common import Visible
 
-    out = Visible(out)  # the lines' text acts on no terminal
+    out = Visible(sys.stdout if out is None else out)  # the lines' text acts on no terminal (stdout as it is now)
     try:
         specs = []
         for path in args.rules:
