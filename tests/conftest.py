@@ -37,6 +37,18 @@ def run_lines(lines, clock=None, derived=False):
     return results, events
 
 
+def metrics_of(lines) -> dict:
+    """The samples of /metrics after ``lines`` (one server, "s"), lifecycle events included."""
+    from exporter.metrics import Metrics
+    from tests.helpers import samples
+
+    _, events = run_lines(lines, derived=True)
+    m = Metrics(process_metrics=False)
+    m.add_server("s")
+    m.observe_many("s", events)
+    return samples(m.render().decode())
+
+
 def one(line: str, kind: str | None = None):
     """The single event of one line (of ``kind`` when given)."""
     _, events = run_lines([line])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.conftest import ROOT, run_lines
+from tests.conftest import ROOT, metrics_of, run_lines
 
 ENTRIES = yaml.safe_load((ROOT / "tests" / "fixtures" / "real_lines" / "issue36.yaml").read_text(encoding="utf-8"))
 # a server that started and serves: what comes after it is a death, not a failed start
@@ -47,15 +47,6 @@ def test_each_line_becomes_what_it_says(i):
             assert want in {ev.kind for ev in mine}, (e["line"], want, [ev.kind for ev in mine])
 
 
-def _metrics(lines):
-    from exporter.metrics import Metrics
-    from tests.helpers import samples
-
-    _, events = run_lines(lines, derived=True)
-    m = Metrics(process_metrics=False)
-    m.add_server("s")
-    m.observe_many("s", events)
-    return samples(m.render().decode())
 
 
 def _line(family: str) -> str:
@@ -68,7 +59,7 @@ def test_lmcache_lines_of_every_release_feed_the_hit_ratio_and_say_nothing_they_
     that logged both; LMCache's own warning counts by its level."""
     from tests.helpers import value
 
-    s = _metrics([ENTRIES[0]["line"], ENTRIES[1]["line"], _line("lmcache retrieve logged without its size and cost"),
+    s = metrics_of([ENTRIES[0]["line"], ENTRIES[1]["line"], _line("lmcache retrieve logged without its size and cost"),
                   _line("LMCache's own warning (counted by level)")])
     assert value(s, "vllm_log_lmcache_requested_tokens_total", server="s") == 1839 + 1848
     assert value(s, "vllm_log_lmcache_hit_tokens_total", server="s") == 1708
@@ -81,7 +72,7 @@ def test_lmcache_lines_of_every_release_feed_the_hit_ratio_and_say_nothing_they_
 def test_the_block_override_is_the_count_the_server_runs_with():
     from tests.helpers import value
 
-    s = _metrics([_line("GPU block count overridden")])
+    s = metrics_of([_line("GPU block count overridden")])
     assert value(s, "vllm_log_kv_cache_blocks", server="s") == 512
 
 
@@ -95,20 +86,20 @@ def test_a_rank_dropped_by_fault_tolerance_counts_once_and_is_no_death():
                       "EngineCore_DP1 pid=12").replace("Engine 0 scale", "Engine 1 scale")]
     _, events = run_lines(lines, derived=True)
     assert "engine_death" not in {e.kind for e in events}
-    s = _metrics(lines)
+    s = metrics_of(lines)
     assert value(s, "vllm_log_dp_ranks_lost_total", server="s") == 1
     assert value(s, "vllm_log_dp_dead_ranks", server="s") == 1
     assert value(s, "vllm_log_dp_fault_tolerance_events_total", server="s", event="scale_down") == 1
     assert value(s, "vllm_log_server_state", server="s", state="serving") == 1
     # the next start gives the ranks back
-    s = _metrics(lines + BANNER)
+    s = metrics_of(lines + BANNER)
     assert value(s, "vllm_log_dp_dead_ranks", server="s") is None
 
 
 def test_the_context_length_cut_and_the_failures_are_counted_with_bounded_labels():
     from tests.helpers import value
 
-    s = _metrics([_line("max_model_len cut (0.34, WARNING)"), _line("NIXL transfer failure"),
+    s = metrics_of([_line("max_model_len cut (0.34, WARNING)"), _line("NIXL transfer failure"),
                   _line("Mooncake send failed, with its size"), _line("KV offload tier-poll stall"),
                   _line("request queue full (0.30-0.31)"), _line("weight-cache daemon exit")])
     assert value(s, "vllm_log_max_model_len_requested_tokens", server="s", engine="0") == 262144
@@ -128,7 +119,7 @@ def test_the_other_connectors_failures_are_counted_by_connector():
     NIXL's and Mooncake's; a request's id is no label."""
     from tests.helpers import value
 
-    s = _metrics([_line("MoRIIO RDMA read timed out, with its seconds"),
+    s = metrics_of([_line("MoRIIO RDMA read timed out, with its seconds"),
                   _line("P2P NCCL peer out of memory, with the tensor's size"),
                   _line("a connector's circuit breaker opened (0.34), no connector named"),
                   _line("KV offload P2P peer reaped with transfers running")])
@@ -144,7 +135,7 @@ def test_the_other_connectors_failures_are_counted_by_connector():
 def test_mooncake_store_loads_count_by_tier():
     from tests.helpers import value
 
-    s = _metrics([_line("Mooncake store load by tier")] * 2)
+    s = metrics_of([_line("Mooncake store load by tier")] * 2)
     assert value(s, "vllm_log_mooncake_store_load_keys_total", server="s", tier="memory") == 40
     assert value(s, "vllm_log_mooncake_store_load_keys_total", server="s", tier="disk") == 8
     assert value(s, "vllm_log_mooncake_store_load_keys_total", server="s", tier="unknown") is None
@@ -158,7 +149,7 @@ def test_the_encoder_cache_connectors_failures_have_a_counter_of_their_own():
     in the KV connectors' counter (nor its alert)."""
     from tests.helpers import value
 
-    s = _metrics([_line("EC connector (Mooncake) waited for a push that never came"),
+    s = metrics_of([_line("EC connector (Mooncake) waited for a push that never came"),
                   _line("EC connector (NIXL) failed a request for want of its encoding")])
     assert value(s, "vllm_log_ec_connector_failures_total", server="s", connector="mooncake", reason="timeout") == 1
     assert value(s, "vllm_log_ec_connector_failures_total", server="s", connector="nixl", reason="missing") == 1
@@ -171,7 +162,7 @@ def test_the_extensible_kv_cache_s_final_size_is_the_one_exported():
     before it was the budget; the extension's blocks and bytes are what the server runs with."""
     from tests.helpers import value
 
-    s = _metrics(["(Worker_TP0 pid=12) INFO 12-04 10:00:20 [gpu_worker.py:300] Available KV cache memory: 80.00 GiB",
+    s = metrics_of(["(Worker_TP0 pid=12) INFO 12-04 10:00:20 [gpu_worker.py:300] Available KV cache memory: 80.00 GiB",
                   _line("memory after warm-up (extensible KV cache)"), _line("KV cache extended to its final size")])
     assert value(s, "vllm_log_kv_cache_blocks", server="s") == 3721
     assert value(s, "vllm_log_kv_cache_memory_bytes", server="s", worker="Worker_TP0") == 62427349647
@@ -209,7 +200,7 @@ def test_the_request_log_is_counted_by_adapter_and_finish_reason_with_bounded_la
     odd = received.replace("'sql-lora'", "'x y{z}'")
     lines = [received, received, base, _line("response logged, with its finish reason"), aborted, aborted,
              _line("a client's disconnect, said twice by vLLM, counts once"), *many, odd]
-    s = _metrics(lines)
+    s = metrics_of(lines)
     assert value(s, "vllm_log_requests_logged_total", server="s", lora="sql-lora") == 2
     assert value(s, "vllm_log_requests_logged_total", server="s", lora="") == 1
     assert value(s, "vllm_log_requests_logged_total", server="s", lora="other") == 40 - 31 + 1
@@ -229,7 +220,7 @@ def test_the_request_log_is_counted_by_adapter_and_finish_reason_with_bounded_la
 def test_a_lora_adapter_s_events_are_counted_without_its_name():
     from tests.helpers import value
 
-    s = _metrics([_line("LoRA adapter loaded"), _line("LoRA adapter removed"),
+    s = metrics_of([_line("LoRA adapter loaded"), _line("LoRA adapter removed"),
                   _line("LoRA adapter a resolver failed to load")])
     for event in ("loaded", "removed", "load_failed"):
         assert value(s, "vllm_log_lora_adapter_events_total", server="s", event=event) == 1
@@ -245,7 +236,7 @@ def test_engine_step_time_is_a_histogram_by_what_the_batch_held():
     decode = _line("iteration details, engine core (0.14-0.25)")
     mixed = _line("iteration details, stats logger (0.30+)")
     prefill = mixed.replace("14 generation requests, 14 generation tokens", "0 generation requests, 0 generation tokens")
-    s = _metrics([decode, decode, mixed, prefill, _line("iteration details, a data-parallel rank's padding step (0.23+)")])
+    s = metrics_of([decode, decode, mixed, prefill, _line("iteration details, a data-parallel rank's padding step (0.23+)")])
     assert value(s, "vllm_log_iteration_seconds_count", server="s", engine="0", batch="decode") == 2
     assert value(s, "vllm_log_iteration_seconds_sum", server="s", engine="0", batch="decode") == pytest.approx(0.02198)
     assert value(s, "vllm_log_iteration_seconds_count", server="s", engine="1", batch="mixed") == 1
@@ -283,14 +274,14 @@ def test_the_access_log_switched_off_is_said_not_read_as_no_traffic():
     from tests.helpers import samples, value
 
     off = _line("access log switched off (non-default args)")
-    s = _metrics(BANNER[:1] + [off])
+    s = metrics_of(BANNER[:1] + [off])
     assert value(s, "vllm_log_access_log_disabled", server="s", reason="flag") == 1
     assert value(s, "vllm_log_access_log_disabled", server="s", reason="log_level") is None
     quiet = off.replace("'disable_uvicorn_access_log': True", "'uvicorn_log_level': 'warning'")
-    assert value(_metrics(BANNER[:1] + [quiet]), "vllm_log_access_log_disabled", server="s", reason="log_level") == 1
-    assert value(_metrics(BANNER[:1] + [_line("access log filtered by endpoint (still counted)")]),
+    assert value(metrics_of(BANNER[:1] + [quiet]), "vllm_log_access_log_disabled", server="s", reason="log_level") == 1
+    assert value(metrics_of(BANNER[:1] + [_line("access log filtered by endpoint (still counted)")]),
                  "vllm_log_access_log_disabled", server="s", reason="flag") is None
-    assert value(_metrics(BANNER[:1] + [off] + BANNER[:1]), "vllm_log_access_log_disabled", server="s", reason="flag") is None
+    assert value(metrics_of(BANNER[:1] + [off] + BANNER[:1]), "vllm_log_access_log_disabled", server="s", reason="flag") is None
     _, events = run_lines(BANNER[:1] + [off], derived=True)
     m = Metrics(process_metrics=False)
     m.add_server("s")
@@ -315,7 +306,7 @@ def test_a_tool_call_parser_failure_is_the_model_s_not_a_server_traceback():
               h + "    current_tool_call = partial_json_parser.loads(tool_call_portion or \"{}\", flags)",
               h + "partial_json_parser.core.exceptions.MalformedJSON: Malformed node or string: mkdir -p test/{test1,test2"]
     lines = BANNER + record
-    s = _metrics(lines)
+    s = metrics_of(lines)
     assert value(s, "vllm_log_tool_call_parser_failures_total", server="s", parser="hermes") == 1
     assert value(s, "vllm_log_errors_total", server="s", kind="traceback") == 0
     assert value(s, "vllm_log_messages_total", server="s", level="error") == 1
@@ -326,7 +317,7 @@ def test_a_tool_call_parser_failure_is_the_model_s_not_a_server_traceback():
     assert alerts.pending(now=1e9) == []
     # the same traceback from a file that is no tool parser is still a traceback
     other = [ln.replace("hermes_tool_parser.py:370", "serving_chat.py:370") for ln in record]
-    assert value(_metrics(BANNER + other), "vllm_log_errors_total", server="s", kind="traceback") == 1
+    assert value(metrics_of(BANNER + other), "vllm_log_errors_total", server="s", kind="traceback") == 1
 
 
 def test_a_newer_parser_s_tool_call_failure_is_no_server_traceback_either():
@@ -339,10 +330,10 @@ def test_a_newer_parser_s_tool_call_failure_is_no_server_traceback_either():
     tb = [h + "Traceback (most recent call last):",
           h + '  File "/usr/local/lib/python3.12/site-packages/vllm/parser/mistral.py", line 180, in extract',
           h + "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)"]
-    s = _metrics(BANNER + [h + "Error in extracting tool call from response."] + tb)
+    s = metrics_of(BANNER + [h + "Error in extracting tool call from response."] + tb)
     assert value(s, "vllm_log_tool_call_parser_failures_total", server="s", parser="mistral") == 1
     assert value(s, "vllm_log_errors_total", server="s", kind="traceback") == 0
-    s = _metrics(BANNER + [h + "Failed to convert the token list."] + tb)
+    s = metrics_of(BANNER + [h + "Failed to convert the token list."] + tb)
     assert value(s, "vllm_log_tool_call_parser_failures_total", server="s", parser="mistral") is None
     assert value(s, "vllm_log_errors_total", server="s", kind="traceback") == 1
 
@@ -350,7 +341,7 @@ def test_a_newer_parser_s_tool_call_failure_is_no_server_traceback_either():
 def test_the_start_up_memory_lines_of_0_18_and_later_are_exported():
     from tests.helpers import value
 
-    s = _metrics([_line("CUDA graph memory estimate (0.18-0.33)"), _line("persisted start-up plan sizes the KV cache (0.26+)"),
+    s = metrics_of([_line("CUDA graph memory estimate (0.18-0.33)"), _line("persisted start-up plan sizes the KV cache (0.26+)"),
                   _line("XPU worker's memory before profiling (0.9-0.15)")])
     assert value(s, "vllm_log_startup_memory_bytes", server="s", worker="EngineCore", component="cuda_graph_estimate") \
         == pytest.approx(622770257.92)
@@ -365,7 +356,7 @@ def test_a_collective_timeout_keeps_its_numbers_and_counts_once_however_many_ran
     lines = [first, first.replace("[rank0]", "[rank1]").replace("[Rank 0]", "[Rank 1]"),
              _line("watchdog timeout, the watchdog thread's exception (the same collective)"),
              _line("watchdog timeout on another rank, a reduce-scatter")]
-    s = _metrics(lines)
+    s = metrics_of(lines)
     assert value(s, "vllm_log_collective_timeouts_total", server="s", op="ALLREDUCE") == 1
     assert value(s, "vllm_log_collective_timeouts_total", server="s", op="_REDUCE_SCATTER_BASE") == 1
 
@@ -389,7 +380,7 @@ def test_the_other_platforms_ooms_keep_their_numbers_in_the_report():
 def test_requests_a_stop_aborted_or_drained_are_counted():
     from tests.helpers import value
 
-    s = _metrics(BANNER + [_line("stop aborting in-flight requests (0.23+)"), _line("stop draining in-flight requests (0.18-0.22)")])
+    s = metrics_of(BANNER + [_line("stop aborting in-flight requests (0.23+)"), _line("stop draining in-flight requests (0.18-0.22)")])
     assert value(s, "vllm_log_stop_requests_total", server="s", action="aborted") == 7
     assert value(s, "vllm_log_stop_requests_total", server="s", action="drained") == 3
 
@@ -397,7 +388,7 @@ def test_requests_a_stop_aborted_or_drained_are_counted():
 def test_lmcache_s_multiprocess_server_counts_its_tokens_not_a_rate_it_cannot_give():
     from tests.helpers import value
 
-    s = _metrics([_line("LMCache multiprocess server's store (tokens and seconds, no size)"),
+    s = metrics_of([_line("LMCache multiprocess server's store (tokens and seconds, no size)"),
                   _line("LMCache multiprocess server's retrieve (0.3.15-0.4.1)")])
     assert value(s, "vllm_log_lmcache_tokens_total", server="s", direction="store") == 2048
     assert value(s, "vllm_log_lmcache_tokens_total", server="s", direction="retrieve") == 1792
@@ -412,7 +403,7 @@ def test_engine_ops_series_count_what_the_lines_say():
     grew by; an engine hang counts by source."""
     from tests.helpers import value
 
-    s = _metrics([_line("sleep mode, falling asleep (an RL reward server's measurement, the message alone)"),
+    s = metrics_of([_line("sleep mode, falling asleep (an RL reward server's measurement, the message alone)"),
                   _line("sleep mode, waking up by tags (0.11.2+)"), _line("sleep mode, waking up (0.7.3's wording, the message alone)"),
                   _line("EPLB step (0.9.2-0.10.2)"), _line("EPLB step with the balance of the experts' load (0.14.1+)"),
                   _line("EPLB rearranged the experts while serving (0.14.1+, the argument is a space when not the profile run)"),
@@ -442,16 +433,16 @@ def test_v0_preemption_warnings_add_what_the_count_grew_by():
     restarted = line.replace("=51", "=1")
     from tests.helpers import value
 
-    s = _metrics([first, line])
+    s = metrics_of([first, line])
     assert value(s, "vllm_log_preemptions_total", server="s", engine="0") == 51
-    s = _metrics([first, line, restarted])  # the count went back: a new engine, its 1 preemption added
+    s = metrics_of([first, line, restarted])  # the count went back: a new engine, its 1 preemption added
     assert value(s, "vllm_log_preemptions_total", server="s", engine="0") == 52
 
 
 def test_v0_iteration_timeout_marks_a_serving_engine_stalled():
     from tests.helpers import value
 
-    s = _metrics(BANNER + [_line("V0's engine iteration timed out (the engine is marked dead)")])
+    s = metrics_of(BANNER + [_line("V0's engine iteration timed out (the engine is marked dead)")])
     assert value(s, "vllm_log_engine_hangs_total", server="s", source="iteration_timeout") == 1
     assert value(s, "vllm_log_engine_stalled", server="s", engine="0") == 1
 
@@ -462,12 +453,12 @@ def test_the_watchdog_s_feed_timeout_marks_a_serving_engine_stalled_and_its_dump
     from tests.helpers import value
 
     hang = _line("the watchdog dumped the stacks of a loop not fed in time (0.33+)")
-    s = _metrics(BANNER + [hang])
+    s = metrics_of(BANNER + [hang])
     assert value(s, "vllm_log_engine_hangs_total", server="s", source="watchdog") == 1
     assert value(s, "vllm_log_engine_stalled", server="s", engine="0") == 1
     stop = [_line("the watchdog's dump at a stop (the engine core's SIGTERM handler calls handle_failure), no hang"),
             _line("the watchdog's dump when a worker's parent exited (vllm/v1/executor/multiproc_executor.py), no hang")]
-    s = _metrics(BANNER + stop)
+    s = metrics_of(BANNER + stop)
     assert value(s, "vllm_log_engine_hangs_total", server="s", source="watchdog") in (0, None)  # no hang counted
     assert value(s, "vllm_log_engine_stalled", server="s", engine="0") in (0, None)
 
@@ -475,7 +466,7 @@ def test_the_watchdog_s_feed_timeout_marks_a_serving_engine_stalled_and_its_dump
 def test_start_up_download_and_encoder_graphs_are_series():
     from tests.helpers import value
 
-    s = _metrics([_line("time spent downloading the weights (0.7.3+)"),
+    s = metrics_of([_line("time spent downloading the weights (0.7.3+)"),
                   _line("the multimodal encoder's CUDA graphs captured (0.31+)")])
     assert value(s, "vllm_log_weights_download_seconds", server="s", worker="EngineCore_DP0") == pytest.approx(73.125402)
     assert value(s, "vllm_log_startup_memory_bytes", server="s", worker="EngineCore_DP0",
@@ -489,7 +480,7 @@ def test_diffusion_decoding_counts_its_windows_for_the_engine_of_the_stats_line_
     stats = ("(EngineCore_DP1 pid=12) INFO 12-04 10:00:10 [loggers.py:257] Engine 001: Avg prompt throughput: 0.0 "
              "tokens/s, Avg generation throughput: 41.2 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: "
              "1.0%, Prefix cache hit rate: 0.0%")
-    s = _metrics([line, stats, line.replace("EngineCore_DP0 pid=11", "EngineCore_DP1 pid=12")])
+    s = metrics_of([line, stats, line.replace("EngineCore_DP0 pid=11", "EngineCore_DP1 pid=12")])
     assert value(s, "vllm_log_diffusion_committed_tokens_total", server="s", engine="0") == 412
     assert value(s, "vllm_log_diffusion_committed_tokens_total", server="s", engine="1") == 412
     assert value(s, "vllm_log_diffusion_denoising_steps_total", server="s", engine="1") == 100

@@ -10,7 +10,7 @@ import yaml
 
 from exporter.framing.clock import Clock
 from exporter.stream import fastpath
-from tests.conftest import ROOT, run_lines
+from tests.conftest import ROOT, metrics_of, run_lines
 from tests.helpers import samples, value
 
 ENTRIES = yaml.safe_load((ROOT / "tests" / "fixtures" / "real_lines" / "request_refusals.yaml").read_text())
@@ -34,22 +34,14 @@ def test_the_fast_path_never_skips_a_refusal_unread():
             assert not fastpath.ignorable(e["line"], clock), e["line"]
 
 
-def _metrics(lines):
-    from exporter.metrics import Metrics
-
-    _, events = run_lines(lines, derived=True)
-    m = Metrics(process_metrics=False)
-    m.add_server("s")
-    m.observe_many("s", events)
-    return samples(m.render().decode())
 
 
 def test_each_is_counted_by_server_and_absent_until_the_log_says_it():
     lines = [e["line"] for e in ENTRIES]
-    s = _metrics(lines)
+    s = metrics_of(lines)
     assert value(s, "vllm_log_request_validation_failures_total", server="s") == 2
     assert value(s, "vllm_log_kv_offload_store_refusals_total", server="s") == 4
-    quiet = _metrics(["(APIServer pid=1) INFO 03-02 14:07:55 [api_server.py:1] vLLM API server version 0.34.0"])
+    quiet = metrics_of(["(APIServer pid=1) INFO 03-02 14:07:55 [api_server.py:1] vLLM API server version 0.34.0"])
     assert value(quiet, "vllm_log_request_validation_failures_total", server="s") is None
     assert value(quiet, "vllm_log_kv_offload_store_refusals_total", server="s") is None
 
