@@ -11,7 +11,7 @@ import yaml
 from exporter.framing.clock import Clock
 from exporter.stream import fastpath
 from tests.conftest import ROOT, metrics_of, run_lines
-from tests.helpers import samples, value
+from tests.helpers import value
 
 ENTRIES = yaml.safe_load((ROOT / "tests" / "fixtures" / "real_lines" / "request_refusals.yaml").read_text())
 
