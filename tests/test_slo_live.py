@@ -26,7 +26,7 @@ import time
 import pytest
 
 from mixin import config as C
-from tests.helpers import ROOT, Exporter, Prometheus, free_port, have, wait_until
+from tests.helpers import ROOT, Exporter, Prometheus, alone, free_port, have, wait_until
 from tests.test_stack_e2e import stack_prometheus_config
 
 sys.path.insert(0, str(ROOT))
@@ -84,7 +84,8 @@ def test_slis_of_a_real_vllm_have_data_and_move_the_right_way_when_it_is_slowed(
                              extra_args=["--max-num-seqs", "1", "--no-enable-prefix-caching",
                                          # no torch.compile: a start of ~40 s instead of ~75 s here
                                          "--enforce-eager"])
-    with Exporter("--source", f"{SERVER}={log}", "--from-start", "--stats-interval", "2") as ex, server:
+    with alone("the service-level run"), \
+            Exporter("--source", f"{SERVER}={log}", "--from-start", "--stats-interval", "2") as ex, server:
         # Alertmanager is not part of this: the rules' alerts are read from Prometheus' ALERTS
         config = stack_prometheus_config(ex.port, free_port(), server.port)
         with Prometheus(tmp_path, config) as prom:
