@@ -35,6 +35,7 @@ from exporter.parsers import (
 )
 from exporter.parsers._values import SQUEEZE_FROM_CHARS, bounded, has_long_run, squeeze_digits
 from exporter.parsers.base import ANYWHERE, Parser, Where
+from exporter.parsers.needles import matcher
 from exporter.parsers.reach import could_hold
 
 # Most frequent first: access-log lines dominate real logs, then the periodic stats families.
@@ -139,21 +140,90 @@ CONTINUATION_PARSERS: tuple[Parser, ...] = (startup.VERSION, memory.MEMORY_PROFI
 _CONTINUATION_TABLE = _needle_table(CONTINUATION_PARSERS)
 
 
+class _Dispatch:
+    """One table's needles searched at once (exporter.parsers.needles): which families a message may be
+    for, in trying order, from one call whatever the number of needles. ``families[i]``: the positions (in
+    the table's parser order) of the families holding needle i."""
+
+    __slots__ = ("parsers", "hits", "families")
+
+    def __init__(self, parsers: tuple[Parser, ...], engine: str | None = None):
+        self.parsers = parsers
+        needles = tuple(dict.fromkeys(n for p in parsers for n in p.needles))
+        index = {n: i for i, n in enumerate(needles)}
+        holders: list[list[int]] = [[] for _ in needles]
+        for pos, p in enumerate(parsers):
+            for n in dict.fromkeys(p.needles):
+                holders[index[n]].append(pos)
+        self.families = tuple(tuple(h) for h in holders)
+        self.hits = matcher(needles, engine)
+
+    def candidates(self, msg: str) -> tuple[int, ...] | list[int]:
+        hits = self.hits(msg)
+        if not hits:
+            return ()
+        if len(hits) == 1:
+            return self.families[hits[0]]
+        fams = self.families
+        return sorted({pos for i in hits for pos in fams[i]})
+
+
+_DISPATCH = _Dispatch(PARSERS)
+_ERROR_DISPATCH = _Dispatch(EXCEPTION_PARSERS)
+_CONTINUATION_DISPATCH = _Dispatch(CONTINUATION_PARSERS)
+
+
 def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Event] | None:
     """Events of one framed line, or None when no family recognises it.
 
     Families are tried in order. A family is tried once, when one of its needles is in the message
     and the line comes from where the family's lines come from (its ``where``: level, logger, start);
     one that finds nothing passes the line on to the next family. Every event's numbers are within
-    exporter.parsers._values.LIMIT (those that are not are left out)."""
+    exporter.parsers._values.LIMIT (those that are not are left out).
+
+    Which families hold a needle of the message is found by one search for all the table's needles
+    (``_Dispatch``): a line costs the same whatever the number of families, and goes to the families
+    whose needles it holds alone. The same families in the same order as trying each needle in turn
+    (``parse_frame_in_turn``, which a table of other parsers still uses; tests compare the two)."""
     if parsers is PARSERS:
-        table = _TABLE_BY_LEVEL.get(frame.level, _TABLE)  # (a level no family admits is skipped by admits anyway)
+        d = _DISPATCH
     elif parsers is EXCEPTION_PARSERS:
-        table = _ERROR_TABLE
+        d = _ERROR_DISPATCH
     elif parsers is CONTINUATION_PARSERS:
-        table = _CONTINUATION_TABLE
+        d = _CONTINUATION_DISPATCH
     else:
-        table = _needle_table(parsers)
+        return parse_frame_in_turn(frame, _needle_table(parsers))
+    msg = frame.message
+    if len(msg) > SQUEEZE_FROM_CHARS and has_long_run(msg):
+        msg = frame.message = squeeze_digits(msg)
+    cands = d.candidates(msg)
+    if not cands:
+        return None
+    table = d.parsers
+    for pos in cands:
+        p = table[pos]
+        w = p.where
+        # (admits asks the level first: a family that reads no line of this one's level is passed at once)
+        if w is not ANYWHERE and not w.admits(frame):
+            continue
+        try:
+            events = p.parse(frame)
+        except (ValueError, ArithmeticError):
+            # a number Python will not convert (past 4,300 digits) or that overflows a float:
+            # no line vLLM writes, so this family declines it
+            continue
+        if events:
+            for ev in events:
+                bounded(ev.fields)
+            return events
+    return None
+
+
+def parse_frame_in_turn(frame: Frame, table: tuple[tuple[str, Parser], ...] | None = None) -> list[Event] | None:
+    """``parse_frame`` by trying each needle of ``table`` (default: the built-in families', per level) in turn:
+    the reference the one search is tested against, and the way for a table of other parsers."""
+    if table is None:
+        table = _TABLE_BY_LEVEL.get(frame.level, _TABLE)  # (a level no family admits is skipped by admits anyway)
     msg = frame.message
     if len(msg) > SQUEEZE_FROM_CHARS and has_long_run(msg):
         msg = frame.message = squeeze_digits(msg)
@@ -167,8 +237,6 @@ def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Eve
             try:
                 events = p.parse(frame)
             except (ValueError, ArithmeticError):
-                # a number Python will not convert (past 4,300 digits) or that overflows a float:
-                # no line vLLM writes, so this family declines it
                 continue
             if events:
                 for ev in events:

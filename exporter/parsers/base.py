@@ -33,6 +33,71 @@ PROBLEM_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", NO_LEVEL})
 _STEMS: dict[str, str] = {}
 
 
+class LazyPattern:
+    """A compiled ``re`` pattern, compiled when first used: most families' lines never come in a given run
+    (a failure family's, an old release's wording), and compiling every family's patterns at import was the
+    largest part of the daemon's start-up after the web framework (bench/startup.py). The first call of a
+    method compiles and puts the compiled pattern's methods in this object's own dictionary, so every later
+    ``p.match(...)`` is the compiled pattern's own method, with no call in between."""
+
+    __slots__ = ("pattern", "flags", "_rx", "__dict__")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self.pattern = pattern
+        self.flags = flags
+        self._rx = None
+
+    def _compiled(self) -> re.Pattern:
+        rx = self._rx
+        if rx is None:
+            rx = self._rx = re.compile(self.pattern, self.flags)
+            self.flags = rx.flags
+            d = self.__dict__
+            for name in ("match", "search", "fullmatch", "finditer", "findall", "sub", "subn", "split"):
+                d[name] = getattr(rx, name)
+        return rx
+
+    def match(self, *a, **k):
+        return self._compiled().match(*a, **k)
+
+    def search(self, *a, **k):
+        return self._compiled().search(*a, **k)
+
+    def fullmatch(self, *a, **k):
+        return self._compiled().fullmatch(*a, **k)
+
+    def finditer(self, *a, **k):
+        return self._compiled().finditer(*a, **k)
+
+    def findall(self, *a, **k):
+        return self._compiled().findall(*a, **k)
+
+    def sub(self, *a, **k):
+        return self._compiled().sub(*a, **k)
+
+    def subn(self, *a, **k):
+        return self._compiled().subn(*a, **k)
+
+    def split(self, *a, **k):
+        return self._compiled().split(*a, **k)
+
+    @property
+    def groups(self) -> int:
+        return self._compiled().groups
+
+    @property
+    def groupindex(self):
+        return self._compiled().groupindex
+
+    def __repr__(self) -> str:
+        return f"LazyPattern({self.pattern!r})"
+
+
+def lazy_compile(pattern: str, flags: int = 0) -> LazyPattern:
+    """``re.compile``, put off until the pattern is first used (LazyPattern)."""
+    return LazyPattern(pattern, flags)
+
+
 def logger_stem(logger: str) -> str:
     """The file (or module) a record's logger names, without directory, ``.py`` or line:
     ``loggers.py:335`` -> ``loggers``, ``entrypoints/.../serving.py:1267`` -> ``serving``, a JSON
@@ -97,7 +162,7 @@ def where(levels=None, loggers=None, untagged: bool = False, start: str | None =
     iterables."""
     return Where(frozenset(levels) if levels is not None else None,
                  frozenset(loggers) if loggers is not None else None,
-                 untagged, re.compile(start) if start is not None else None)
+                 untagged, lazy_compile(start) if start is not None else None)
 
 
 @dataclass(frozen=True, slots=True)

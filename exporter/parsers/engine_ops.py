@@ -42,13 +42,11 @@ Wordings, read from the released wheels (``pip download vllm==X``; catalogue/vll
 
 from __future__ import annotations
 
-import re
-
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import INFO_LEVELS, PROBLEM_LEVELS, Parser, where
+from exporter.parsers.base import INFO_LEVELS, PROBLEM_LEVELS, Parser, lazy_compile, where
 
-_SLEEP = re.compile(r"It took (\d+(?:\.\d+)?) seconds to (fall asleep|wake up|discard)\b")
+_SLEEP = lazy_compile(r"It took (\d+(?:\.\d+)?) seconds to (fall asleep|wake up|discard)\b")
 _ACTIONS = {"fall asleep": "sleep", "wake up": "wake_up", "discard": "discard"}
 
 
@@ -60,11 +58,11 @@ def _sleep(frame: Frame) -> list[Event] | None:
 
 
 _F = r"(\d+(?:\.\d+)?)"
-_STEP = re.compile(rf"EPLB step: (?:(\d+) for model .{{0,200}}?: )?avg_tokens={_F}, max_tokens=(\d+), "
+_STEP = lazy_compile(rf"EPLB step: (?:(\d+) for model .{{0,200}}?: )?avg_tokens={_F}, max_tokens=(\d+), "
                    rf"balancedness={_F}(?:, steps until the next rearrangement: (-?\d+))?")
-_REARRANGED = re.compile(rf"Rearranged experts *(\(profile\))? *in {_F} s(?:econds)?\.")
-_ASYNC = re.compile(rf"Async EPLB rearranged (\d+)/(\d+) layers of .{{0,200}}? in {_F} s\.")
-_SKIPPED = re.compile(rf"\[EPLB\] Skip rearrange: imbalance {_F} -> {_F} \(no material gain\)")
+_REARRANGED = lazy_compile(rf"Rearranged experts *(\(profile\))? *in {_F} s(?:econds)?\.")
+_ASYNC = lazy_compile(rf"Async EPLB rearranged (\d+)/(\d+) layers of .{{0,200}}? in {_F} s\.")
+_SKIPPED = lazy_compile(rf"\[EPLB\] Skip rearrange: imbalance {_F} -> {_F} \(no material gain\)")
 
 
 def _eplb(frame: Frame) -> list[Event] | None:
@@ -93,7 +91,7 @@ def _eplb(frame: Frame) -> list[Event] | None:
     return None
 
 
-_SCALE = re.compile(r"\[Elastic EP\] Scale (up|down) completed, new data parallel size: (\d+)$")
+_SCALE = lazy_compile(r"\[Elastic EP\] Scale (up|down) completed, new data parallel size: (\d+)$")
 
 
 def _dp_scale(frame: Frame) -> list[Event] | None:
@@ -103,7 +101,7 @@ def _dp_scale(frame: Frame) -> list[Event] | None:
     return [Event("dp_scale", {"direction": m.group(1), "size": int(m.group(2))})]
 
 
-_PREEMPTED = re.compile(r"Sequence group \S{1,256} is preempted by PreemptionMode\.(RECOMPUTE|SWAP) mode because there "
+_PREEMPTED = lazy_compile(r"Sequence group \S{1,256} is preempted by PreemptionMode\.(RECOMPUTE|SWAP) mode because there "
                         r"is not enough KV cache space\..*?total_num_cumulative_preemption=(\d+)")
 
 
@@ -114,7 +112,7 @@ def _preemption(frame: Frame) -> list[Event] | None:
     return [Event("preemption", {"mode": m.group(1).lower(), "cumulative": int(m.group(2))})]
 
 
-_WATCHDOG = re.compile(r"\[Watchdog\]Dumped stack to \S.{0,4096}? due to (.{1,64})$")
+_WATCHDOG = lazy_compile(r"\[Watchdog\]Dumped stack to \S.{0,4096}? due to (.{1,64})$")
 
 
 def _engine_hang(frame: Frame) -> list[Event] | None:
@@ -155,7 +153,7 @@ ENGINE_CALLS = frozenset({
     "reinitialize_distributed", "commit_prepared_elastic_ep", "checkpoint_prepare", "checkpoint_restore",
     "checkpoint_state",
 })
-_CALL_FAILED = re.compile(r"Invocation of (\w{1,64}) method failed$")
+_CALL_FAILED = lazy_compile(r"Invocation of (\w{1,64}) method failed$")
 
 
 def _engine_call(frame: Frame) -> list[Event] | None:

@@ -8,41 +8,39 @@ that ends a traceback is one ``traceback`` and one ``oom`` event.
 
 from __future__ import annotations
 
-import re
-
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import to_bytes
-from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, UNREAD_HEADER_P, Parser, where
+from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, UNREAD_HEADER_P, Parser, lazy_compile, where
 
 _SZ = r"([\d.]+) ?(B|KiB|MiB|GiB|TiB|KB|MB|GB)"
-_OOM = re.compile(r"(?:\b(CUDA|XPU|NPU|HIP) out of memory|(?:CUDA|HIP) error: out of memory|OutOfMemoryError"
+_OOM = lazy_compile(r"(?:\b(CUDA|XPU|NPU|HIP) out of memory|(?:CUDA|HIP) error: out of memory|OutOfMemoryError"
                   r"|Ran out of memory in memory space)")
-_TRIED = re.compile(rf"Tried to allocate {_SZ}")
+_TRIED = lazy_compile(rf"Tried to allocate {_SZ}")
 # Every wording PyTorch's CUDA caching allocator has used for the numbers (c10/cuda/CUDACachingAllocator.cpp):
 #   <= 2.0: "Tried to allocate X (GPU 0; T total capacity; A already allocated; F free; R reserved in total by PyTorch)"
 #   2.1:    "Tried to allocate X. GPU 0 has a total capacty of T of which F is free. Including non-PyTorch memory,
 #            this process has U memory in use. Of the allocated memory A is allocated by PyTorch, and R' is
 #            reserved by PyTorch but unallocated."  (sic: "capacty")
 #   >= 2.2: the same with "capacity", and "Process P has U memory in use." for each process on the GPU
-_GPU_NEW = re.compile(rf"GPU (\d+) has a total capac(?:i)?ty of {_SZ} of which {_SZ} is free")
+_GPU_NEW = lazy_compile(rf"GPU (\d+) has a total capac(?:i)?ty of {_SZ} of which {_SZ} is free")
 # (Ascend's torch_npu and XPU print the old form with their device's name; torch_npu adds "current active")
-_GPU_OLD = re.compile(rf"\((?:GPU|NPU|XPU) (\d+); {_SZ} total capacity(?:; {_SZ} already allocated)?(?:; {_SZ} current "
+_GPU_OLD = lazy_compile(rf"\((?:GPU|NPU|XPU) (\d+); {_SZ} total capacity(?:; {_SZ} already allocated)?(?:; {_SZ} current "
                       rf"active)?(?:; {_SZ} free)?(?:; {_SZ} reserved in total by PyTorch)?")
-_DEVICE_OOM = re.compile(r"\b(CUDA|XPU|NPU|HIP) out of memory")
+_DEVICE_OOM = lazy_compile(r"\b(CUDA|XPU|NPU|HIP) out of memory")
 # XLA on TPU (vLLM's TPU backends): "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory
 # space hbm. Used 49.34G of 32.00G hbm. Exceeded hbm capacity by 17.34G." (binary units)
-_XLA_OOM = re.compile(r"Ran out of memory in memory space (\w{1,16})\. Used ([\d.]+)([KMGT]) of ([\d.]+)([KMGT]) \w+\."
+_XLA_OOM = lazy_compile(r"Ran out of memory in memory space (\w{1,16})\. Used ([\d.]+)([KMGT]) of ([\d.]+)([KMGT]) \w+\."
                       r"(?: Exceeded \w+ capacity by ([\d.]+)([KMGT])\.)?")
-_IN_USE = re.compile(rf"this process has {_SZ} memory in use")
+_IN_USE = lazy_compile(rf"this process has {_SZ} memory in use")
 # torch >= 2.2 lists every process on the GPU instead: "Process 2684311 has 14.51 GiB memory in use."
-_PROCESS_IN_USE = re.compile(rf"Process \d+ has {_SZ} memory in use")
-_BY_PYTORCH = re.compile(rf"Of the allocated memory {_SZ} is allocated by PyTorch, and {_SZ} is reserved by PyTorch "
+_PROCESS_IN_USE = lazy_compile(rf"Process \d+ has {_SZ} memory in use")
+_BY_PYTORCH = lazy_compile(rf"Of the allocated memory {_SZ} is allocated by PyTorch, and {_SZ} is reserved by PyTorch "
                          r"but unallocated")
-_EXC_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):")
+_EXC_TYPE = lazy_compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):")
 
-_CUDA_ERROR = re.compile(r"(?:CUDA|HIP) error: (.+?)\s*$|(cuMemcpyBatchAsync failed.*)$|(CUBLAS_STATUS_\w+)")
-_NCCL = re.compile(
+_CUDA_ERROR = lazy_compile(r"(?:CUDA|HIP) error: (.+?)\s*$|(cuMemcpyBatchAsync failed.*)$|(CUBLAS_STATUS_\w+)")
+_NCCL = lazy_compile(
     r"NCCL error(?: in)?:? (.+)$|(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b.*)$"
     r"|(Watchdog caught collective operation timeout.*)$"
 )
@@ -143,7 +141,7 @@ def _cuda(frame: Frame) -> list[Event] | None:
 # PyTorch's process-group watchdog (NCCL, and the other platforms' backends: HCCL, XCCL...): "[PG ID 0 PG GUID
 # 0(default_pg) Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1203, OpType=ALLREDUCE,
 # NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600012 milliseconds before timing out."
-_WATCHDOG = re.compile(
+_WATCHDOG = lazy_compile(
     r"(?:Rank (\d+)\] )?Watchdog caught collective operation timeout: Work(\w{1,16})\(SeqNum=(\d+), OpType=([A-Z_]{1,32})"
     r"(?:[^)]*?Timeout\(ms\)=(\d+))?\) ran for (\d+) milliseconds")
 

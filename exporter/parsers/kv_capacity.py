@@ -26,23 +26,21 @@ and the CPU-offload pool.
 
 from __future__ import annotations
 
-import re
-
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import to_bytes
-from exporter.parsers.base import INFO_LEVELS, Parser, where
+from exporter.parsers.base import INFO_LEVELS, Parser, lazy_compile, where
 
-_SIZE = re.compile(r"(?:^|\] |: |\s)([A-Za-z]+(?: \+ host)?) KV cache size: ([\d,]+) tokens")
-_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-_MEMORY = re.compile(r"Available KV cache memory: (-?[\d.]+) ?(GiB|GB|MiB)")
-_CPU_MEMORY = re.compile(r"(Explicitly|Auto) set \(([\d.]+)/([\d.]+)\) GiB for KV cache on node (\d+)"
+_SIZE = lazy_compile(r"(?:^|\] |: |\s)([A-Za-z]+(?: \+ host)?) KV cache size: ([\d,]+) tokens")
+_CONCURRENCY = lazy_compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+_MEMORY = lazy_compile(r"Available KV cache memory: (-?[\d.]+) ?(GiB|GB|MiB)")
+_CPU_MEMORY = lazy_compile(r"(Explicitly|Auto) set \(([\d.]+)/([\d.]+)\) GiB for KV cache on node (\d+)"
                          r"(?:, with ([\d.]+) GiB requested memory for the worker\. ([\d.]+) GiB memory was consumed)?")
-_BLOCKS = re.compile(r"# (\w+) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
+_BLOCKS = lazy_compile(r"# (\w+) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 # --num-gpu-blocks-override: the count the server runs with is the override, not the one profiled
 # (V0 engine/llm_engine.py, V1 v1/core/kv_cache_utils.py and kv_cache_planning.py, 0.6-0.34)
-_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)")
-_MMAP = re.compile(r"Created mmap file (\S+) \(([\d.]+) ?(GB|GiB|MB|MiB|TB|TiB)\)")
+_OVERRIDE = lazy_compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)")
+_MMAP = lazy_compile(r"Created mmap file (\S+) \(([\d.]+) ?(GB|GiB|MB|MiB|TB|TiB)\)")
 
 
 def _kv_size(frame: Frame) -> list[Event] | None:

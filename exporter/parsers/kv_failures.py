@@ -69,7 +69,7 @@ from __future__ import annotations
 import re
 
 from exporter.framing.frame import Frame
-from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, Parser, logger_stem, where
+from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, Parser, lazy_compile, logger_stem, where
 from exporter.parsers.events import Event
 
 _N = r"(\d+)"
@@ -206,9 +206,9 @@ _EC = (
     (r"EC Mooncake async save failed |Mooncake embedding Store (?:GET|lookup) failed", "mooncake", "store", ()),
     (r"Store PUT failed for ", "mooncake", "store", (), "backend"),
 )
-_CONNECTOR_RX = tuple((re.compile(e[0]), *e[1:4], e[4] if len(e) > 4 else None) for e in _CONNECTOR)
-_EC_RX = tuple((re.compile(e[0]), *e[1:4], e[4] if len(e) > 4 else None) for e in _EC)
-_OFFLOAD_RX = tuple((re.compile(p), r, names) for p, r, names in _OFFLOAD)
+_CONNECTOR_RX = tuple((lazy_compile(e[0]), *e[1:4], e[4] if len(e) > 4 else None) for e in _CONNECTOR)
+_EC_RX = tuple((lazy_compile(e[0]), *e[1:4], e[4] if len(e) > 4 else None) for e in _EC)
+_OFFLOAD_RX = tuple((lazy_compile(p), r, names) for p, r, names in _OFFLOAD)
 _DIRECTIONS = {"GPU->CPU": "store", "CPU->GPU": "load", "store": "store", "load": "load"}
 
 
@@ -240,7 +240,7 @@ def _messages(frame: Frame) -> tuple[str, ...]:
     return (msg, msg[m.end():]) if m and m.end() else (msg,)
 
 
-_EXC = re.compile(EXCEPTION_P)
+_EXC = lazy_compile(EXCEPTION_P)
 
 
 def _connector(frame: Frame, table=_CONNECTOR_RX, kind: str = "kv_connector_failure") -> list[Event] | None:

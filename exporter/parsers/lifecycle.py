@@ -30,13 +30,11 @@ the server is still starting is a failed start. Wordings, from vLLM's source:
 
 from __future__ import annotations
 
-import re
-
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import INFO_LEVELS, Parser, where
+from exporter.parsers.base import INFO_LEVELS, Parser, lazy_compile, where
 
-_SIGNAL = re.compile(r"trigger received signal=(\w+)")
+_SIGNAL = lazy_compile(r"trigger received signal=(\w+)")
 # needle -> the signature an event carries
 _STOPS = {
     "API server: shutdown triggered": "API server: shutdown triggered",
@@ -50,7 +48,7 @@ _READY = ("Application startup complete", "Starting vLLM API server")
 _WEAK_STOPS = {"manager: force killing remaining processes": "force killing remaining processes"}
 # uvicorn's, matched as the whole message (a request's log may say anything)
 _UVICORN_STOPS = {"Shutting down": "uvicorn: Shutting down", "Application shutdown complete.": "uvicorn: Shutting down"}
-_FINISHED = re.compile(r"Finished server process \[\d{1,10}\]\s*$")
+_FINISHED = lazy_compile(r"Finished server process \[\d{1,10}\]\s*$")
 
 
 def _parse(frame: Frame) -> list[Event] | None:

@@ -43,7 +43,7 @@ import re
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import to_bytes
-from exporter.parsers.base import INFO_LEVELS, Parser, where
+from exporter.parsers.base import INFO_LEVELS, Parser, lazy_compile, where
 
 _SZ = r"(-?[\d.]+) ?(GiB|GB|MiB|MB)"
 
@@ -62,83 +62,83 @@ def _sizes(*names: str):
 
 
 _PROFILE_PATTERNS = (
-    (re.compile(r"Free memory on device \((-?[\d.]+)/([\d.]+) ?(?:GiB|GB)\)"),
+    (lazy_compile(r"Free memory on device \((-?[\d.]+)/([\d.]+) ?(?:GiB|GB)\)"),
      lambda m: {"free_bytes": _size(m.group(1), "GiB"), "total_bytes": _size(m.group(2), "GiB")}),
-    (re.compile(rf"Desired GPU memory utilization is \(([\d.]+), {_SZ}\)"),
+    (lazy_compile(rf"Desired GPU memory utilization is \(([\d.]+), {_SZ}\)"),
      lambda m: {"gpu_memory_utilization": float(m.group(1)), "requested_bytes": _size(m.group(2), m.group(3))}),
-    (re.compile(rf"{_SZ} for weight"), _sizes("weights_bytes")),
+    (lazy_compile(rf"{_SZ} for weight"), _sizes("weights_bytes")),
     # 0.27+ counts weights and non-torch memory together: "Actual usage is 18.4 GiB for consumed memory (weights +
     # non-torch), ..."
-    (re.compile(rf"{_SZ} for consumed memory"), _sizes("consumed_bytes")),
-    (re.compile(rf"{_SZ} for peak activation"), _sizes("peak_activation_bytes")),
-    (re.compile(rf"{_SZ} for non-torch memory"), _sizes("non_torch_bytes")),
-    (re.compile(rf"{_SZ} for CUDAGraph memory"), _sizes("cuda_graph_bytes")),
-    (re.compile(rf"Current kv cache memory in use is {_SZ}"), _sizes("kv_cache_bytes")),
-    (re.compile(rf"total_gpu_memory \({_SZ}\) x gpu_memory_utilization \(([\d.]+)\) = {_SZ}"),
+    (lazy_compile(rf"{_SZ} for consumed memory"), _sizes("consumed_bytes")),
+    (lazy_compile(rf"{_SZ} for peak activation"), _sizes("peak_activation_bytes")),
+    (lazy_compile(rf"{_SZ} for non-torch memory"), _sizes("non_torch_bytes")),
+    (lazy_compile(rf"{_SZ} for CUDAGraph memory"), _sizes("cuda_graph_bytes")),
+    (lazy_compile(rf"Current kv cache memory in use is {_SZ}"), _sizes("kv_cache_bytes")),
+    (lazy_compile(rf"total_gpu_memory \({_SZ}\) x gpu_memory_utilization \(([\d.]+)\) = {_SZ}"),
      lambda m: {"total_bytes": _size(m.group(1), m.group(2)), "gpu_memory_utilization": float(m.group(3)),
                 "requested_bytes": _size(m.group(4), m.group(5))}),
-    (re.compile(rf"model weights take {_SZ}"), _sizes("weights_bytes")),
-    (re.compile(rf"non_torch_memory takes {_SZ}"), _sizes("non_torch_bytes")),
-    (re.compile(rf"activation peak memory takes {_SZ}"), _sizes("peak_activation_bytes")),
-    (re.compile(rf"reserved for KV Cache is {_SZ}"), _sizes("kv_cache_bytes")),
-    (re.compile(r"Memory profiling takes ([\d.]+) seconds"), lambda m: {"profiling_seconds": float(m.group(1))}),
+    (lazy_compile(rf"model weights take {_SZ}"), _sizes("weights_bytes")),
+    (lazy_compile(rf"non_torch_memory takes {_SZ}"), _sizes("non_torch_bytes")),
+    (lazy_compile(rf"activation peak memory takes {_SZ}"), _sizes("peak_activation_bytes")),
+    (lazy_compile(rf"reserved for KV Cache is {_SZ}"), _sizes("kv_cache_bytes")),
+    (lazy_compile(r"Memory profiling takes ([\d.]+) seconds"), lambda m: {"profiling_seconds": float(m.group(1))}),
     # V0 0.6.x, one line: "Memory profiling results: total_gpu_memory=79.15GiB initial_memory_usage=15.74GiB
     # peak_torch_memory=16.40GiB memory_usage_post_profile=15.86GiB non_torch_memory=0.86GiB
     # kv_cache_size=54.75GiB gpu_memory_utilization=0.90"
-    (re.compile(rf"total_gpu_memory={_SZ}"), _sizes("total_bytes")),
-    (re.compile(rf"initial_memory_usage={_SZ}"), _sizes("initial_bytes")),
-    (re.compile(rf"peak_torch_memory={_SZ}"), _sizes("peak_torch_bytes")),
-    (re.compile(rf"non_torch_memory={_SZ}"), _sizes("non_torch_bytes")),
-    (re.compile(rf"kv_cache_size={_SZ}"), _sizes("kv_cache_bytes")),
-    (re.compile(r"Memory profiling results: .*gpu_memory_utilization=([\d.]+)"),
+    (lazy_compile(rf"total_gpu_memory={_SZ}"), _sizes("total_bytes")),
+    (lazy_compile(rf"initial_memory_usage={_SZ}"), _sizes("initial_bytes")),
+    (lazy_compile(rf"peak_torch_memory={_SZ}"), _sizes("peak_torch_bytes")),
+    (lazy_compile(rf"non_torch_memory={_SZ}"), _sizes("non_torch_bytes")),
+    (lazy_compile(rf"kv_cache_size={_SZ}"), _sizes("kv_cache_bytes")),
+    (lazy_compile(r"Memory profiling results: .*gpu_memory_utilization=([\d.]+)"),
      lambda m: {"gpu_memory_utilization": float(m.group(1))}),
     # the KV cache sized by hand (0.11+): "Initial free memory 76.61 GiB, reserved 8.00 GiB memory for KV Cache
     # as specified by kv_cache_memory_bytes config and skipped memory profiling. ..."
-    (re.compile(rf"Initial free memory {_SZ}, reserved {_SZ} memory for KV Cache as specified by kv_cache_memory_bytes"),
+    (lazy_compile(rf"Initial free memory {_SZ}, reserved {_SZ} memory for KV Cache as specified by kv_cache_memory_bytes"),
      lambda m: {"free_bytes": _size(m.group(1), m.group(2)), "kv_cache_bytes": _size(m.group(3), m.group(4)),
                 "kv_cache_memory_bytes_set": True}),
     # 0.18-0.33's estimate before capture (gpu_model_runner.py): "Estimated CUDA graph memory: 0.58 GiB total"
-    (re.compile(r"^Estimated CUDA graph memory: ([\d.]+) GiB total"),
+    (lazy_compile(r"^Estimated CUDA graph memory: ([\d.]+) GiB total"),
      lambda m: {"cuda_graph_estimate_bytes": _size(m.group(1), "GiB")}),
     # 0.18+ (gpu_worker.py), after capture: "CUDA graph pool memory: 0.61 GiB (actual), 0.58 GiB (estimated), difference:
     # 0.03 GiB (4.9%)." (format_gib's values)
-    (re.compile(r"^CUDA graph pool memory: (-?[\d.]+) GiB \(actual\), (-?[\d.]+) GiB \(estimated\)"),
+    (lazy_compile(r"^CUDA graph pool memory: (-?[\d.]+) GiB \(actual\), (-?[\d.]+) GiB \(estimated\)"),
      lambda m: {"cuda_graph_bytes": _size(m.group(1), "GiB"), "cuda_graph_estimate_bytes": _size(m.group(2), "GiB")}),
     # 0.18+ (gpu_worker.py): what the CUDA graph estimate did to --gpu-memory-utilization
-    (re.compile(r"^CUDA graph memory profiling is enabled .*?The current --gpu-memory-utilization=([\d.]+) is "
+    (lazy_compile(r"^CUDA graph memory profiling is enabled .*?The current --gpu-memory-utilization=([\d.]+) is "
                 r"equivalent to --gpu-memory-utilization=([\d.]+) without CUDA graph memory profiling"),
      lambda m: {"gpu_memory_utilization": float(m.group(1)), "equivalent_gpu_memory_utilization": float(m.group(2))}),
     # XPU (0.9-0.15, xpu_worker.py): "Before memory profiling run, total GPU memory: 65536.00 MB, model load takes
     # 2400.00 MB, free gpu memory is 60000.00 MB."
-    (re.compile(r"^Before memory profiling run, total GPU memory: ([\d.]+) MB, model load takes ([\d.]+) MB, free gpu "
+    (lazy_compile(r"^Before memory profiling run, total GPU memory: ([\d.]+) MB, model load takes ([\d.]+) MB, free gpu "
                 r"memory is ([\d.]+) MB"),
      lambda m: {"total_bytes": _size(m.group(1), "MB"), "weights_bytes": _size(m.group(2), "MB"),
                 "free_bytes": _size(m.group(3), "MB")}),
     # 0.26+ (startup_plan.py): a persisted start-up plan sizes the KV cache without profiling
-    (re.compile(r"^Applying persisted startup plan \(fingerprint [^)\s]{1,128}\): kv_cache_memory_bytes=(\d+) "),
+    (lazy_compile(r"^Applying persisted startup plan \(fingerprint [^)\s]{1,128}\): kv_cache_memory_bytes=(\d+) "),
      lambda m: {"kv_cache_bytes": float(int(m.group(1))), "kv_cache_memory_bytes_set": True}),
 )
 # 0.34's extensible KV cache, after warm-up (format_gib: GiB to two places)
-_AFTER_WARMUP = re.compile(
+_AFTER_WARMUP = lazy_compile(
     r"Memory after warmup: ([\d.]+) GiB free, ([\d.]+) GiB committed to the KV cache, ([\d.]+) GiB kept for transient "
     r"activations \(([\d.]+) GiB allocated at peak, ([\d.]+) GiB of torch reservation growth\); (\d+) KV cache blocks "
     r"\(([\d.]+) GiB\) fit within the requested ([\d.]+) GiB\.(?: Torch may reserve up to ([\d.]+) GiB)?")
 _AFTER_WARMUP_FIELDS = ("free_bytes", "kv_cache_committed_bytes", "transient_bytes", "peak_activation_bytes",
                         "torch_reserve_growth_bytes", "kv_cache_fit_blocks", "kv_cache_fit_bytes", "requested_bytes",
                         "torch_limit_bytes")
-_EXTENDED = re.compile(r"Extended KV cache to (\d+) blocks(?: \(([\d.]+) GiB\))?\.")
-_KV_BYTES_HINT = re.compile(r"--kv-cache-memory-bytes=(\d+)`? \([\d.]+ GiB\) to (fit|fully)")
+_EXTENDED = lazy_compile(r"Extended KV cache to (\d+) blocks(?: \(([\d.]+) GiB\))?\.")
+_KV_BYTES_HINT = lazy_compile(r"--kv-cache-memory-bytes=(\d+)`? \([\d.]+ GiB\) to (fit|fully)")
 
 # Gaudi's runner (HabanaAI/vllm-fork hpu_model_runner.py, vllm-gaudi): "Loading model weights took in total
 # 15.05 GiB of device memory (15.05 GiB/30.15 GiB used) and 1.134 GiB of host memory (...)", in MiB or KiB for
 # a small model; its "Pre-loading model weights on hpu:0 took ..." (one device) is left to that total
-_MODEL_LOAD = re.compile(r"(?:Model loading|Loading model weights) took (?:in total )?([\d.]+) ?(GiB|GB|MiB|KiB)"
+_MODEL_LOAD = lazy_compile(r"(?:Model loading|Loading model weights) took (?:in total )?([\d.]+) ?(GiB|GB|MiB|KiB)"
                          r"(?: memory| of device memory)?(?: and ([\d.]+) seconds)?")
-_WEIGHTS_IO = re.compile(r"Loading weights took ([\d.]+) seconds")
-_MODEL_INIT = re.compile(r"^Initializing model took ([\d.]+) seconds")
-_GRAPH = re.compile(r"(Encoder g|G)raph capturing finished in ([\d.]+) secs?(?:, took (-?[\d.]+) ?(GiB|GB|MiB))?"
+_WEIGHTS_IO = lazy_compile(r"Loading weights took ([\d.]+) seconds")
+_MODEL_INIT = lazy_compile(r"^Initializing model took ([\d.]+) seconds")
+_GRAPH = lazy_compile(r"(Encoder g|G)raph capturing finished in ([\d.]+) secs?(?:, took (-?[\d.]+) ?(GiB|GB|MiB))?"
                     r"(?: \((\d+) graphs\))?")
-_DOWNLOAD = re.compile(r"Time spent downloading weights for .{0,1024}?: ([\d.]+) seconds$")
+_DOWNLOAD = lazy_compile(r"Time spent downloading weights for .{0,1024}?: ([\d.]+) seconds$")
 
 
 def _profile(frame: Frame) -> list[Event] | None:

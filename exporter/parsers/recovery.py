@@ -59,16 +59,14 @@ behind each is in docs/research/issue28-warning-signs.md.
 
 from __future__ import annotations
 
-import re
-
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, Parser, where
+from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, Parser, lazy_compile, where
 
 # --- vLLM's KV load failure handling ------------------------------------------------------------------
 
-_KV_RECOVERED = re.compile(r"Recovered from KV load failure: (\d+) request\(s\) rescheduled \((\d+) tokens affected\)")
-_KV_FAILED = re.compile(r"Failing (\d+) request\(s\) due to KV load failure(?: \(failure_policy=(\w+), (\d+) tokens affected\))?")
+_KV_RECOVERED = lazy_compile(r"Recovered from KV load failure: (\d+) request\(s\) rescheduled \((\d+) tokens affected\)")
+_KV_FAILED = lazy_compile(r"Failing (\d+) request\(s\) due to KV load failure(?: \(failure_policy=(\w+), (\d+) tokens affected\))?")
 
 
 def _kv_load(frame: Frame) -> list[Event] | None:
@@ -88,9 +86,9 @@ def _kv_load(frame: Frame) -> list[Event] | None:
 # --- LMCache ----------------------------------------------------------------------------------------
 
 _LMC_SHORT = "The number of retrieved tokens is less than the expected number of tokens"
-_LMC_COUNTS = re.compile(r"Num retrieved tokens: (\d+), num expected tokens: (\d+)")
-_LMC_BLOCKS = re.compile(r"failed to load (\d+) tokens across (\d+) blocks")
-_LMC_UNHEALTHY = re.compile(r"LMCache is unhealthy, skipping (retrieve(?:_layer)?) operation")
+_LMC_COUNTS = lazy_compile(r"Num retrieved tokens: (\d+), num expected tokens: (\d+)")
+_LMC_BLOCKS = lazy_compile(r"failed to load (\d+) tokens across (\d+) blocks")
+_LMC_UNHEALTHY = lazy_compile(r"LMCache is unhealthy, skipping (retrieve(?:_layer)?) operation")
 
 
 def _lmcache_retrieve(frame: Frame) -> list[Event] | None:
@@ -112,9 +110,9 @@ def _lmcache_retrieve(frame: Frame) -> list[Event] | None:
     return None
 
 
-_LMC_BLOCK_SIZE = re.compile(r"Failed to allocate memory block of size (\d+) because no memory is available")
-_LMC_TENSOR = re.compile(r"Failed to allocate memory for tensor\(.*?\) because no (?:memory|free blocks) is available")
-_LMC_PRESSURE = re.compile(r"Local cpu memory under pressure so\s+choosing to (?:store only\s+(\d+) total chunks|not store)")
+_LMC_BLOCK_SIZE = lazy_compile(r"Failed to allocate memory block of size (\d+) because no memory is available")
+_LMC_TENSOR = lazy_compile(r"Failed to allocate memory for tensor\(.*?\) because no (?:memory|free blocks) is available")
+_LMC_PRESSURE = lazy_compile(r"Local cpu memory under pressure so\s+choosing to (?:store only\s+(\d+) total chunks|not store)")
 # substring -> where the allocation failed
 _LMC_WHERE = (
     ("Failed to allocate memory during remote receive", "remote_receive"),
@@ -148,7 +146,7 @@ def _lmcache_memory(frame: Frame) -> list[Event] | None:
 
 # --- kernels compiled while serving ---------------------------------------------------------------------
 
-_JIT = re.compile(r"\b(Triton|CuTeDSL|FlyDSL|TileLang) (?:kernel |autotune/warmup candidate )?JIT compilation "
+_JIT = lazy_compile(r"\b(Triton|CuTeDSL|FlyDSL|TileLang) (?:kernel |autotune/warmup candidate )?JIT compilation "
                   r"during inference: ([^\s()]+?)(?: \(|\.(?:\s|$)|$)")
 _JIT_CANDIDATE = "autotune/warmup candidate JIT compilation"
 

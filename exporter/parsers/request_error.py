@@ -19,20 +19,18 @@ the client's text: fields to read, never labels.
 
 from __future__ import annotations
 
-import re
-
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import literal_eval
-from exporter.parsers.base import NO_LEVEL, Parser, where
+from exporter.parsers.base import NO_LEVEL, Parser, lazy_compile, where
 
 # A Python repr of a str: single quotes unless the text holds one and no double quote; \-escapes.
 _STR = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
 _SEP = r"(?:, | )"
-_ERROR = re.compile(
+_ERROR = lazy_compile(
     rf"^Error with model (?:error=ErrorInfo\(|object='error' )message=({_STR}){_SEP}type=({_STR}){_SEP}"
     rf"param=(None|{_STR}){_SEP}code=(\d+)")
-_MODEL = re.compile(r"^The model `([^`]*)` does not exist")
+_MODEL = lazy_compile(r"^The model `([^`]*)` does not exist")
 
 
 def _text(literal: str) -> str:

@@ -35,21 +35,19 @@ Wordings, from the released wheels (catalogue/vllm-log-calls.jsonl):
 
 from __future__ import annotations
 
-import re
-
 from exporter.framing.frame import Frame
-from exporter.parsers.base import INFO_LEVELS, PROBLEM_LEVELS, Parser, where
+from exporter.parsers.base import INFO_LEVELS, PROBLEM_LEVELS, Parser, lazy_compile, where
 from exporter.parsers.events import Event
 
 _RANKS = r"\[([\d, ]*)\]"
 _FT = (
-    (re.compile(r"\[FT\] Busy loop raised (\w+)\. Waiting for recovery"), "engine_fault"),
-    (re.compile(rf"\[FT\] Engine (\d+) scale_down complete: removed {_RANKS}, cumulative dead_dp_ranks={_RANKS}"),
+    (lazy_compile(r"\[FT\] Busy loop raised (\w+)\. Waiting for recovery"), "engine_fault"),
+    (lazy_compile(rf"\[FT\] Engine (\d+) scale_down complete: removed {_RANKS}, cumulative dead_dp_ranks={_RANKS}"),
      "scale_down"),
-    (re.compile(r"\[FT\] Engine (\d+) status -> (\w+)"), "status"),
-    (re.compile(r"\[FT\] No recovery within (\d+)s timeout"), "recovery_timeout"),
-    (re.compile(r"\[FT\] (?:Recovery dispatch failed|Recovery failed for request )"), "recovery_failed"),
-    (re.compile(r"\[FT\] Instruction '\w+' failed"), "instruction_failed"),
+    (lazy_compile(r"\[FT\] Engine (\d+) status -> (\w+)"), "status"),
+    (lazy_compile(r"\[FT\] No recovery within (\d+)s timeout"), "recovery_timeout"),
+    (lazy_compile(r"\[FT\] (?:Recovery dispatch failed|Recovery failed for request )"), "recovery_failed"),
+    (lazy_compile(r"\[FT\] Instruction '\w+' failed"), "instruction_failed"),
 )
 
 
@@ -78,15 +76,15 @@ def _ft(frame: Frame) -> list[Event] | None:
 
 # (start, reason, pattern of what follows the request's id, whole; the id is the client's and is skipped)
 _REJECTED = (
-    ("Request queue full - rejecting request ", "queue_full", re.compile(r".* \(current=(\d+), n=(\d+), max=(\d+)\)\.")),
+    ("Request queue full - rejecting request ", "queue_full", lazy_compile(r".* \(current=(\d+), n=(\d+), max=(\d+)\)\.")),
     ("Max queued tokens reached - rejecting request ", "queued_tokens",
-     re.compile(r".* \(current_tokens=(\d+), max=(\d+)\)\.")),
-    ("Rejecting request ", "shutting_down", re.compile(r".* \(server shutting down\)")),
-    ("Failing the request ", "no_kv_blocks", re.compile(r".* because there's not enough kv cache blocks to run the "
+     lazy_compile(r".* \(current_tokens=(\d+), max=(\d+)\)\.")),
+    ("Rejecting request ", "shutting_down", lazy_compile(r".* \(server shutting down\)")),
+    ("Failing the request ", "no_kv_blocks", lazy_compile(r".* because there's not enough kv cache blocks to run the "
                                                          r"entire sequence\.?")),
 )
-_ENGINE_STATUS = re.compile(r"Engine (\w+) - rejecting request ")
-_PROMPT_TOO_LONG = re.compile(r"Input prompt \((\d+) tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds "
+_ENGINE_STATUS = lazy_compile(r"Engine (\w+) - rejecting request ")
+_PROMPT_TOO_LONG = lazy_compile(r"Input prompt \((\d+) tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds "
                               r"(?:the capacity of block_manager|limit of (\d+))")
 
 
@@ -115,7 +113,7 @@ def _rejected(frame: Frame) -> list[Event] | None:
     return None
 
 
-_REDUCED = re.compile(r"(?:Auto-fit max_model_len: reduced from|--max-model-len auto reduced max_model_len from) (\d+) "
+_REDUCED = lazy_compile(r"(?:Auto-fit max_model_len: reduced from|--max-model-len auto reduced max_model_len from) (\d+) "
                       r"to (\d+)")
 
 
@@ -147,7 +145,7 @@ MAX_MODEL_LEN_REDUCED = Parser(
     where(INFO_LEVELS | {"WARNING"}, ("kv_cache_utils", "kv_cache_planning"),
           start=r"(?:Auto-fit max_model_len: reduced from|--max-model-len auto reduced max_model_len from) \d"),
 )
-_WEIGHT_CACHE = re.compile(r"Weight cache daemon rank\(s\) exited during (\w+) \(exitcodes=\[([-\d, ]*)\]\)")
+_WEIGHT_CACHE = lazy_compile(r"Weight cache daemon rank\(s\) exited during (\w+) \(exitcodes=\[([-\d, ]*)\]\)")
 
 
 def _weight_cache(frame: Frame) -> list[Event] | None:
@@ -163,7 +161,7 @@ WEIGHT_CACHE_DAEMON_EXIT = Parser("weight_cache_daemon_exit", ("Weight cache dae
 # in-flight requests at a stop (v1/engine/core.py): 0.23-0.34 "[shutdown] EngineCore: aborting in-flight requests
 # count=%d" / "... draining in-flight requests count=%d timeout=%ds"; 0.18-0.22 "Aborting %d requests" / "Draining
 # %d in-flight requests (timeout=%ds)"
-_STOP_REQUESTS = re.compile(r"(?:\[shutdown\] EngineCore: (aborting|draining) in-flight requests count=(\d+)"
+_STOP_REQUESTS = lazy_compile(r"(?:\[shutdown\] EngineCore: (aborting|draining) in-flight requests count=(\d+)"
                             r"|(Aborting) (\d+) requests$|(Draining) (\d+) in-flight requests)")
 
 

@@ -17,13 +17,11 @@ cause it too). Wordings, from ``distributed/device_communicators/shm_broadcast.p
 
 from __future__ import annotations
 
-import re
-
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import ALL_LEVELS, Parser, where
+from exporter.parsers.base import ALL_LEVELS, Parser, lazy_compile, where
 
-_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found ?in (\d+(?:\.\d+)?) seconds?\b")
+_WAIT = lazy_compile(r"No available (?:shared memory broadcast )?block found ?in (\d+(?:\.\d+)?) seconds?\b")
 
 
 def _parse(frame: Frame) -> list[Event] | None:

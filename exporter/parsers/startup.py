@@ -22,30 +22,28 @@
 
 from __future__ import annotations
 
-import re
-
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import literal_eval
-from exporter.parsers.base import INFO_LEVELS, Parser, where
+from exporter.parsers.base import INFO_LEVELS, Parser, lazy_compile, where
 
-_INIT = re.compile(
+_INIT = lazy_compile(
     r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) (?:s|secs|seconds)"
     r"(?: \(compilation: ([\d.]+) s(?: \S+ language_model: ([\d.]+) s, encoder: ([\d.]+) s)?\))?"
 )
-_API_VERSION = re.compile(r"vLLM (?:API )?server version (\S+?)(?:, serving model (\S+))?$")
-_BANNER_VERSION = re.compile(r"█\s+version\s+(\S+)")
-_BANNER_MODEL = re.compile(r"█\s+model\s+(\S.*)$")
-_ENGINE_INIT = re.compile(r"Initializing an? (?:V\d )?LLM engine \(v?([^)\s]+)\) with config: (.*)")
-_CONFIG_ITEM = re.compile(r"(?:^|, )([a-z_]+)=('[^']*'|\"[^\"]*\"|[^,]*)")
-_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
-_MAX_MODEL_LEN = re.compile(r"^Using max model len (\d+)$")
-_TASKS = re.compile(r"^Supported tasks: ([\[(].{0,500}[\])])$")
-_WARMUP = re.compile(r"^(?:\[([^\]\s]+)\] )?Initial profiling/warmup run took ([\d.]+) s$")
+_API_VERSION = lazy_compile(r"vLLM (?:API )?server version (\S+?)(?:, serving model (\S+))?$")
+_BANNER_VERSION = lazy_compile(r"█\s+version\s+(\S+)")
+_BANNER_MODEL = lazy_compile(r"█\s+model\s+(\S.*)$")
+_ENGINE_INIT = lazy_compile(r"Initializing an? (?:V\d )?LLM engine \(v?([^)\s]+)\) with config: (.*)")
+_CONFIG_ITEM = lazy_compile(r"(?:^|, )([a-z_]+)=('[^']*'|\"[^\"]*\"|[^,]*)")
+_NON_DEFAULT = lazy_compile(r"non-default args: (\{.*\})")
+_MAX_MODEL_LEN = lazy_compile(r"^Using max model len (\d+)$")
+_TASKS = lazy_compile(r"^Supported tasks: ([\[(].{0,500}[\])])$")
+_WARMUP = lazy_compile(r"^(?:\[([^\]\s]+)\] )?Initial profiling/warmup run took ([\d.]+) s$")
 
 # the engine config dump's "speculative_config=SpeculativeConfig(method='ngram', model=None, num_spec_tokens=4)"
 # (0.10+; None without speculation)
-_SPEC_CONFIG = re.compile(r"speculative_config=SpeculativeConfig\(method='([\w.-]+)'(?:.*?num_spec_tokens=(\d+))?")
+_SPEC_CONFIG = lazy_compile(r"speculative_config=SpeculativeConfig\(method='([\w.-]+)'(?:.*?num_spec_tokens=(\d+))?")
 
 _CONFIG_KEYS = {
     "model", "served_model_name", "max_seq_len", "max_model_len", "tensor_parallel_size",
@@ -72,7 +70,7 @@ def _scalar(text: str):
             return t
 
 
-_COMPILE_TOTAL = re.compile(r"torch\.compile (?:takes|took) ([\d.]+) ?s in total")
+_COMPILE_TOTAL = lazy_compile(r"torch\.compile (?:takes|took) ([\d.]+) ?s in total")
 
 
 def _init(frame: Frame) -> list[Event] | None:

@@ -40,34 +40,32 @@ Wordings, from vLLM's source:
 
 from __future__ import annotations
 
-import re
-
 from exporter.parsers.events import STARTUP_FAILURE_REASONS as REASONS, Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import to_bytes
-from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, UNREAD_HEADER_P, Parser, where
+from exporter.parsers.base import EXCEPTION_P, PROBLEM_LEVELS, UNREAD_HEADER_P, Parser, lazy_compile, where
 
 __all__ = ["PARSER", "REASONS"]
 
 _SZ = r"([\d.]+) ?(B|KiB|MiB|GiB|TiB|KB|MB|GB)"
-_V1_TOO_SMALL = re.compile(
+_V1_TOO_SMALL = lazy_compile(
     rf"max seq len \((\d+)\), \({_SZ} KV cache is needed, which is larger than the available KV cache memory "
     rf"\({_SZ}\)\.(?: Based on the available memory, the estimated maximum model length is (\d+)\.)?")
-_V0_TOO_SMALL = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in "
+_V0_TOO_SMALL = lazy_compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in "
                            r"KV cache \((\d+)\)")
-_ARCH = re.compile(r"Model architectures? \[?([^\]]*?)\]? (?:are|is) not supported")
-_ARGPARSE = re.compile(r"error: (unrecognized arguments: .*|argument [^:]+: .*)$")
+_ARCH = lazy_compile(r"Model architectures? \[?([^\]]*?)\]? (?:are|is) not supported")
+_ARGPARSE = lazy_compile(r"error: (unrecognized arguments: .*|argument [^:]+: .*)$")
 # a config dataclass or the engine's arguments, not a request model (those are a client's 400)
-_VALIDATION = re.compile(r"\d+ validation errors? for (\w*(?:Config|Args))\b")
+_VALIDATION = lazy_compile(r"\d+ validation errors? for (\w*(?:Config|Args))\b")
 _MODEL_NOT_FOUND = ("Repo id must be in the form", "is not a local folder and is not a valid model identifier",
                     "does not appear to have a file named config.json", "Invalid repository ID or local directory",
                     "RepositoryNotFoundError", "Repository Not Found for url", "LocalEntryNotFoundError")
 # the bind's exception (Linux 98, macOS 48, Windows 10048) and uvicorn's own error; not parallel.py's
 # "Address already in use. Retrying with a new port." (a WARNING: vLLM picks another port itself)
-_ADDRESS_IN_USE = re.compile(r"\[Errno (?:98|48|10048)\] Address already in use|error while attempting to bind on "
+_ADDRESS_IN_USE = lazy_compile(r"\[Errno (?:98|48|10048)\] Address already in use|error while attempting to bind on "
                              r"address .*: address already in use|The server socket has failed to listen on any local "
                              r"network address")
-_MODEL_ACCESS = re.compile(r"GatedRepoError|Cannot access gated repo|You are trying to access a gated repo|"
+_MODEL_ACCESS = lazy_compile(r"GatedRepoError|Cannot access gated repo|You are trying to access a gated repo|"
                            r"40[13] Client Error: (?:Unauthorized|Forbidden) for url: \S*(?:huggingface|/resolve/)")
 _OTHER = ("Engine core initialization failed", "EngineCore failed to start", "WorkerProc failed to start",
           "WorkerProc initialization failed", "No CUDA GPUs are available", "No HIP GPUs are available")

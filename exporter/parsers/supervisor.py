@@ -51,27 +51,27 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import NO_LEVEL, Parser, where
+from exporter.parsers.base import NO_LEVEL, Parser, lazy_compile, where
 
 # "<unit>: " in front (a unit name has no spaces); absent when a log shipper dropped it
 _UNIT = r"(?:(?P<unit>[\w@:.\\-]+\.(?:service|scope|container)): )?"
-_EXITED = re.compile(_UNIT + r"[Mm]ain process exited, code=(?P<how>exited|killed|dumped), "
+_EXITED = lazy_compile(_UNIT + r"[Mm]ain process exited, code=(?P<how>exited|killed|dumped), "
                              r"status=(?P<num>\d+)/(?P<name>[A-Za-z0-9_/+-]+)(?P<rest>.*)$")
-_RESULT = re.compile(_UNIT + r"Failed with result '(?P<result>[\w-]+)'")
-_RESTART = re.compile(_UNIT + r"Scheduled restart job, restart counter is at (?P<n>\d+)")
-_START_LIMIT = re.compile(_UNIT + r"[Ss]tart request repeated too quickly(?: for (?P<unit2>\S+?)\.?$)?")
-_OOM_KILL = re.compile(_UNIT + r"(?:A process of this unit has been killed by the OOM killer"
+_RESULT = lazy_compile(_UNIT + r"Failed with result '(?P<result>[\w-]+)'")
+_RESTART = lazy_compile(_UNIT + r"Scheduled restart job, restart counter is at (?P<n>\d+)")
+_START_LIMIT = lazy_compile(_UNIT + r"[Ss]tart request repeated too quickly(?: for (?P<unit2>\S+?)\.?$)?")
+_OOM_KILL = lazy_compile(_UNIT + r"(?:A process of this unit has been killed by the OOM killer"
                                r"|systemd-oomd killed \d+ process\(es\) in this unit)")
 # compose v2 names containers "<project>-<service>-<n>", v1 "<project>_<service>_<n>"
 # compose 2.27+ starts each status line with "\r" ESC "[K" (erase line); a copy that lost the ESC keeps "[K"
-_COMPOSE_EXIT = re.compile(r"^(?:\[K)?(?P<unit>[A-Za-z0-9][\w.-]*) +exited with code (?P<code>-?\d+)"
+_COMPOSE_EXIT = lazy_compile(r"^(?:\[K)?(?P<unit>[A-Za-z0-9][\w.-]*) +exited with code (?P<code>-?\d+)"
                            r"(?P<restarting> \(restarting\))?\s*$")
 # podman-compose: "exit code: 137" (<= 1.0.6, on stderr) or "INFO:podman_compose:exit code: 137" (1.1+ with
 # --verbose); it names no container
-_PODMAN_COMPOSE_EXIT = re.compile(r"^(?:INFO:podman_compose:)?exit code: (?P<code>-?\d+)\s*$")
+_PODMAN_COMPOSE_EXIT = lazy_compile(r"^(?:INFO:podman_compose:)?exit code: (?P<code>-?\d+)\s*$")
 
 # systemd's signal names (signal_to_string: "KILL", "SEGV") as the usual "SIGKILL"
-_SIGNAL_NAME = re.compile(r"[A-Z]{2,8}\d*")
+_SIGNAL_NAME = lazy_compile(r"[A-Z]{2,8}\d*")
 RESULTS = ("exit-code", "signal", "core-dump", "oom-kill", "timeout", "watchdog", "start-limit-hit",
            "resources", "protocol", "exec-condition", "success")
 
@@ -85,13 +85,13 @@ def _unit(m: re.Match) -> str | None:
 # stop's SIGKILL when SIGTERM was not enough, "vllm.service: State 'stop-sigterm' timed out. Killing.".
 # Both make what follows a stop, also when vLLM's own stop line is missing (a log level above INFO):
 # otherwise the SIGKILL's or podman's 143 exit would read as a death.
-_STOPPING = re.compile(r"^Stopping (.+)\.\.\.$")
+_STOPPING = lazy_compile(r"^Stopping (.+)\.\.\.$")
 # A bare "Stopping ...": systemd's only when it names a unit ("Stopping vllm.service...", or the combined
 # status format's "Stopping vllm.service - vLLM server..."); a Description alone is systemd's only under
 # its tag ("systemd[1]: Stopping vLLM server...", which the journald source also writes): programs print
 # "Stopping server loop..." on their own (Mooncake's metadata server, catalogue/findings.md row 9)
-_UNIT_NAMED = re.compile(r"[\w@:.\\-]+\.(?:service|scope|container)(?: - .*)?$")
-_STOP_TIMEOUT = re.compile(_UNIT + r"State 'stop-sigterm' timed out\. Killing\.")
+_UNIT_NAMED = lazy_compile(r"[\w@:.\\-]+\.(?:service|scope|container)(?: - .*)?$")
+_STOP_TIMEOUT = lazy_compile(_UNIT + r"State 'stop-sigterm' timed out\. Killing\.")
 
 
 def _stop(frame: Frame) -> list[Event] | None:

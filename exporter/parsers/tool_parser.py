@@ -27,25 +27,23 @@ its file, so its traceback is this failure too.
 
 from __future__ import annotations
 
-import re
-
 from exporter.framing.frame import Frame
-from exporter.parsers.base import logger_stem
+from exporter.parsers.base import lazy_compile, logger_stem
 from exporter.parsers.events import Event
 
 _SUFFIX = "_tool_parser"
-_NAME = re.compile(r"[a-z0-9_]{1,40}")
-_HEADER_FILE = re.compile(r"\[([^\s\]]+)\]\s*$")
+_NAME = lazy_compile(r"[a-z0-9_]{1,40}")
+_HEADER_FILE = lazy_compile(r"\[([^\s\]]+)\]\s*$")
 _LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
 # (file stem: (the parser it names, the wordings of a tool call it could not read, at the message's start))
 _BY_WORDS = {
-    "mistral": ("mistral", re.compile(r"Error in extracting tool call from response\.$|Error trying to handle streaming "
+    "mistral": ("mistral", lazy_compile(r"Error in extracting tool call from response\.$|Error trying to handle streaming "
                                       r"tool call\.$|No tool call found in the JSON after ")),
-    "gemma4": ("gemma4", re.compile(r"Gemma4 (?:args|array) parser made no progress at position \d+")),
-    "harmony": ("harmony", re.compile(r"Harmony parser ended in a non-terminal state")),
+    "gemma4": ("gemma4", lazy_compile(r"Gemma4 (?:args|array) parser made no progress at position \d+")),
+    "harmony": ("harmony", lazy_compile(r"Harmony parser ended in a non-terminal state")),
     "response_template": ("response_template",
-                          re.compile(r"response_template: dropping an? (?:malformed|incomplete) tool call")),
-    "utils": ("pythonic", re.compile(r"Dict argument keys are not all literals|Non-JSON-representable constant in "
+                          lazy_compile(r"response_template: dropping an? (?:malformed|incomplete) tool call")),
+    "utils": ("pythonic", lazy_compile(r"Dict argument keys are not all literals|Non-JSON-representable constant in "
                                      r"tool call arguments|Tool call arguments .* do not end with expected withheld "
                                      r"suffix|Tool call has non-simple function name|Unsupported (?:AST node type|"
                                      r"unary operand) in tool call arguments")),

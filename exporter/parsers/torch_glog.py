@@ -7,13 +7,11 @@ claimed them first (an NCCL watchdog timeout is an ``nccl_error``); info lines a
 
 from __future__ import annotations
 
-import re
-
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import NO_LEVEL, Parser, where
+from exporter.parsers.base import NO_LEVEL, Parser, lazy_compile, where
 
-_GLOG = re.compile(r"(?:\[rank\d+\]:)?\[([WEF])\d{4} [\d:.]+ (?:\d+ )?([\w.-]+:\d+)\] (.*)$")
+_GLOG = lazy_compile(r"(?:\[rank\d+\]:)?\[([WEF])\d{4} [\d:.]+ (?:\d+ )?([\w.-]+:\d+)\] (.*)$")
 _LEVELS = {"W": "warning", "E": "error", "F": "critical"}
 
 

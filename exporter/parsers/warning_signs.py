@@ -56,10 +56,10 @@ import signal as _signal
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import PROCESS_NAME_P, Frame
-from exporter.parsers.base import EXCEPTION_P, NO_LEVEL, PROBLEM_LEVELS, UNREAD_HEADER_P, Parser, where
+from exporter.parsers.base import EXCEPTION_P, NO_LEVEL, PROBLEM_LEVELS, UNREAD_HEADER_P, Parser, lazy_compile, where
 
-_EXC_TYPE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):")
-_IDENT = re.compile(r"^[A-Za-z_]\w*$")
+_EXC_TYPE = lazy_compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):")
+_IDENT = lazy_compile(r"^[A-Za-z_]\w*$")
 
 
 def _exc(fields: dict, msg: str) -> dict:
@@ -71,8 +71,8 @@ def _exc(fields: dict, msg: str) -> dict:
 
 # --- rpc_timeout -------------------------------------------------------------------------------------
 
-_RPC_V1 = re.compile(r"RPC call to (.+?) timed out\.")
-_RPC_V0 = re.compile(r"\b(RPCServer|MQLLMEngine) didn't reply within (\d+) ?ms\b")
+_RPC_V1 = lazy_compile(r"RPC call to (.+?) timed out\.")
+_RPC_V0 = lazy_compile(r"\b(RPCServer|MQLLMEngine) didn't reply within (\d+) ?ms\b")
 
 
 def _rpc_timeout(frame: Frame) -> list[Event] | None:
@@ -91,7 +91,7 @@ def _rpc_timeout(frame: Frame) -> list[Event] | None:
 
 # --- the fatal-signal death of 0.7 - 0.8.4 -------------------------------------------------------------
 
-_FATAL = re.compile(r"(?:\b(MulitprocExecutor|MultiprocExecutor) got|\bGot) fatal signal from worker processes")
+_FATAL = lazy_compile(r"(?:\b(MulitprocExecutor|MultiprocExecutor) got|\bGot) fatal signal from worker processes")
 
 
 def _fatal_signal(frame: Frame) -> list[Event] | None:
@@ -109,13 +109,13 @@ def _fatal_signal(frame: Frame) -> list[Event] | None:
 # --- worker_died -------------------------------------------------------------------------------------
 
 _PROC_NAME = PROCESS_NAME_P  # vLLM's process names, as framing reads them in tags
-_MP_DIED = re.compile(rf"\bWorker proc ({_PROC_NAME}) died unexpectedly(?: \(exit code: (-?\d+|None)\))?, "
+_MP_DIED = lazy_compile(rf"\bWorker proc ({_PROC_NAME}) died unexpectedly(?: \(exit code: (-?\d+|None)\))?, "
                       r"shutting down executor")
-_RAY_DIED = re.compile(r"\bRayWorkerProc rank=\[?([\d, ]*)\]? died unexpectedly")
-_PROC_EXIT = re.compile(rf"\bProcess ({_PROC_NAME}) \(PID: (\d+)\) died with exit code (-?\d+)")
-_ENGINE_PROC_DIED = re.compile(rf"\bEngine core process ({_PROC_NAME}) died unexpectedly\.")
-_V0_DIED = re.compile(rf"\bWorker ({_PROC_NAME}) pid (\d+) died, exit code: (-?\d+)")
-_RANK_OF = re.compile(r"(?:-|_TP|_)(\d+)$")
+_RAY_DIED = lazy_compile(r"\bRayWorkerProc rank=\[?([\d, ]*)\]? died unexpectedly")
+_PROC_EXIT = lazy_compile(rf"\bProcess ({_PROC_NAME}) \(PID: (\d+)\) died with exit code (-?\d+)")
+_ENGINE_PROC_DIED = lazy_compile(rf"\bEngine core process ({_PROC_NAME}) died unexpectedly\.")
+_V0_DIED = lazy_compile(rf"\bWorker ({_PROC_NAME}) pid (\d+) died, exit code: (-?\d+)")
+_RANK_OF = lazy_compile(r"(?:-|_TP|_)(\d+)$")
 
 
 def _exit_fields(fields: dict, code: str | None) -> dict:
@@ -175,12 +175,12 @@ def _worker_died(frame: Frame) -> list[Event] | None:
 
 # --- ray_actor_died ------------------------------------------------------------------------------------
 
-_RAY_ACTOR = re.compile(r"The actor is dead because its worker process has died\.(?: Worker exit type: ([A-Z_]+))?")
+_RAY_ACTOR = lazy_compile(r"The actor is dead because its worker process has died\.(?: Worker exit type: ([A-Z_]+))?")
 # "(1) The process is killed by SIGKILL by OOM killer due to high memory usage." (older Ray) /
 # "(1) the process was killed by the OOM killer due to high memory usage" (newer): one of several causes
-_RAY_OOM_HINT = re.compile(r"OOM killer|exceeded K8s pod memory limits", re.IGNORECASE)
-_RAY_CONN = re.compile(r"connection error code (\d+)")
-_RAY_EXIT_CODE = re.compile(r"exits with an exit code (-?\d+|None)")
+_RAY_OOM_HINT = lazy_compile(r"OOM killer|exceeded K8s pod memory limits", re.IGNORECASE)
+_RAY_CONN = lazy_compile(r"connection error code (\d+)")
+_RAY_EXIT_CODE = lazy_compile(r"exits with an exit code (-?\d+|None)")
 
 
 def _ray_actor_died(frame: Frame) -> list[Event] | None:
@@ -218,9 +218,9 @@ _ROCM_REASONS = (
     "Generic hang recovery",
     "Unknown",
 )
-_VM_FAULT = re.compile(r"Memory access fault by GPU node-(\d+)(?: \(Agent handle: [^)]*\))? on address \S+?"
+_VM_FAULT = lazy_compile(r"Memory access fault by GPU node-(\d+)(?: \(Agent handle: [^)]*\))? on address \S+?"
                        r"(\(may not be exact address\))?\. Reason: (.+?)\.?\s*$")
-_HW_EXCEPTION = re.compile(r"HW Exception by GPU node-(\d+)(?: \(Agent handle: [^)]*\))? reason ?:\s*(GPU Hang|ECC)")
+_HW_EXCEPTION = lazy_compile(r"HW Exception by GPU node-(\d+)(?: \(Agent handle: [^)]*\))? reason ?:\s*(GPU Hang|ECC)")
 
 
 def _gpu_fault(frame: Frame) -> list[Event] | None:

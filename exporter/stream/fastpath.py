@@ -31,6 +31,7 @@ from exporter.framing.frame import (BARE_RESET, JOURNALD_RECORD_P, LEVEL_WORDS, 
                                     record_time)
 from exporter.parsers import BUILT_IN, NO_NEEDLE_FILTERS, Families, echo, engine_stats, kv_transfer, spec_decode
 from exporter.parsers.base import logger_stem
+from exporter.parsers.needles import matcher
 
 _WRAPPER = re.compile(JOURNALD_RECORD_P)
 # The commonest instance of that wrapper with nothing optional left out (an English month, the
@@ -144,6 +145,8 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
 
 
 _QUIET_LEVELS = frozenset({"INFO", "DEBUG"})
+# a message holding none of these is read by no family (exporter.parsers.NO_NEEDLE_FILTERS)
+_HOLDS_A_NEEDLE = matcher(NO_NEEDLE_FILTERS)
 # first letter -> the echo records' starts with it (most quiet lines begin with none of those letters)
 _ECHO_BY_FIRST = {c: tuple(s for s, _ in echo.STARTS if s[0] == c) for c in {s[0] for s, _ in echo.STARTS}}
 
@@ -161,10 +164,10 @@ def _quiet(line: str, clock: Clock, families: Families):
     if m is None or m.group(12) not in _QUIET_LEVELS:
         return False
     msg = text[m.end():]
-    # (the needle loop first: it is what most lines end on, and it needs nothing else)
-    for needle in NO_NEEDLE_FILTERS:
-        if needle in msg:
-            return False
+    # (the needles first: they are what most lines end on, and they need nothing else; all searched at once,
+    # exporter.parsers.needles)
+    if _HOLDS_A_NEEDLE(msg):
+        return False
     if msg.startswith(echo.COUNTED):
         return False  # the request log's records, whose bounded facts are counted (exporter.parsers.echo)
     if echo.FACT_WORDS[0] in msg or echo.FACT_WORDS[1] in msg:
