@@ -5,8 +5,8 @@
 
 For each family (engine stats, spec decode, KV transfer, the request logger's lines, WARNING lines, other
 INFO lines that no parser wants, access-log lines) a file of LINES lines of only that family is cut from the periodic-20 % benchmark
-log (bench/gen_log.py --mix periodic20); each tool runs over it and over an empty file, alternating,
-and (time - empty-file time) / lines is the cost of one line: reading, framing, parsing and counting
+log (bench/gen_log.py --mix periodic20); each tool runs over it and over a file of one line, alternating,
+and (time - one-line-file time) / lines is the cost of one line: reading, framing, parsing and counting
 it, without start-up. Time is the child's CPU time (user + system; ``--wall``: the wall clock, as before). Medians of ROUNDS. With several ``--python`` (e.g. wrappers that run two
 checkouts: before and after a change), every one runs in each round, alternating; ``--no-mtail``
 leaves mtail out and compares each with the first instead.
@@ -115,8 +115,10 @@ def measure(pythons: list[str], rounds: int, rules: str | None = None, mtail: bo
     files = family_files()
     if bare:
         files = bare_files(files)
-    empty = ROOT / "bench" / "out" / "empty.log"
-    empty.write_text("")
+    # the start-up's file: one line (`report` refuses a log with none), the first of the ignored INFO lines
+    empty = ROOT / "bench" / "out" / "one-line.log"
+    with open(files["ignored INFO"], encoding="utf-8") as f:
+        empty.write_text(f.readline(), encoding="utf-8")
     tools = ([("mtail", mtail_cmd)] if mtail else []) + [
         (f"py{i + 1}" if len(pythons) > 1 else "ours", lambda p, py=py: ours_cmd(py, p)) for i, py in enumerate(pythons)]
     if rules:

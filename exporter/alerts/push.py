@@ -37,7 +37,11 @@ class AlertPusher:
         self.on_result = on_result or (lambda result: None)
         self.tick = tick
         self.auth = aiohttp.BasicAuth(username, password or "") if username is not None else None
-        self.ssl = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        # our own context for an https URL, never aiohttp's default one (exporter.web.aiohttp_import: it is made
+        # without the system's CA store)
+        https = any(u.lower().startswith("https:") for u in self.urls)
+        self.ssl = ssl.create_default_context(cafile=ca_file) if ca_file else (
+            ssl.create_default_context() if https else None)
         self._failing: dict[str, str] = {}
 
     async def run(self) -> None:
