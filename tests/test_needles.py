@@ -82,3 +82,33 @@ def test_the_engines_find_the_same_needles(text):
 def test_a_set_it_cannot_build_falls_back_to_python():
     assert needles.matcher(("", "x"))("ax") == [0, 1]  # (an empty needle: every text holds it)
     assert needles.matcher(())("anything") == []
+
+
+def _rule_events_in_turn(fams, frame, echo=False):
+    """Families.rule_events by trying each rule's needles in turn (the way before the one search)."""
+    out, tried = [], None
+    for needle, p in (fams.client_text_table if echo else fams.rule_table):
+        if p is not tried and needle in frame.message:
+            tried = p
+            out.extend(p.parse(frame) or [])
+    return out
+
+
+def test_the_rules_get_the_same_lines_as_by_each_needle_in_turn():
+    from exporter.config.rules import load_rule_file
+    from exporter.parsers.rules import families
+    from tests.conftest import ROOT
+
+    specs = [s for f in ("examples/custom-build.rules.yaml", "bench/rules10.yaml", "bench/rules10_unused.yaml")
+             for s in load_rule_file(str(ROOT / f))]
+    specs = list({s.name: s for s in specs}.values())
+    fams = families(specs)
+    lines = LINES + [line.replace("INFO", "WARNING") for line in LINES[:3000]]
+    moved = 0
+    for line in lines:
+        for echo in (False, True):
+            f = frame_line(line, Clock(year=2026))
+            got = [(e.kind, e.fields) for e in fams.rule_events(f, echo)]
+            assert got == [(e.kind, e.fields) for e in _rule_events_in_turn(fams, frame_line(line, Clock(year=2026)), echo)]
+            moved += bool(got)
+    assert moved > 100  # (some rules read the fixtures' lines: the comparison is not of empty lists)

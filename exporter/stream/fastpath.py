@@ -165,8 +165,19 @@ def _quiet(line: str, clock: Clock, families: Families):
         return False
     msg = text[m.end():]
     # (the needles first: they are what most lines end on, and they need nothing else; all searched at once,
-    # exporter.parsers.needles)
-    if _HOLDS_A_NEEDLE(msg):
+    # exporter.parsers.needles; with a user's rules, theirs too: those of the rules that may take this logger
+    # file's and level's lines, Families.quiet_holds)
+    ruled = families.rules
+    if not ruled:
+        holds = _HOLDS_A_NEEDLE
+    elif families.by_origin:
+        key = (m.group(12) if families.by_level else "", m.group(18) if families.by_file else "")
+        holds = families.quiet_holds_cache.get(key)
+        if holds is None:
+            holds = families.quiet_holds(key[1], key[0])
+    else:
+        holds = families.quiet_holds_any
+    if holds(msg):
         return False
     if msg.startswith(echo.COUNTED):
         return False  # the request log's records, whose bounded facts are counted (exporter.parsers.echo)
@@ -174,19 +185,6 @@ def _quiet(line: str, clock: Clock, families: Families):
         return False  # ... and their later lines, when a line break in the id pushed their facts on
     if msg.startswith(echo.REQUEST) and echo.VALIDATION in msg:
         return False  # the engine core's refusal of a request, counted without its id (the same module)
-    ruled = families.rules
-    if ruled:
-        # a user's rules' needles: those of the rules that may take this logger file's and level's lines, less
-        # those holding a filter above (Families.quiet_needles)
-        needles = families.quiet_any
-        if families.by_origin:
-            key = (m.group(12) if families.by_level else "", m.group(18) if families.by_file else "")
-            needles = families.quiet_cache.get(key)
-            if needles is None:
-                needles = families.quiet_needles(key[1], key[0])
-        for needle in needles:
-            if needle in msg:
-                return False
     if TRACEBACK_START in msg or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):
         return False  # a traceback starting, or maybe another record glued on: the usual way decides
     # (every bare colour reset holds "0m" or "9m": two finds before the regex)
