@@ -112,3 +112,20 @@ def test_the_rules_get_the_same_lines_as_by_each_needle_in_turn():
             assert got == [(e.kind, e.fields) for e in _rule_events_in_turn(fams, frame_line(line, Clock(year=2026)), echo)]
             moved += bool(got)
     assert moved > 100  # (some rules read the fixtures' lines: the comparison is not of empty lists)
+
+
+def test_families_parse_is_parse_frame_then_rule_events():
+    from exporter.config.rules import load_rule_file
+    from exporter.parsers.rules import families
+    from tests.conftest import ROOT
+
+    fams = families(load_rule_file(str(ROOT / "examples/custom-build.rules.yaml")) + load_rule_file(
+        str(ROOT / "bench/rules10_unused.yaml")))
+    both = 0
+    for line in LINES:
+        events, ruled = fams.parse(frame_line(line, Clock(year=2026)))
+        f = frame_line(line, Clock(year=2026))
+        want = _events(parsers.parse_frame(f)), [(e.kind, e.fields) for e in fams.rule_events(f)]
+        assert (_events(events), [(e.kind, e.fields) for e in ruled]) == want, line[:300]
+        both += bool(events) and bool(ruled)
+    assert both > 10  # (lines that both a family and a rule read)

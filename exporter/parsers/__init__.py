@@ -197,9 +197,11 @@ def parse_frame(frame: Frame, parsers: tuple[Parser, ...] = PARSERS) -> list[Eve
     if len(msg) > SQUEEZE_FROM_CHARS and has_long_run(msg):
         msg = frame.message = squeeze_digits(msg)
     cands = d.candidates(msg)
-    if not cands:
-        return None
-    table = d.parsers
+    return _first_events(frame, d.parsers, cands) if cands else None
+
+
+def _first_events(frame: Frame, table: tuple[Parser, ...], cands) -> list[Event] | None:
+    """The events of the first of the families at positions ``cands`` (ascending) that reads the frame."""
     for pos in cands:
         p = table[pos]
         w = p.where
@@ -268,7 +270,7 @@ class Families:
 
     __slots__ = ("rules", "rule_table", "client_text_table", "rule_needles", "filters", "_origins", "_needles_for",
                  "by_file", "by_level", "by_origin", "quiet_any", "quiet_cache", "shape_any", "shape_cache",
-                 "_rule_dispatch", "_client_text_dispatch", "quiet_holds_any", "quiet_holds_cache")
+                 "_rule_dispatch", "_client_text_dispatch", "quiet_holds_any", "quiet_holds_cache", "_both")
 
     def __init__(self, rules: tuple[Parser, ...] = (), loggers: tuple[tuple[str, ...], ...] | None = None,
                  client_text: tuple[bool, ...] | None = None, levels: tuple[tuple[str, ...], ...] | None = None):
@@ -295,6 +297,8 @@ class Families:
         # or 200, and goes to the rules whose needles it holds alone
         self._rule_dispatch = _Dispatch(self.rules)
         self._client_text_dispatch = _Dispatch(tuple(p for p, ok in zip(self.rules, readers) if ok))
+        # the families' needles and the rules' in one search (``parse``): a framed line is searched once
+        self._both = _Dispatch(PARSERS + self.rules) if self.rules else None
         # what the fast path searches a quiet line for, NO_NEEDLE_FILTERS and the rules' quiet needles at once
         # (``quiet_holds``); per (level, file) when some rule names either
         self.quiet_holds_cache: dict[tuple[str, str], object] = {}
@@ -343,6 +347,28 @@ class Families:
             if not file and not level:
                 self.shape_any[shape] = got
         return got
+
+    def parse(self, frame: Frame) -> tuple[list[Event] | None, list[Event]]:
+        """(``parse_frame(frame)``, ``rule_events(frame)``) from one search for the families' and the rules'
+        needles together."""
+        if self._both is None:
+            return parse_frame(frame), []
+        msg = frame.message
+        if len(msg) > SQUEEZE_FROM_CHARS and has_long_run(msg):
+            msg = frame.message = squeeze_digits(msg)
+        cands = self._both.candidates(msg)
+        if not cands:
+            return None, []
+        n = len(PARSERS)
+        events = _first_events(frame, PARSERS, [c for c in cands if c < n]) if cands[0] < n else None
+        out: list[Event] = []
+        rules = self.rules
+        for pos in cands:
+            if pos >= n:
+                ruled = rules[pos - n].parse(frame)
+                if ruled:
+                    out.extend(ruled)
+        return events, out
 
     def rule_events(self, frame: Frame, echo: bool = False) -> list[Event]:
         """The events of every rule that matches the frame (in the rules' order). ``echo``: the frame is (or

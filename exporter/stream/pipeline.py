@@ -385,9 +385,12 @@ class Pipeline:
         if not text and (f.level is None and f.header is None and (_EXCEPTION_LINE.match(msg) or _FRAME_LINE.match(msg))
                          or f.level in _RECORD_TRACEBACK_LEVELS and f.header is not None and _FRAME_LINE.match(msg)):
             return PARSED, self._orphan_traceback(f, key)
-        events = parse_frame(f)
-        # a user's rules add to what the families made of the line (exporter.parsers.Families)
-        ruled = self.families.rule_events(f) if self.families.rules else None
+        # a user's rules add to what the families made of the line (exporter.parsers.Families: one search for
+        # the needles of both)
+        if self.families.rules:
+            events, ruled = self.families.parse(f)
+        else:
+            events, ruled = parse_frame(f), None
         if ruled and (self._fast_echoes or self._rule_echoes):
             ruled = self._unless_echoed(f, key, ruled)
         if ruled:
