@@ -7,11 +7,9 @@ import math
 import re
 import warnings
 
-from exporter.parsers.base import lazy_compile
-
-_NUM = lazy_compile(r"[-+]?(?:\d[\d,]*)?\.?\d+(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.I)
-_KEY = lazy_compile(r"[A-Za-z][A-Za-z0-9 ()/#_.+-]*")
-_SNAKE = lazy_compile(r"[^a-z0-9]+")
+_NUM = re.compile(r"[-+]?(?:\d[\d,]*)?\.?\d+(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.I)
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9 ()/#_.+-]*")
+_SNAKE = re.compile(r"[^a-z0-9]+")
 
 UNITS = {
     "b": 1,
@@ -34,7 +32,7 @@ MAX_DIGITS = 18
 # message long enough to hold one that costs anything.
 LONG_RUN = 32
 SQUEEZE_FROM_CHARS = 256  # a shorter message holds no run that costs more than ~30 ms
-_LONG_RUN = lazy_compile(r"\d{%d,}" % (LONG_RUN + 1))
+_LONG_RUN = re.compile(r"\d{%d,}" % (LONG_RUN + 1))
 
 
 def _squeeze(m: re.Match) -> str:

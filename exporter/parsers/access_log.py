@@ -18,13 +18,13 @@ import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import Parser, lazy_compile
+from exporter.parsers.base import Parser
 
 # `<client> - "<METHOD> <path> HTTP/<v>" <status>`; the client is any token, never kept.
-_REQUEST = lazy_compile(r'([A-Za-z]+) (.*) HTTP/(\d(?:\.\d)?)" (\d{3})\b')
+_REQUEST = re.compile(r'([A-Za-z]+) (.*) HTTP/(\d(?:\.\d)?)" (\d{3})\b')
 # ... and nothing after the status but its reason phrase (http.HTTPStatus's: letters, spaces, "-"
 # and "'"; none for a code Python has no phrase for)
-_WHOLE = lazy_compile(r'([A-Za-z]+) (.*) HTTP/(\d(?:\.\d)?)" (\d{3})(?: [A-Za-z][A-Za-z\' -]*)?\s*')
+_WHOLE = re.compile(r'([A-Za-z]+) (.*) HTTP/(\d(?:\.\d)?)" (\d{3})(?: [A-Za-z][A-Za-z\' -]*)?\s*')
 SEP = ' - "'
 SEEN: dict[str, tuple[str, str, int, str]] = {}
 SEEN_MAX = 4096

@@ -64,8 +64,10 @@ makes them; exporter.stream.fastpath leaves the records that begin with ``COUNTE
 
 from __future__ import annotations
 
+import re
+
 from exporter.framing.frame import Frame
-from exporter.parsers.base import lazy_compile, logger_stem
+from exporter.parsers.base import logger_stem
 from exporter.parsers.events import Event
 
 # message start -> the record it begins
@@ -125,9 +127,9 @@ FACT_WORDS = (_FINISH, ", lora_request: ")
 # a streaming response's chunk (0.32 ``Generated response %s%s``: " (streaming delta)", or " (streaming
 # complete)" for the whole stream once it ended): a delta is never a response
 _DELTA = " (streaming delta): output: "
-_FINISH_REASON = lazy_compile(r"[a-z_]{1,32}|None")
+_FINISH_REASON = re.compile(r"[a-z_]{1,32}|None")
 _LORA = ", lora_request: "
-_LORA_NAME = lazy_compile(r"LoRARequest\(lora_name='([^'\\]{1,128})'")
+_LORA_NAME = re.compile(r"LoRARequest\(lora_name='([^'\\]{1,128})'")
 
 
 def fields(record: str, message: str) -> dict:
@@ -154,7 +156,7 @@ def fields(record: str, message: str) -> dict:
 # the id for the refusal (what follows is the validation error, which may quote the request), at the end
 # for the store
 _VALIDATION = " failed validation: "
-_STORE_REFUSED = lazy_compile(r": cannot store (?:chunks|blocks|\d{1,9} blocks)\Z")
+_STORE_REFUSED = re.compile(r": cannot store (?:chunks|blocks|\d{1,9} blocks)\Z")
 _STORE_LOGGERS = frozenset({"scheduler", "offloading_connector"})
 # what the fast path must not skip unread among the quiet (INFO) lines: a record starting so and holding
 # VALIDATION (exporter.stream.fastpath looks only in the records that start so)

@@ -9,15 +9,17 @@ usage: 0.0%.`` and the separate ``Prefix cache hit rate: GPU: 12.00%, CPU: 0.00%
 
 from __future__ import annotations
 
+import re
+
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import integer, number, percent, ratio, segments, snake
-from exporter.parsers.base import INFO_LEVELS, Parser, lazy_compile, where
+from exporter.parsers.base import INFO_LEVELS, Parser, where
 
-_ENGINE = lazy_compile(r"Engine (\d+): ")
-_AGGREGATED = lazy_compile(r"(\d+) Engines Aggregated: ")
-_KV_FETCH = lazy_compile(r"(\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
-_V0_PREFIX = lazy_compile(r"Prefix cache hit rate: GPU: ([\d.]+|nan)%, CPU: ([\d.]+|nan)%")
+_ENGINE = re.compile(r"Engine (\d+): ")
+_AGGREGATED = re.compile(r"(\d+) Engines Aggregated: ")
+_KV_FETCH = re.compile(r"(\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
+_V0_PREFIX = re.compile(r"Prefix cache hit rate: GPU: ([\d.]+|nan)%, CPU: ([\d.]+|nan)%")
 
 _KNOWN = {
     "avg prompt throughput": ("prompt_tokens_per_second", number),
@@ -48,7 +50,7 @@ CURRENT_PATTERN = (
     r"GPU KV cache usage: (\d{1,18}\.\d)%, Prefix cache hit rate: (\d{1,18}\.\d)%"
     r"(?:, External prefix cache hit rate: (\d{1,18}\.\d)%)?"
 )
-_CURRENT = lazy_compile(CURRENT_PATTERN)
+_CURRENT = re.compile(CURRENT_PATTERN)
 
 
 def current_fields(engine, prompt, gen, running, waiting, preemptions, kv, prefix, external) -> dict:
@@ -148,7 +150,7 @@ def _parse_v0_prefix(frame: Frame) -> list[Event] | None:
 # logged after each stats line with the same prefix: "Engine 000: MFU: 160.6 TF/s/device 106.9 GB/s/device"
 # (FLOPs the model's shapes imply per device, and bytes read plus written). vllm-project/vllm#30738 first
 # put it inside the stats line as a segment, "MFU: 0.4 TF/s/GPU 0.5 GB/s/GPU".
-_MFU = lazy_compile(r"MFU: (\d+(?:\.\d+)?) TF/s/(?:device|GPU) (\d+(?:\.\d+)?) GB/s/(?:device|GPU)")
+_MFU = re.compile(r"MFU: (\d+(?:\.\d+)?) TF/s/(?:device|GPU) (\d+(?:\.\d+)?) GB/s/(?:device|GPU)")
 
 
 def mfu_fields(text: str) -> dict | None:

@@ -15,11 +15,13 @@ Fields: ``engine`` (0 when the line names none), ``ctx_requests``, ``ctx_tokens`
 
 from __future__ import annotations
 
+import re
+
 from exporter.framing.frame import Frame
-from exporter.parsers.base import INFO_LEVELS, Parser, lazy_compile, where
+from exporter.parsers.base import INFO_LEVELS, Parser, where
 from exporter.parsers.events import Event
 
-_ITERATION = lazy_compile(
+_ITERATION = re.compile(
     r"(?:Engine (\d+): )?Iteration\(\d+\): (\d+) context requests, (\d+) context tokens, (\d+) generation requests, "
     r"(\d+) generation tokens, iteration elapsed time: (\d+(?:\.\d+)?) ms( \(dummy\))?"
     r"(?:, [A-Za-z+ ]{1,16} KV cache usage: (\d+(?:\.\d+)?)%)?")

@@ -19,7 +19,7 @@ from operator import itemgetter
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import literal_eval, number
-from exporter.parsers.base import INFO_LEVELS, Parser, lazy_compile, where
+from exporter.parsers.base import INFO_LEVELS, Parser, where
 
 MARKER = "KV Transfer metrics: "
 _OPEN = {"(": ")", "[": "]", "{": "}"}
@@ -70,7 +70,7 @@ def plain_metrics(body: str) -> dict | None:
         keys = tuple(out)
         # (a template of a hostile line's 100,000 keys would be a huge pattern, compiled for nothing)
         if len(keys) <= 64 and len(keys) == len(set(keys)) and not any(k == keys for k, _ in _TEMPLATES):
-            _TEMPLATES.insert(0, (keys, lazy_compile(", ".join(re.escape(k) + "=" + _VALUE for k in keys))))
+            _TEMPLATES.insert(0, (keys, re.compile(", ".join(re.escape(k) + "=" + _VALUE for k in keys))))
             del _TEMPLATES[4:]
     return out
 
@@ -253,9 +253,9 @@ PARSER = Parser("kv_transfer", (MARKER,), _parse, where(
 # memory or its disk tier) and how much of it. The request's id comes first and may be a client's (a request-id
 # header): the numbers are read after the last " batch_keys=", which no id can move.
 LOAD_TIERS_MARKER = "Mooncake load tier summary: "
-_TIER_TAIL = lazy_compile(r"(\d{1,12}) memory_keys=(\d{1,12}) disk_keys=(\d{1,12}) unknown_keys=(\d{1,12}) "
+_TIER_TAIL = re.compile(r"(\d{1,12}) memory_keys=(\d{1,12}) disk_keys=(\d{1,12}) unknown_keys=(\d{1,12}) "
                         r"success_keys=(\d{1,12}) failed_keys=(\d{1,12}) bytes_by_tier=\{([^{}]{0,200})\}")
-_TIER_BYTES = lazy_compile(r"'(memory|disk|unknown)': (\d{1,15})")
+_TIER_BYTES = re.compile(r"'(memory|disk|unknown)': (\d{1,15})")
 
 
 def _load_tiers(frame: Frame) -> list[Event] | None:

@@ -42,9 +42,11 @@ numbers are read from the words around it, from its end when the id comes first.
 
 from __future__ import annotations
 
+import re
+
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
-from exporter.parsers.base import Parser, lazy_compile, where
+from exporter.parsers.base import Parser, where
 
 _GIB = 2**30
 _SIZE_COST = r"size: ([\d.]+) ?(?:gb|GB|GiB), cost ([\d.]+) ?ms"
@@ -55,26 +57,26 @@ LOGGERS = ("cache_engine", "vllm_v1_adapter", "vllm_adapter", "storage_manager",
            "server", "gpu_transfer", "non_gpu_transfer", "engine_driven_transfer", "lmcache_driven_transfer")
 # "[req_id=R] " before it: the last "] Stored"/"] Retrieved" is LMCache's (R may hold one)
 _REQ = r"(?:\[req_id=.*\] )?"
-_STORED = lazy_compile(rf"{_REQ}Stored (\d+) out of total (\d+) tokens\. {_SIZE_COST}")
-_RETRIEVED = lazy_compile(rf"{_REQ}Retrieved (\d+) out of (\d+) required tokens(?: \(from (\d+) total tokens\))?"
+_STORED = re.compile(rf"{_REQ}Stored (\d+) out of total (\d+) tokens\. {_SIZE_COST}")
+_RETRIEVED = re.compile(rf"{_REQ}Retrieved (\d+) out of (\d+) required tokens(?: \(from (\d+) total tokens\))?"
                         rf"\. {_SIZE_COST}")
-_RETRIEVED_TOKENS = lazy_compile(rf"{_REQ}Retrieved (\d+) out of (\d+) out of total (\d+) tokens$")
-_RETRIEVED_CHUNKS = lazy_compile(r"Retrieved (\d+) chunks \((\d+) tokens in total\) --hit rate [\d.]+% -- elapsed time "
+_RETRIEVED_TOKENS = re.compile(rf"{_REQ}Retrieved (\d+) out of (\d+) out of total (\d+) tokens$")
+_RETRIEVED_CHUNKS = re.compile(r"Retrieved (\d+) chunks \((\d+) tokens in total\) --hit rate [\d.]+% -- elapsed time "
                                r"(\d+(?:\.\d+)?(?:e-?\d+)?)$")
 # the multiprocess server's moves: "Stored 2048 tokens in 0.012 seconds" (tokens and time, no size)
-_MP_MOVE = lazy_compile(r"(Stored|Retrieved) (\d+) tokens in (\d+(?:\.\d+)?) seconds$")
-_STORED_CHUNKS = lazy_compile(r"Stored/updated (\d+) chunks, total time ([\d.]+)s, make chunks time [\d.]+s")
+_MP_MOVE = re.compile(r"(Stored|Retrieved) (\d+) tokens in (\d+(?:\.\d+)?) seconds$")
+_STORED_CHUNKS = re.compile(r"Stored/updated (\d+) chunks, total time ([\d.]+)s, make chunks time [\d.]+s")
 # the id first: the numbers are the last ones that read so
-_LOOKUP = lazy_compile(r"Reqid: .*, Total tokens (\d+), (?:Inference Engine computed tokens: (\d+), )?LMCache hit tokens: "
+_LOOKUP = re.compile(r"Reqid: .*, Total tokens (\d+), (?:Inference Engine computed tokens: (\d+), )?LMCache hit tokens: "
                      r"(\d+), (but )?need to load: (-?\d+)(?: < min_retrieve (\d+))?")
-_STORING = lazy_compile(r"Storing KV cache for (\d+) out of (\d+) tokens \(skip_leading_tokens=(\d+)\)")
+_STORING = re.compile(r"Storing KV cache for (\d+) out of (\d+) tokens \(skip_leading_tokens=(\d+)\)")
 # the V0 adapter's (0.3.1-0.3.7 integration/vllm/vllm_adapter.py, DEBUG): a store's announcement and a retrieve's
 # tokens handed to vLLM
-_STORE_SKIPS = lazy_compile(r"Store skips (\d+) tokens and then stores (\d+) tokens")
-_INJECTED = lazy_compile(r"Injected token number: (\d+)")
+_STORE_SKIPS = re.compile(r"Store skips (\d+) tokens and then stores (\d+) tokens")
+_INJECTED = re.compile(r"Injected token number: (\d+)")
 # the storage manager's prefetch (0.4.1 "prefix hits", 0.4.7+ "retained keys"): what the L1 and L2 tiers held of
 # a request's keys
-_PREFETCH = lazy_compile(r"Prefetch request completed \(L1\+L2\): (\d+)/(\d+) (?:retained keys|prefix hits) \((\d+) L1, "
+_PREFETCH = re.compile(r"Prefetch request completed \(L1\+L2\): (\d+)/(\d+) (?:retained keys|prefix hits) \((\d+) L1, "
                        r"(\d+) L2\) in ([\d.]+) ms")
 
 

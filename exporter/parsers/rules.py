@@ -22,11 +22,11 @@ from fnmatch import fnmatchcase
 
 from exporter.framing.frame import Frame
 from exporter.parsers import echo
-from exporter.parsers.base import Parser, lazy_compile
+from exporter.parsers.base import Parser
 from exporter.parsers.events import Event
 
 MAX_STRING = 200  # a string field's value is cut here (a label's value is bounded again by its rule)
-_INT = lazy_compile(r"[+-]?\d{1,30}")
+_INT = re.compile(r"[+-]?\d{1,30}")
 
 def echoes_client_text(f: Frame) -> bool:
     """A record that quotes what a client sent (or what the model wrote for it): exporter.parsers.echo's

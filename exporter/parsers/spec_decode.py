@@ -20,11 +20,12 @@ Canvas positions evaluated: 3200`` (``diffusion_decoding``: the window's counts 
 from __future__ import annotations
 
 import json
+import re
 
 from exporter.parsers.events import Event
 from exporter.framing.frame import Frame
 from exporter.parsers._values import LIMIT, MAX_DIGITS, integer, number, number_list, percent, ratio, segments, snake
-from exporter.parsers.base import INFO_LEVELS, Parser, lazy_compile, where
+from exporter.parsers.base import INFO_LEVELS, Parser, where
 
 _KNOWN = {
     "mean acceptance length": ("mean_acceptance_length", number),
@@ -60,7 +61,7 @@ CURRENT_PATTERN = (
     r"(?:Draft length histogram: ((?:\d{1,18}:\d{1,18}, )*\d{1,18}:\d{1,18}), )?"
     r"Avg Draft acceptance rate: (\d{1,18}\.\d+)%"
 )
-_CURRENT = lazy_compile(CURRENT_PATTERN)
+_CURRENT = re.compile(CURRENT_PATTERN)
 
 
 def _rates(values) -> bool:
@@ -224,7 +225,7 @@ def drafts_of(fields: dict) -> int | None:
 
 # Diffusion decoding (0.24+): the window's counts, and vLLM's own means of them
 DIFFUSION_MARKER = "DiffusionDecoding metrics: "
-_DIFFUSION = lazy_compile(
+_DIFFUSION = re.compile(
     r"Committed token throughput: ([\d.]+) tokens/s, Mean denoising steps per canvas: ([\d.]+|nan), Mean tokens "
     r"committed per denoising step: ([\d.]+|nan), Committed: (\d+) tokens, Denoising steps: (\d+), Canvas positions "
     r"evaluated: (\d+)")
