@@ -267,6 +267,25 @@ def test_generated_and_computed_prompt_tokens_are_within_1_percent_of_vllms_coun
         assert abs(val(name) - v[vllm]) <= 0.01 * v[vllm] + rounding, (name, val(name), v[vllm], rounding)
 
 
+@pytest.mark.parametrize("release,scenario", captured("late_traffic"))
+def test_a_first_line_after_hidden_all_zero_windows_is_one_interval_long(release, scenario):
+    """Traffic began three intervals after the server was up: vLLM's first logger calls were all-zero windows,
+    logged at DEBUG (hidden), so the first line comes 11 s after the ready line and its window is one interval
+    (2 s), not the 11 s since the start-up lines (that read counted 7 % more generated tokens than vLLM). The
+    exporter is told vLLM's interval here: told 10 s instead, the first window is read before the log has shown
+    the interval, and the gap fits a first call of a 10 s logger (a mismatch the exporter warns about)."""
+    truth, val, report, alerts, events = read(scenario, release)
+    v = truth["vllm_final"]
+    windows = [e for e in events if e.kind == "engine_stats"]
+    ready = [e for e in events if e.kind == "supported_tasks" and e.ts is not None]
+    assert ready and windows[0].ts - ready[0].ts >= 3 * truth["stats_interval"]  # (what the scenario makes)
+    rounding = windows[0].fields["generation_tokens_per_second"] * 1.0  # (whole-second stamps)
+    assert abs(val("vllm_log_generation_tokens_total") - v["generation_tokens"]) <= 0.01 * v["generation_tokens"] + rounding
+    rounding = windows[0].fields["prompt_tokens_per_second"] * 1.0
+    assert abs(val("vllm_log_computed_prompt_tokens_total") - v["local_compute_prompt_tokens"]) \
+        <= 0.01 * v["local_compute_prompt_tokens"] + rounding
+
+
 @pytest.mark.parametrize("release,scenario", captured("interval5", "interval5_json"))
 def test_the_stats_interval_is_read_from_the_log_and_a_wrong_setting_is_warned_about(release, scenario):
     truth, val, report, alerts, events = read(scenario, release, stats_interval=10.0)
