@@ -229,22 +229,12 @@ def parse_frame_in_turn(frame: Frame, table: tuple[tuple[str, Parser], ...] | No
     msg = frame.message
     if len(msg) > SQUEEZE_FROM_CHARS and has_long_run(msg):
         msg = frame.message = squeeze_digits(msg)
-    tried = None
+    held, tried = [], None
     for needle, p in table:
         if p is not tried and needle in msg:
             tried = p
-            w = p.where
-            if w is not ANYWHERE and not w.admits(frame):
-                continue
-            try:
-                events = p.parse(frame)
-            except (ValueError, ArithmeticError):
-                continue
-            if events:
-                for ev in events:
-                    bounded(ev.fields)
-                return events
-    return None
+            held.append(p)
+    return _first_events(frame, held, range(len(held))) if held else None
 
 
 class Families:
