@@ -52,6 +52,7 @@ _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|
 _FRAME_LINE = re.compile(r'\s+File "[^"\n]*", line \d+')
 _RECORD_TRACEBACK_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
 
+_PY_WARNING_WORDS = r"[^\s:]+\.py:\d+: [A-Z]\w*Warning: "  # a line the warnings module prints
 # Output that is plainly vLLM's (or its libraries') but is not a log record: progress bars,
 # the banner art, torch/NCCL chatter. Counted as ignored, not unparsed.
 _NOISE = re.compile(
@@ -63,10 +64,10 @@ _NOISE = re.compile(
     r"[\w@:.\\-]+\.(?:service|scope): |"
     # a Python warning printed by the warnings module ("/x/y.py:138: FutureWarning: ..."), nanobind's report of
     # objects leaked at exit (vLLM's CPU build at every stop), argparse's usage before a refused argument's error
-    r"[^\s:]+\.py:\d+: [A-Z]\w*Warning: |nanobind: | *- leaked | *- \.\.\. skipped remainder$|See https://nanobind\.|"
+    + _PY_WARNING_WORDS + r"|nanobind: | *- leaked | *- \.\.\. skipped remainder$|See https://nanobind\.|"
     r"usage: vllm )"
 )
-_PY_WARNING = re.compile(r"[^\s:]+\.py:\d+: [A-Z]\w*Warning: ")
+_PY_WARNING = re.compile(_PY_WARNING_WORDS)
 
 class Pipeline:
     """``on_bad_line(lineno, line, error)``: what to do with a line whose reading raised (a parser
