@@ -15,11 +15,14 @@ def render(m: Metrics) -> str:
 
 
 def fed(lines, server="s", **kw) -> Metrics:
+    """The metrics after ``lines``, read to their end (as the offline commands and a daemon whose input
+    ended do: a first stats window no later line decided is counted then)."""
     m = Metrics(process_metrics=False, **kw)
     m.add_server(server)
     _, events = run_lines(lines, derived=True)
     for ev in events:
         m.observe(server, ev)
+    m.settle_windows(server)
     return m
 
 
@@ -47,9 +50,10 @@ def test_window_gauges_and_token_counters_from_windows():
     assert value(text, "vllm_log_requests_waiting", server="s", engine="0") == 2
     assert value(text, "vllm_log_kv_cache_usage_ratio", server="s", engine="0") == 0.4
     assert value(text, "vllm_log_prefix_cache_hit_ratio", server="s", engine="0") == 0.5
-    # First window: one interval (10 s); then the measured 10 s and 5 s gaps.
-    assert value(text, "vllm_log_generation_tokens_total", server="s", engine="0") == 20 * 10 + 30 * 10 + 40 * 5
-    assert value(text, "vllm_log_computed_prompt_tokens_total", server="s", engine="0") == 1000
+    # First window (no ready line): one interval, the one the log shows once it does (the mean of its 10 s
+    # and 5 s gaps, 7.5 s), not the configured 10 s; then the measured 10 s and 5 s gaps.
+    assert value(text, "vllm_log_generation_tokens_total", server="s", engine="0") == 20 * 7.5 + 30 * 10 + 40 * 5
+    assert value(text, "vllm_log_computed_prompt_tokens_total", server="s", engine="0") == 750
     assert value(text, "vllm_log_stats_windows_total", server="s", engine="0") == 3
 
 
@@ -225,8 +229,9 @@ def test_the_cpu_backends_kv_usage_and_the_drafts_feed_the_series_the_panels_and
     assert value(s, "vllm_log_spec_decode_accepted_tokens_total", server="s", engine="0") == 2448
     # the configured depth (4 per-position rates), not the tokens proposed per draft (3.71 here)
     assert value(s, "vllm_log_spec_decode_depth", server="s", engine="0") == 4
-    # computed prompt tokens: 1210 tok/s over the 2 s between the windows, after a first window of 10 s
-    assert value(s, "vllm_log_computed_prompt_tokens_total", server="s", engine="0") == 1210 * 10 + 1210 * 2
+    # computed prompt tokens: 1210 tok/s over the 2 s between the windows, after a first window of one
+    # interval (no ready line): the 2 s the gap after its busy line shows, not the configured 10 s
+    assert value(s, "vllm_log_computed_prompt_tokens_total", server="s", engine="0") == 1210 * 2 + 1210 * 2
 
 
 def test_what_vllm_032_says_at_start_up_and_while_serving_lands_on_its_series():
@@ -270,24 +275,29 @@ def test_what_vllm_032_says_at_start_up_and_while_serving_lands_on_its_series():
 
 
 def test_the_stats_clock_reads_window_lengths_from_the_log():
-    """exporter.metrics.windows: the first window from the ready line, then the gaps after busy lines
-    (sub-second stamps: each gap; whole seconds: their mean), the interval after an all-zero line
-    (vLLM hid the idle windows between), and one warning when the configured interval is not the log's."""
+    """exporter.metrics.windows: the first window from the ready line (decided once the log shows the
+    interval), then the gaps after busy lines (sub-second stamps: each gap; whole seconds: their mean),
+    the interval after an all-zero line (vLLM hid the idle windows between), and one warning when the
+    configured interval is not the log's."""
     from exporter.metrics.windows import StatsClock
 
     warned = []
     c = StatsClock(10.0, warn=lambda *a: warned.append(a))
     c.ready("s", 100.25)
     key = ("s", "0")
-    assert c.window(key, 102.85, True) == pytest.approx(2.6)       # first: since the ready line
+    assert c.window(key, 102.85, True) == 0.0 and c.first_pending(key)  # first: not decided yet
     assert c.window(key, 104.86, True) == pytest.approx(2.01)      # sub-second: the gap itself
+    assert c.take_first(key) == 0.0 and c.first_pending(key)
     assert c.window(key, 106.86, False) == pytest.approx(2.0)
+    assert c.take_first(key) == pytest.approx(2.6) and not c.first_pending(key)  # since the ready line
+    assert c.take_first(key) == 0.0
     assert c.window(key, 160.87, True) == pytest.approx(2.005)     # after an all-zero line: the interval
     assert warned == [("s", pytest.approx(2.005, abs=0.01), 10.0)]
     w = StatsClock(2.0)
     # whole seconds: a window is the mean of the gaps so far (their rounding averages out), not its own gap
-    for t, expect in ((0, 2.0), (2, 2.0), (5, 2.5), (7, 7 / 3), (9, 2.25)):
+    for t, expect in ((0, 0.0), (2, 2.0), (5, 2.5), (7, 7 / 3), (9, 2.25)):
         assert w.window(key, float(1000 + t), True) == pytest.approx(expect)
+    assert w.take_first(key) == pytest.approx(2.5)  # (no ready line: one interval, as the log showed it at 1005)
     assert w.window(key, 1030.0, True) == pytest.approx(2.25)  # past two intervals: lines lost, one interval
 
 
@@ -299,22 +309,25 @@ def test_a_first_line_long_after_the_ready_line_followed_hidden_windows_and_is_o
     from exporter.metrics.windows import StatsClock
 
     key = ("s", "0")
-    for precise, ready, first, expect in ((False, 15.0, 20.0, 2.0), (False, 15.0, 19.0, 2.0),
-                                          (False, 15.0, 18.0, 3.0), (False, 15.0, 17.0, 2.0),
-                                          (True, 15.2, 20.3, 2.0), (True, 15.2, 18.7, 2.0),
-                                          (True, 15.2, 17.8, 2.6)):
-        c = StatsClock(2.0)
+
+    def first(configured, ready, at, interval):
+        """The first window of lines at ``at``, then two intervals later twice (the log shows it there)."""
+        c = StatsClock(configured)
         c.ready("s", ready)
-        got = c.window(key, first, True)
-        assert got == pytest.approx(expect), (precise, ready, first, got)
-        assert c.window(key, first + 2.0, True) == pytest.approx(2.0)
+        assert c.window(key, at, True) == 0.0
+        assert c.window(key, at + interval, True) == pytest.approx(interval)
+        c.window(key, at + 2 * interval, True)
+        return c.take_first(key)
+
+    for precise, ready, at, expect in ((False, 15.0, 20.0, 2.0), (False, 15.0, 19.0, 2.0),
+                                       (False, 15.0, 18.0, 3.0), (False, 15.0, 17.0, 2.0 + 1 / 3),
+                                       (True, 15.2, 20.3, 2.0), (True, 15.2, 18.7, 2.0),
+                                       (True, 15.2, 17.8, 2.6)):
+        got = first(2.0, ready, at, 2.0)
+        assert got == pytest.approx(expect), (precise, ready, at, got)
     # the same at vLLM's default interval: a line 16 s after the ready line followed a hidden call
-    c = StatsClock(10.0)
-    c.ready("s", 100.0)
-    assert c.window(key, 116.0, True) == 10.0
-    c = StatsClock(10.0)
-    c.ready("s", 100.0)
-    assert c.window(key, 111.0, True) == 11.0
+    assert first(10.0, 100.0, 116.0, 10.0) == 10.0
+    assert first(10.0, 100.0, 111.0, 10.0) == 11.0
 
 
 def test_a_stamped_application_startup_line_says_when_the_logging_loop_began():
@@ -329,7 +342,9 @@ def test_a_stamped_application_startup_line_says_when_the_logging_loop_began():
         c = StatsClock(2.0)
         c.ready("s", 100.0)
         c.serving("s", 102.0 if first != 102.6 else 100.55)
-        assert c.window(key, first, True) == pytest.approx(expect), first
+        for t in (first, first + 2.0, first + 4.0):
+            c.window(key, t, True)
+        assert c.take_first(key) == pytest.approx(expect), first
     # through the metrics: the record's own stamp reaches the clock
     m = Metrics(process_metrics=False, stats_interval=2.0)
     m.add_server("s")
@@ -344,6 +359,7 @@ def test_a_stamped_application_startup_line_says_when_the_logging_loop_began():
         'GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%", "vllm_process_name": "APIServer", '
         '"time": "2026-12-04T22:24:04.050000+00:00"}'])
     m.observe_many("s", events)
+    m.settle_windows("s")  # (the input ended: nothing more to learn, the configured interval is the best known)
     s = samples(m.render().decode())
     assert value(s, "vllm_log_generation_tokens_total", server="s", engine="0") == pytest.approx(40.5)
 
@@ -362,22 +378,22 @@ def test_a_first_window_between_whole_second_stamps_is_the_mean_of_what_they_all
     c = StatsClock(10.0)
     key = ("s", "0")
     c.ready("s", 100.0)
-    assert c.window(key, 102.0, True) == pytest.approx(2.0) and c.first_pending(key)
-    assert c.window(key, 104.0, True) == pytest.approx(2.0) and c.first_extra(key) == 0.0
+    assert c.window(key, 102.0, True) == 0.0 and c.first_pending(key)
+    assert c.window(key, 104.0, True) == pytest.approx(2.0) and c.take_first(key) == 0.0
     c.window(key, 106.0, True)
-    assert c.first_extra(key) == pytest.approx(1 / 3) and c.first_extra(key) == 0.0 and not c.first_pending(key)
+    assert c.take_first(key) == pytest.approx(2 + 1 / 3) and c.take_first(key) == 0.0 and not c.first_pending(key)
     c.forget("s")
     c.ready("s", 200.0)
-    c.window(key, 203.0, True)  # a second more than the interval: nothing to add
+    c.window(key, 203.0, True)  # a second more than the interval: its difference
     c.window(key, 205.0, True)
     c.window(key, 207.0, True)
-    assert c.first_extra(key) == 0.0
+    assert c.take_first(key) == 3.0
 
 
 def test_the_first_windows_gained_seconds_are_counted_at_its_own_throughput():
     """0.32's whole-second lines (the API server's ready line, then windows 2 s apart): the first
-    window is counted 2 s at once, and its 1/3 s more at its own throughput when the third line shows
-    the interval; the configured interval (10 s) plays no part."""
+    window is counted when the third line shows the interval, 2 1/3 s at its own throughput; the
+    configured interval (10 s) plays no part."""
     h = "(APIServer pid=1) INFO 12-04 22:21:{:02d} [{}] "
     stats = ("Engine 000: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, "
              "Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%")
@@ -390,7 +406,7 @@ def test_the_first_windows_gained_seconds_are_counted_at_its_own_throughput():
     _, events = run_lines(lines)
     m.observe_many("s", events[:3])
     s = samples(m.render().decode())
-    assert value(s, "vllm_log_generation_tokens_total", server="s", engine="0") == pytest.approx(2 * 300 + 2 * 30)
+    assert value(s, "vllm_log_generation_tokens_total", server="s", engine="0") == pytest.approx(2 * 30)
     m.observe_many("s", events[3:])
     s = samples(m.render().decode())
     assert value(s, "vllm_log_generation_tokens_total", server="s", engine="0") == pytest.approx(

@@ -67,6 +67,7 @@ def read(scenario: str, release: str = "0.32", stats_interval: float | None = No
         events += evs
     events += pipe.flush()
     m.observe_many("s", [e for e in events if until is None or e.ts is None or e.ts < until])
+    m.settle_windows("s")  # (what the daemon does when its source ends)
     for ev in events:
         stats.add(ev)
     alerts.observe("s", events, now=0.0)
@@ -267,14 +268,16 @@ def test_generated_and_computed_prompt_tokens_are_within_1_percent_of_vllms_coun
         assert abs(val(name) - v[vllm]) <= 0.01 * v[vllm] + rounding, (name, val(name), v[vllm], rounding)
 
 
+@pytest.mark.parametrize("configured", [None, 10.0], ids=["told-vllms-interval", "told-10s"])
 @pytest.mark.parametrize("release,scenario", captured("late_traffic"))
-def test_a_first_line_after_hidden_all_zero_windows_is_one_interval_long(release, scenario):
+def test_a_first_line_after_hidden_all_zero_windows_is_one_interval_long(release, scenario, configured):
     """Traffic began three intervals after the server was up: vLLM's first logger calls were all-zero windows,
     logged at DEBUG (hidden), so the first line comes 11 s after the ready line and its window is one interval
-    (2 s), not the 11 s since the start-up lines (that read counted 7 % more generated tokens than vLLM). The
-    exporter is told vLLM's interval here: told 10 s instead, the first window is read before the log has shown
-    the interval, and the gap fits a first call of a 10 s logger (a mismatch the exporter warns about)."""
-    truth, val, report, alerts, events = read(scenario, release)
+    (2 s), not the 11 s since the start-up lines (that read counted 7 % more generated tokens than vLLM). Told
+    vLLM's interval or the default 10 s alike: the first window waits until the log shows the interval (2 s),
+    where 11 s fits a first call of a 10 s logger (read at once with 10 s, 13,494 generated tokens, +7 %, and
+    25,580 computed prompt tokens, +26 %)."""
+    truth, val, report, alerts, events = read(scenario, release, stats_interval=configured)
     v = truth["vllm_final"]
     windows = [e for e in events if e.kind == "engine_stats"]
     ready = [e for e in events if e.kind == "supported_tasks" and e.ts is not None]
@@ -284,6 +287,20 @@ def test_a_first_line_after_hidden_all_zero_windows_is_one_interval_long(release
     rounding = windows[0].fields["prompt_tokens_per_second"] * 1.0
     assert abs(val("vllm_log_computed_prompt_tokens_total") - v["local_compute_prompt_tokens"]) \
         <= 0.01 * v["local_compute_prompt_tokens"] + rounding
+
+
+@pytest.mark.parametrize("release,scenario", captured("late_traffic"))
+def test_the_reports_cost_section_counts_the_first_window_as_the_exporter_does(release, scenario):
+    """`report --price-per-hour` prices the tokens the exporter counts (its default 10 s interval here, vLLM
+    at 2 s): the same first window, decided once the log shows the interval."""
+    from exporter.offline.report import cost
+
+    truth, val, *_ = read(scenario, release, stats_interval=10.0)
+    stats, _ = read_run(str(FIXTURES / f"vllm-{release}-cpu" / f"{scenario}.log.gz"), Clock(year=2026), None, None)
+    c = cost.summary(stats, 1.0)
+    assert c["generated_tokens"] == pytest.approx(val("vllm_log_generation_tokens_total"))
+    assert c["prompt_tokens"] == pytest.approx(val("vllm_log_computed_prompt_tokens_total"))
+    assert c["generated_tokens"] == pytest.approx(truth["vllm_final"]["generation_tokens"], rel=0.01)
 
 
 @pytest.mark.parametrize("release,scenario", captured("interval5", "interval5_json"))

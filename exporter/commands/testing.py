@@ -66,6 +66,7 @@ class _Run:
         before = samples(self.metrics, self.server)
         events = self.pipeline.flush()
         self.metrics.observe_many(self.server, events)
+        self.metrics.settle_windows(self.server)  # (the lines ended: a first stats window counts now)
         return events, _moved(before, samples(self.metrics, self.server))
 
 

@@ -187,6 +187,7 @@ class SourceRunner:
                     except Exception as e:  # noqa: BLE001 - that batch is lost, counted; the next is read
                         self.supervisor.failed("source", e, self.name, then="its batch lost, reading on")
                 self.flush(None)
+                self.metrics.settle_windows(self.name)  # no line will come to decide a first stats window
                 log.info("source ended", source=self.name)
                 return
             except asyncio.CancelledError:

@@ -242,9 +242,9 @@ class Metrics(CostMetrics, EngineMetrics, SpecDecodeMetrics, OffloadMetrics, Sta
         """Every series of a server whose source is gone for good (a pod replaced by a rollout, its files
         removed by kubelet), counters included: a new pod is a new server whose counters start at 0, and
         a gone one must not stay in /metrics for ever. Returns how many series went."""
+        self._clock.drop(server)  # (first: a first window still pending is not counted into series that go)
         n = self._table.forget(server)
         self.reset_server(server)
-        self._clock.drop(server)
         self._models.pop(server, None)
         self._adapters.pop(server, None)
         self._tool_parsers.pop(server, None)

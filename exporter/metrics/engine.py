@@ -8,7 +8,8 @@ Emitted (label ``engine``: 0-63, or ``aggregated`` for vLLM's aggregated DP line
     vllm_log_prefix_cache_hit_ratio, vllm_log_external_prefix_cache_hit_ratio, vllm_log_mm_cache_hit_ratio,
     vllm_log_computed_prompt_tokens_total (prompt tokens the engine computed: not prefix-cache hits,
     not KV transferred in), vllm_log_generation_tokens_total (both window average x window length,
-    the length read from the log: exporter.metrics.windows), vllm_log_stats_interval_seconds (the
+    the length read from the log: exporter.metrics.windows; a first window counted once its length is
+    decided there), vllm_log_stats_interval_seconds (the
     interval the log shows), vllm_log_preemptions_total (absent unless a line carried the field: V1's logger never
     prints it, see its HELP), vllm_log_stats_windows_total,
     vllm_log_requests_running_seconds_total and vllm_log_requests_waiting_seconds_total (each window's
@@ -31,6 +32,12 @@ from exporter.metrics.windows import StatsClock
 
 IDLE_AFTER_WINDOWS = 2  # stats intervals without a stats line before an engine's window gauges read 0
 STALLED_AFTER_WINDOWS = 3  # ... and, when its last window was busy, before it reads stalled
+# An engine's first window waits for the log to show the interval (exporter.metrics.windows); after a busy
+# line the next comes one interval later, so an engine this long without a line has no more to show: its
+# first window is counted with the best interval known. At least a minute: vLLM's interval may be longer
+# than the configured one, which is all the exporter knows then.
+SETTLE_AFTER_WINDOWS = 2.5
+SETTLE_AFTER_SECONDS = 60.0
 
 
 def _device(fields: dict) -> str:
@@ -105,7 +112,8 @@ class EngineMetrics:
         self._last_window: dict[tuple[str, str], float] = {}  # log time of each engine's last window
         self._window_seen: dict[tuple[str, str], float] = {}  # when it was read (monotonic)
         self._busy: dict[tuple[str, str], bool] = {}  # whether that last window was busy
-        self._first_tps: dict[tuple[str, str], tuple[float, float]] = {}  # a first window's throughputs, until final
+        # a first window's throughputs and request counts, until its length is decided (exporter.metrics.windows)
+        self._first_tps: dict[tuple[str, str], tuple] = {}
         self._idle_values = tuple(fam.values for fam in (self.prompt_tps, self.gen_tps, self.running,
                                                           self.waiting, self.swapped, self.est_flops, self.est_bytes))
         # what describes a running engine's load; hit rates describe the windows that were
@@ -146,12 +154,38 @@ class EngineMetrics:
                         values[key] = 0.0
                 if quiet > stall and self._busy.get(key) and key in stalled and key[0] not in logging:
                     stalled[key] = 1.0
+        if self._first_tps:  # first windows of engines gone quiet: no line will decide them
+            for key in list(self._first_tps):
+                t = seen.get(key)
+                if t is not None and now - t > max(SETTLE_AFTER_WINDOWS * interval(key), SETTLE_AFTER_SECONDS):
+                    self._clock.settle(key[0], key)
+                    self._count_first(key)
+
+    def settle_windows(self, server: str) -> None:
+        """No more lines of ``server`` will decide its first windows (its input ended, it stopped): they
+        are counted now, with the best interval known."""
+        self._clock.settle(server)
+        for key in [k for k in self._first_tps if k[0] == server]:
+            self._count_first(key)
+
+    def _count_first(self, key: tuple) -> None:
+        """A first window, decided: its throughputs and request counts over its length, once."""
+        dt = self._clock.take_first(key)
+        first = self._first_tps.pop(key, None)
+        if not dt or first is None:
+            return
+        for values, per_second in zip((self.prompt_tokens.values, self.gen_tokens.values, self.running_s.values,
+                                       self.waiting_s.values), first):
+            if per_second is not None:
+                values[key] = values.get(key, 0.0) + per_second * dt
 
     def _forget_windows(self, server: str) -> None:
-        for d in (self._last_window, self._window_seen, self._busy, self._first_tps):
+        self._clock.forget(server)  # (a first window still pending is decided there, and counted here)
+        for key in [k for k in self._first_tps if k[0] == server]:
+            self._count_first(key)
+        for d in (self._last_window, self._window_seen, self._busy):
             for key in [k for k in d if k[0] == server]:
                 del d[key]
-        self._clock.forget(server)
 
     def _engine_ready(self, server: str, ev: Event) -> None:
         """An engine core said it is ready (its init engine line): the first stats window starts."""
@@ -163,7 +197,9 @@ class EngineMetrics:
 
     def _engine_down(self, server: str) -> None:
         """The engine died or was stopped: it runs nothing and holds no KV cache from now on (the
-        last window's figures would otherwise stand until the next start), and it is not stalled."""
+        last window's figures would otherwise stand until the next start), and it is not stalled. Its
+        first windows still pending are counted now."""
+        self.settle_windows(server)
         for values in self._down_values:
             for key in [k for k in values if k[0] == server]:
                 values[key] = 0.0
@@ -207,33 +243,30 @@ class EngineMetrics:
         prompt = max(0.0, f.get("prompt_tokens_per_second") or 0.0)
         gen = max(0.0, f.get("generation_tokens_per_second") or 0.0)
         dt = self._clock.window(key, ev.ts, bool(prompt or gen))
-        if self._clock.first_pending(key) and key not in self._first_tps:
-            self._first_tps[key] = (prompt, gen)
-        extra = self._clock.first_extra(key)
-        if extra:  # the first window, longer than counted: its throughputs over the seconds it gained
-            p0, g0 = self._first_tps.pop(key, (0.0, 0.0))
-            prompt_extra, gen_extra = p0 * extra, g0 * extra
-        else:
-            prompt_extra = gen_extra = 0.0
+        running, waiting = f.get("running"), f.get("waiting")
+        if self._clock.first_pending(key):
+            if key not in self._first_tps:  # the first line: counted once its window's length is decided
+                self._first_tps[key] = (prompt, gen, None if running is None else max(0, running),
+                                        None if waiting is None else max(0, waiting))
+        elif key in self._first_tps:  # decided by this line (the log showed the interval)
+            self._count_first(key)
         if ev.ts is not None:
             self._last_window[key] = ev.ts
         iv = self._clock.shown(key)
         if iv is not None:
             self.stats_interval_g.values[key] = iv
         c = self.prompt_tokens.values
-        c[key] = c.get(key, 0.0) + prompt * dt + prompt_extra
+        c[key] = c.get(key, 0.0) + prompt * dt
         c = self.gen_tokens.values
-        c[key] = c.get(key, 0.0) + gen * dt + gen_extra
+        c[key] = c.get(key, 0.0) + gen * dt
         c = self.windows.values
         c[key] = c.get(key, 0.0) + 1.0
-        n = f.get("running")
-        if n is not None:
+        if running is not None:
             c = self.running_s.values
-            c[key] = c.get(key, 0.0) + max(0, n) * dt
-        n = f.get("waiting")
-        if n is not None:
+            c[key] = c.get(key, 0.0) + max(0, running) * dt
+        if waiting is not None:
             c = self.waiting_s.values
-            c[key] = c.get(key, 0.0) + max(0, n) * dt
+            c[key] = c.get(key, 0.0) + max(0, waiting) * dt
         p = f.get("preemptions")
         if p is not None:  # absent until a line carries the field: see the family's HELP
             c = self.preemptions.values

@@ -23,21 +23,33 @@ Tokens are throughput x window, the window being: after a busy line, the gap to 
 carry sub-second time (journald, CRI, JSON records), else the interval the log shows (the mean of
 the gaps after busy lines: whole-second stamps' rounding averages out) unless the gap is more than
 a second off it (the loop held up: the gap), and not past two intervals (lines lost, a hang: the
-interval); after an all-zero line, the
-interval; for the first line after a start, the time since the engine's ready line when that is
-under 1.5 intervals and half a second (a second more for whole-second stamps: the logger's first
-call; 1.5 intervals from uvicorn's ``Application startup complete.`` when its record carries
-a stamp of its own: the loop starts there, however long the API server's start-up took), else the
-interval (hidden calls came before it). With whole-second
-stamps that time is the difference of two truncated stamps: the true one lies within a second of
-it (a triangle: both fractions unknown), and it is never shorter than the interval (the logger
-exists before the loop that calls it starts). Once the log shows the interval, the first window is
-the mean of that triangle above the interval, and the seconds it adds are credited then
-(``first_extra``): +1/3 s when the stamps' difference is the interval itself (0.30-0.32 runs here,
-where the window was 0.46-0.72 s longer), nothing when it is a second more. The interval the
-log shows replaces the configured one (``--stats-interval``) once ``MIN_GAPS`` gaps agree; when they
-differ by more than ``DISAGREE`` the exporter warns once per server. Pure bookkeeping: events' log
-times in, seconds out.
+interval); after an all-zero line, the interval; for the first line after a start, the time since
+the engine's ready line when that is under 1.5 intervals and half a second (a second more for
+whole-second stamps: the logger's first call; 1.5 intervals from uvicorn's ``Application startup
+complete.`` when its record carries a stamp of its own: the loop starts there, however long the API
+server's start-up took), else the interval (hidden calls came before it). With whole-second stamps
+that time is the difference of two truncated stamps: the true one lies within a second of it (a
+triangle: both fractions unknown), and it is never shorter than the interval (the logger exists
+before the loop that calls it starts): the first window is the mean of that triangle above the
+interval (``first_window``): 1/3 s more when the stamps' difference is the interval itself (0.30-0.32
+runs here, where the window was 0.46-0.72 s longer), nothing when it is a second more. The interval
+the log shows replaces the configured one (``--stats-interval``) once ``MIN_GAPS`` gaps agree; when
+they differ by more than ``DISAGREE`` the exporter warns once per server.
+
+The first window is decided late. Both the choice (first call or hidden calls before it) and the
+length depend on vLLM's interval, which the configured one may not be: vLLM at 2 s, the exporter at
+its default 10 s, a first line 11 s after the ready line fits a first call of a 10 s logger (11 s)
+where vLLM's window was 2 s (+7 % generated tokens on the run captured). Sub-second stamps do not
+decide it at once either: the line comes k intervals after the loop's start, k and the interval both
+unknown. So ``window`` gives the first line 0 s and keeps what it needs (``first_pending``); the
+window is decided when the log shows the interval (after a busy line the next always comes one
+interval later: on a busy start, the third line) and handed over once (``take_first``: the caller
+holds the line's throughputs until then). When no line will show it (``settle``: the input ended, the
+server stopped or starts again, its engine went quiet), it is decided with the best interval known:
+as the log shows it, else as another engine of the server shows it (one loop logs them all), else the
+shortest gap after a busy line (a held-up loop or lost lines make gaps longer, never shorter) unless
+past two configured intervals, else the configured one (a first call then counts the stamps'
+difference as it stands). Pure bookkeeping: events' log times in, seconds out.
 """
 
 from __future__ import annotations
@@ -67,19 +79,25 @@ class StatsClock:
         self._loop: dict[str, float] = {}  # log time its HTTP server came up (the logging loop's start), when stamped
         self._precise: set[str] = set()  # servers whose stamps carry sub-second time
         self._warned: set[str] = set()
-        self._first: dict[Key, float] = {}  # whole seconds: the first window's stamps' difference, until the interval shows
-        self._extra: dict[Key, float] = {}  # seconds the first window gained once it did, not yet taken
+        # a first window not yet decided: (time since the ready line or -1, since the loop's start or None)
+        self._pending: dict[Key, tuple[float, float | None]] = {}
+        self._decided: dict[Key, float] = {}  # seconds of first windows decided, not yet taken (take_first)
 
     def forget(self, server: str) -> None:
-        """A new start (or a server gone): its windows begin again; what it showed is kept for the warning."""
-        for d in (self._last, self._gaps, self._interval, self._first, self._extra):
+        """A new start: its windows begin again; what it showed is kept for the warning. A first window
+        still undecided is decided first, with the best interval known (its seconds are owed: take_first)."""
+        self.settle(server)
+        for d in (self._last, self._gaps, self._interval):
             for key in [k for k in d if k[0] == server]:
                 del d[key]
         self._ready.pop(server, None)
         self._loop.pop(server, None)
 
     def drop(self, server: str) -> None:
-        """A server gone for good: nothing of it is kept."""
+        """A server gone for good: nothing of it is kept, undecided first windows included (its series go too)."""
+        for d in (self._pending, self._decided):
+            for key in [k for k in d if k[0] == server]:
+                del d[key]
         self.forget(server)
         self._precise.discard(server)
         self._warned.discard(server)
@@ -118,23 +136,15 @@ class StatsClock:
         last = self._last.get(key)
         self._last[key] = (ts, busy)
         if last is None:
-            shown = self._interval.get(key)
-            est = shown or self.configured
+            # Whether this is the logger's first call (its window: since the ready line) or hidden all-zero
+            # calls came before it (one interval) depends on the interval, which the configured one may not
+            # be (a 10 s setting read a 2 s vLLM's first line, 11 s after the ready line, as a first call):
+            # decided once the log shows the interval, or settled (settle) when no more can be learnt.
             ready = self._ready.get(server)
-            since = ts - ready if ready is not None else -1.0
             loop = self._loop.get(server)
-            if loop is not None and ready is not None and loop >= ready:
-                first_call = ts - loop < FIRST_CALL * est  # the loop's calls come at loop + k intervals
-            else:
-                first_call = since < FIRST_CALL * est + (0.5 if precise else 1.0)
-            if 0 < since and first_call:
-                if precise:
-                    return since
-                if shown is None:
-                    self._first[key] = since  # revised once the log shows the interval (first_extra)
-                    return since
-                return first_window(since, shown)
-            return est
+            self._pending[key] = (ts - ready if ready is not None else -1.0,
+                                  ts - loop if loop is not None and ready is not None and loop >= ready else None)
+            return 0.0
         gap = ts - last[0]
         if last[1] and gap > 0:
             self._observe(key, gap, precise)
@@ -145,13 +155,56 @@ class StatsClock:
             return gap if precise or abs(gap - est) > 1.0 else est
         return self.interval(key)
 
-    def first_extra(self, key: Key) -> float:
-        """Seconds the key's first window gained since it was counted (once: 0.0 after)."""
-        return self._extra.pop(key, 0.0)
-
     def first_pending(self, key: Key) -> bool:
-        """The key's first window may still gain seconds (its throughputs are worth keeping)."""
-        return key in self._first
+        """The key's first window is not decided yet (its line's figures are worth keeping)."""
+        return key in self._pending
+
+    def pending(self) -> list[Key]:
+        """The keys whose first window is not decided yet."""
+        return list(self._pending)
+
+    def take_first(self, key: Key) -> float:
+        """The length (s) of the key's first window, once decided (once: 0.0 after, and before)."""
+        return self._decided.pop(key, 0.0)
+
+    def settle(self, server: str, key: Key | None = None) -> None:
+        """Decide the server's first windows still pending (or ``key``'s) with the best interval known now:
+        no more will be learnt (the input ended, the server stopped or starts again, the engine went quiet)."""
+        for k in [k for k in self._pending if k[0] == server and (key is None or k == key)]:
+            est, from_log = self._best(k)
+            self._decide(k, est, from_log)
+
+    def _best(self, key: Key) -> tuple[float, bool]:
+        """The key's interval as well as the log tells it so far (and whether the log told it): as shown;
+        else as another engine of the server shows it (one logging loop calls them all); else the
+        shortest gap after a busy line (a held-up loop or lost lines make gaps longer, never shorter)
+        unless, as in ``window``, it is past two configured intervals (lines lost); else the configured one."""
+        shown = self._interval.get(key)
+        if shown is not None:
+            return shown, True
+        for k, v in self._interval.items():
+            if k[0] == key[0]:
+                return v, True
+        gap = min(self._gaps.get(key) or (float("inf"),))
+        if gap <= 2 * self.configured + (0 if key[0] in self._precise else 1):
+            return gap, True
+        return self.configured, False
+
+    def _decide(self, key: Key, est: float, from_log: bool) -> None:
+        """The pending first window's length, the interval being ``est``: the logger's first call's
+        (from its creation, about the ready line) or, after hidden all-zero calls, one interval."""
+        since, after_loop = self._pending.pop(key)
+        precise = key[0] in self._precise
+        if after_loop is not None:
+            first_call = after_loop < FIRST_CALL * est  # the loop's calls come at loop + k intervals
+        else:
+            first_call = since < FIRST_CALL * est + (0.5 if precise else 1.0)
+        if 0 < since and first_call:
+            # whole seconds: the mean of what the stamps allow above the interval, when the log told it
+            seconds = since if precise or not from_log else first_window(since, est)
+        else:
+            seconds = est
+        self._decided[key] = self._decided.get(key, 0.0) + seconds
 
     def _observe(self, key: Key, gap: float, precise: bool) -> None:
         gaps = self._gaps.get(key)
@@ -169,11 +222,8 @@ class StatsClock:
             return
         est = sum(near) / len(near)
         self._interval[key] = est
-        since = self._first.pop(key, None)
-        if since is not None and not precise:
-            extra = first_window(since, est) - since
-            if extra > 0:
-                self._extra[key] = extra
+        if key in self._pending:
+            self._decide(key, est, True)
         server = key[0]
         if server not in self._warned and abs(est - self.configured) > DISAGREE * self.configured \
                 and (precise or abs(est - self.configured) > 0.5):

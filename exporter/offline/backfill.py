@@ -112,6 +112,7 @@ def backfill(events_with_lines, metrics: Metrics, server: str, out: IO[str], ste
                         next_t += step
                 last_ts = max(last_ts or ts, ts)
             metrics.observe(server, item)
+        metrics.settle_windows(server)  # the log ended: first stats windows no line decided count now
         if next_t is not None:
             metrics.go_idle(next_t, log_time=True)
             spool.snapshot(next_t)

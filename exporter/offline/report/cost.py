@@ -19,40 +19,59 @@ MILLION = 1e6
 
 class WindowTokens:
     """Generated and prompt tokens of the run: each window's throughputs times its length, as
-    exporter.metrics.engine counts them (the same clock, fed the same start and ready events)."""
+    exporter.metrics.engine counts them (the same clock, fed the same start, ready and stop events; a
+    first window counted once its length is decided, at the latest at the end: ``finish``)."""
 
     def __init__(self, stats_interval: float):
         self.clock = StatsClock(stats_interval)
         self.generated = 0.0
         self.prompt = 0.0
-        self._first: dict = {}  # a first window's throughputs, until its extra seconds are known
+        self._first: dict = {}  # a first window's throughputs, until its length is decided
 
     def hook(self, handlers: dict) -> None:
         """Joins RunStats' handlers: its own for these kinds run first."""
         for kind, mine in (("engine_stats", self._window), ("init_engine", self._ready),
-                           ("supported_tasks", self._ready), ("version", self._start)):
+                           ("supported_tasks", self._ready), ("version", self._start),
+                           ("ready", self._serving), ("engine_death", self._down), ("server_stop", self._down)):
             theirs = handlers.get(kind)
             handlers[kind] = mine if theirs is None else (lambda ev, f, a=theirs, b=mine: (a(ev, f), b(ev, f)))
 
+    def finish(self) -> None:
+        """The run's end: first windows no line decided are counted with the best interval known."""
+        self._down(None, None)
+
     def _start(self, ev, f) -> None:
-        self.clock.forget("run")
-        self._first.clear()
+        self.clock.forget("run")  # (decides a first window still pending: counted here)
+        for key in list(self._first):
+            self._count_first(key)
+
+    def _down(self, ev, f) -> None:
+        self.clock.settle("run")
+        for key in list(self._first):
+            self._count_first(key)
 
     def _ready(self, ev, f) -> None:
         self.clock.ready("run", ev.ts)
+
+    def _serving(self, ev, f) -> None:
+        if f.get("signature") == "Application startup complete":
+            self.clock.serving("run", ev.ts)
+
+    def _count_first(self, key) -> None:
+        dt = self.clock.take_first(key)
+        p0, g0 = self._first.pop(key, (0.0, 0.0))
+        self.prompt += p0 * dt
+        self.generated += g0 * dt
 
     def _window(self, ev, f) -> None:
         key = ("run", f.get("engine", 0))
         prompt = max(0.0, f.get("prompt_tokens_per_second") or 0.0)
         gen = max(0.0, f.get("generation_tokens_per_second") or 0.0)
         dt = self.clock.window(key, ev.ts, bool(prompt or gen))
-        if self.clock.first_pending(key) and key not in self._first:
-            self._first[key] = (prompt, gen)
-        extra = self.clock.first_extra(key)
-        if extra:
-            p0, g0 = self._first.pop(key, (0.0, 0.0))
-            self.prompt += p0 * extra
-            self.generated += g0 * extra
+        if self.clock.first_pending(key):
+            self._first.setdefault(key, (prompt, gen))
+        elif key in self._first:
+            self._count_first(key)
         self.prompt += prompt * dt
         self.generated += gen * dt
 
@@ -62,6 +81,7 @@ def summary(stats, price_per_hour: float) -> dict[str, Any]:
     first, last = stats.first_ts, stats.last_ts
     hours = (last - first) / 3600 if first is not None and last is not None else None
     cost = price_per_hour * hours if hours is not None else None
+    stats.window_tokens.finish()
     generated, prompt = stats.window_tokens.generated, stats.window_tokens.prompt
 
     def per_million(tokens: float):
