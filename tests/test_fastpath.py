@@ -1,10 +1,13 @@
 """The one-match shape for periodic lines gives exactly what framing + parsing give, or steps aside."""
 
+import re
+
 from hypothesis import given, settings, strategies as st
 
 from exporter.stream import fastpath
 from exporter.parsers.events import DERIVED_KINDS
 from exporter.framing.clock import Clock
+from exporter.framing.frame import frame_line
 from exporter.stream.pipeline import Pipeline
 from tests.conftest import FIXTURES, SAMPLE, SAMPLE_V0
 
@@ -138,14 +141,45 @@ def test_the_common_wrapper_shape_reads_a_line_as_the_whole_pattern_does(line, e
 
 
 def test_classify_answers_both_questions_as_they_are_answered_one_by_one():
+    handed_on = 0
     for line in _ALL:
         got = fastpath.classify(line, Clock(year=2026))
         shape = fastpath.match(line, Clock(year=2026))
         if shape is not None:
             assert got == shape, line
-        elif got is not None:
-            assert got is fastpath.IGNORE and fastpath.ignorable(line, Clock(year=2026)), line
+        elif got is fastpath.IGNORE:
+            assert fastpath.ignorable(line, Clock(year=2026)), line
+        else:  # the usual way decides, with the wrapper's match when the fast path made one
+            assert not fastpath.ignorable(line, Clock(year=2026)), line
+            assert got is None or isinstance(got, re.Match), (line, got)
+            handed_on += got is not None
     assert any(fastpath.classify(line, Clock(year=2026)) is fastpath.IGNORE for line in _ALL)
+    assert handed_on > 100
+
+
+def _same_frame_with_the_handed_match(line: str) -> bool:
+    got = fastpath.classify(line, Clock(year=2026))
+    if not isinstance(got, re.Match):
+        return False
+    assert frame_line(line, Clock(year=2026), True, got) == frame_line(line, Clock(year=2026), True), line
+    return True
+
+
+def test_a_declined_line_is_framed_from_the_fast_paths_match_as_without_it():
+    """The wrapper's match the fast path hands on with a line it declines gives the very frame framing makes
+    when it matches the line itself (every fixture line in the fast shape)."""
+    assert sum(_same_frame_with_the_handed_match(line) for line in _ALL) > 100
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.sampled_from(_ALL), st.lists(st.tuples(st.integers(0, 160), st.sampled_from(
+    ["", " ", "[", "]", "(", ")", ":", "0", "x", "Xyz", "авг", "INFO", "WARNING", "ERROR ", "\t", "pid=", "08-04 ",
+     "[0m", "[39m", "Traceback (most recent call last):", " [x.py:1] ", "Engine 000: ", "Avg prompt throughput"])),
+    max_size=3))
+def test_a_mutated_declined_line_is_framed_from_the_handed_match_as_without_it(line, edits):
+    for pos, text in edits:
+        line = line[:pos] + text + line[pos + 1:]
+    _same_frame_with_the_handed_match(line)
 
 
 def test_every_family_line_at_info_or_debug_leaves_early_only_when_the_usual_way_ignores_it():

@@ -23,7 +23,10 @@ _RECORD = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\
 
 
 def may_hold_parts(text: str) -> bool:
-    return "out P" in text or "err P" in text
+    """Whether ``text`` may hold a partial record (every one holds " stdout P" or " stderr P", _RECORD): a
+    batch's whole text is searched, and the nine characters' needle skips further than a shorter one
+    (bench: 0.27 against 0.42 µs a line of engine stats)."""
+    return " stdout P" in text or " stderr P" in text
 
 
 class _Parts:

@@ -27,20 +27,15 @@ from __future__ import annotations
 import re
 
 from exporter.framing.clock import Clock
-from exporter.framing.frame import (BARE_RESET, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, PROCESS_NAME_P, TRACEBACK_START,
+from exporter.framing.frame import (BARE_RESET, JOURNALD_COMMON, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, PROCESS_NAME_P, TRACEBACK_START,
                                     record_time)
 from exporter.parsers import BUILT_IN, NO_NEEDLE_FILTERS, Families, echo, engine_stats, kv_transfer, spec_decode
 from exporter.parsers.base import logger_stem
 from exporter.parsers.needles import matcher
 
 _WRAPPER = re.compile(JOURNALD_RECORD_P)
-# The commonest instance of that wrapper with nothing optional left out (an English month, the
-# unit's pid, a process tag, the header's date): a third cheaper to match, with the same groups in
-# the same places; a line it does not fit is matched by the whole pattern.
-_WRAPPER_COMMON = re.compile(
-    r"([A-Z][a-z]{2}) {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) ([^\s:\[\]]+) ([^\s\[:]+)\[(\d+)\]: "
-    rf"(\(({PROCESS_NAME_P}) pid=(\d+)\) (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) "
-    r"\[([^\s\]]+):(\d+)\] )")
+# (the commonest instance of it, matched first: framing's, whose match a declined line takes with it)
+_WRAPPER_COMMON = JOURNALD_COMMON
 
 # (what the message starts with, kind, its exact pattern, fields from that pattern's groups, the family's
 # parser: its ``where`` says which levels and loggers its lines come from, so both ways keep the same
@@ -67,9 +62,10 @@ ECHO = "echo"  # ... and, with a user's rules loaded, of such a line that begins
 
 
 def classify(line: str, clock: Clock, quiet: bool = True, families: Families = BUILT_IN):
-    """``match``'s answer for a line of one of the shapes, IGNORE for one that ``ignorable`` passes
-    (unless ``quiet`` is False), else None (the usual way decides): both questions in one call, as
-    the pipeline asks them."""
+    """``match``'s answer for a line of one of the shapes (a tuple), IGNORE for one that ``ignorable``
+    passes (unless ``quiet`` is False), else the usual way decides: with the wrapper's match when the
+    line has framing's common shape (an ``re.Match``, for ``frame_line``'s ``shape``: not matched twice),
+    else None. Both questions in one call, as the pipeline asks them."""
     if not line[:1].isalpha():  # framing's fast shape starts so
         return None
     # Which family, if any, by its wording (a substring test is a fraction of the wrapper's match,
@@ -89,7 +85,8 @@ def match(line: str, clock: Clock, families: Families = BUILT_IN
 
     The caller has checked the line for ESC, caret and ``#033`` colour and carriage returns, as
     framing's fast shape requires."""
-    return classify(line, clock, quiet=False, families=families)
+    got = classify(line, clock, quiet=False, families=families)
+    return got if type(got) is tuple else None
 
 
 def _admitted(where, level: str, file: str) -> bool:
@@ -103,6 +100,7 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
     m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
     if m is None:
         return None
+    # (a decline below hands the match on: the usual way frames the line with it)
     parser_where, admitted, reach = where
     level_file = m.group(12, 18)
     ok = admitted.get(level_file)
@@ -111,10 +109,10 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
             admitted.clear()
         ok = admitted[level_file] = _admitted(parser_where, *level_file)
     if not ok:
-        return None  # not where the family's lines come from: the usual way decides (and declines it too)
+        return m  # not where the family's lines come from: the usual way decides (and declines it too)
     end = m.end()
     if not text.startswith(start, end):
-        return None
+        return m
     if families.rules:
         # (only the needles that a message of this shape can hold: most rules' hold none, and cost nothing here)
         if families.by_origin:
@@ -128,18 +126,18 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
                 needles = families.shape_needles(kind, reach, "", "")
         for needle in needles:
             if needle in text:
-                return None  # a rule may want it too: framed the usual way
+                return m  # a rule may want it too: framed the usual way
     b = regex.fullmatch(text, end)
     # Only the wrapper can hold a colour reset: the messages' patterns have no "[" (and a KV body
     # holding one is not plain, so it goes the usual way).
     if b is None or BARE_RESET.search(text, 0, end) is not None:
-        return None
+        return m
     when = record_time(m, text, clock)
     if when is NO_MONTH:
-        return None
+        return m
     out = fields(*b.groups())
     if out is None:
-        return None
+        return m
     proc, pid = m.group(10, 11)
     return kind, out, when[0], proc, int(pid) if pid is not None and len(pid) <= 10 else None  # (framing's pid_of)
 
@@ -154,15 +152,20 @@ _ECHO_BY_FIRST = {c: tuple(s for s, _ in echo.STARTS if s[0] == c) for c in {s[0
 def ignorable(line: str, clock: Clock, families: Families = BUILT_IN) -> bool:
     """True when the usual way (framing, glue check, parsers) would count ``line`` as ignored and
     make no event of it. Same caller's checks as ``match``; a False says nothing."""
-    return line[:1].isalpha() and bool(_quiet(line, clock, families))
+    if not line[:1].isalpha():
+        return False
+    q = _quiet(line, clock, families)
+    return q is True or q is ECHO
 
 
 def _quiet(line: str, clock: Clock, families: Families):
-    """True, False, or ECHO (which is ignorable too)."""
+    """True, ECHO (which is ignorable too), or not: False, or the wrapper's match when the line has it."""
     text = line.rstrip()
     m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
-    if m is None or m.group(12) not in _QUIET_LEVELS:
+    if m is None:
         return False
+    if m.group(12) not in _QUIET_LEVELS:
+        return m
     msg = text[m.end():]
     # (the needles first: they are what most lines end on, and they need nothing else; all searched at once,
     # exporter.parsers.needles; with a user's rules, theirs too: those of the rules that may take this logger
@@ -178,23 +181,23 @@ def _quiet(line: str, clock: Clock, families: Families):
     else:
         holds = families.quiet_holds_any
     if holds(msg):
-        return False
+        return m
     if msg.startswith(echo.COUNTED):
-        return False  # the request log's records, whose bounded facts are counted (exporter.parsers.echo)
+        return m  # the request log's records, whose bounded facts are counted (exporter.parsers.echo)
     if echo.FACT_WORDS[0] in msg or echo.FACT_WORDS[1] in msg:
-        return False  # ... and their later lines, when a line break in the id pushed their facts on
+        return m  # ... and their later lines, when a line break in the id pushed their facts on
     if msg.startswith(echo.REQUEST) and echo.VALIDATION in msg:
-        return False  # the engine core's refusal of a request, counted without its id (the same module)
+        return m  # the engine core's refusal of a request, counted without its id (the same module)
     if TRACEBACK_START in msg or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):
-        return False  # a traceback starting, or maybe another record glued on: the usual way decides
+        return m  # a traceback starting, or maybe another record glued on: the usual way decides
     # (every bare colour reset holds "0m" or "9m": two finds before the regex)
     if ("0m" in text or "9m" in text) and BARE_RESET.search(text) is not None:
-        return False
+        return m
     # an unknown month name makes framing take its general way, which reads the line otherwise
     # (the minute's stamp is cached by framing: most lines only look it up)
     known = clock.minutes.get(text[:m.start(5)])
     if (known is None or known is NO_MONTH) and record_time(m, text, clock) is NO_MONTH:
-        return False
+        return m
     if ruled and (starts := _ECHO_BY_FIRST.get(msg[:1])) is not None and msg.startswith(starts):
         # a record that echoes a client's text: ignored all the same, but its continuation lines (the
         # same header) must reach no rule without client_text, so the pipeline is told (echo_key)

@@ -190,7 +190,8 @@ class Pipeline:
                     fast_echoes.append(line)
                     counts[IGNORED] += 1
                     continue
-                res, ev = (PARSED, [fast_event(fast)]) if fast is not None else usual(line, clean)
+                # (a tuple: the fast path's event; else the usual way, with the wrapper's match if it made one)
+                res, ev = (PARSED, [fast_event(fast)]) if type(fast) is tuple else usual(line, clean, fast)
             except Exception as e:  # noqa: BLE001 - the guard: one line, never its neighbours
                 self.lineno = start + i + 1
                 counts[UNPARSED] += 1
@@ -227,6 +228,7 @@ class Pipeline:
         ``clean``: the caller checked that the line holds nothing of BATCH_UNSAFE."""
         start = self.lineno
         try:
+            fast = None
             if clean and not self._tracebacks:
                 fast = fastpath.classify(line, self.clock, True, self.families)
                 if fast is fastpath.IGNORE:
@@ -236,9 +238,9 @@ class Pipeline:
                     self._fast_echoes.append(line)
                     self.lineno += 1
                     return IGNORED, []
-                if fast is not None:
+                if type(fast) is tuple:
                     return PARSED, self._lifecycle([self._fast_event(fast)])
-            res, events = self._feed_usual(line, clean)
+            res, events = self._feed_usual(line, clean, fast)
         except Exception as e:  # noqa: BLE001 - the guard: one line, never its neighbours
             self.lineno = start + 1
             self._bad(line, e)
@@ -251,12 +253,13 @@ class Pipeline:
         self._attribute(kind, fields, (process, pid))
         return Event(kind, fields, ts, process, pid, self.lineno)
 
-    def _feed_usual(self, line: str, clean: bool) -> tuple[str, list[Event]]:
+    def _feed_usual(self, line: str, clean: bool, shape=None) -> tuple[str, list[Event]]:
         """Every line the fast path does not answer, the one way: framed once (``_framed``: the line's frame, or
         a JSON record's, or the records a lost newline glued together), then each frame is joined to an open
-        traceback or classified (``_feed_frame``, ``_classify``)."""
+        traceback or classified (``_feed_frame``, ``_classify``). ``shape``: the fast path's match of the
+        line's wrapper, if it made one (framing does not match it again)."""
         self.lineno += 1
-        frames, text, record = self._framed(line, clean)
+        frames, text, record = self._framed(line, clean, shape)
         if len(frames) == 1 and not record:
             return self._feed_frame(frames[0])
         best, events = UNPARSED, []
@@ -274,14 +277,14 @@ class Pipeline:
                 events.extend(self._tracebacks.pop(key).events())
         return best, events
 
-    def _framed(self, line: str, clean: bool) -> tuple[list[Frame], int, bool]:
+    def _framed(self, line: str, clean: bool, shape=None) -> tuple[list[Frame], int, bool]:
         """The frames of one physical line, framed once (exporter.framing): its own; or a JSON record's message
         and traceback lines (exporter.framing.json_records; how many are its message; True); or the records a
         lost newline glued onto it, each split off only after text that is vLLM's own
         (exporter.stream.boundary.split_glued)."""
         if not clean and "\r" in line:
             line = inner_returns(line, self.clock)
-        f = frame_line(line, self.clock, clean)
+        f = frame_line(line, self.clock, clean, shape)
         msg = f.message
         if msg[:2] == '{"' and looks_like_record(msg):
             # (a line the splitter or the joiner cut was counted there)
