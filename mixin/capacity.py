@@ -76,6 +76,8 @@ def capacity_alert() -> dict:
         "alert": HEADROOM_ALERT,
         "expr": f"max by ({BSE}) (predict_linear(vllm_log_kv_cache_usage_ratio[{C.CAPACITY_TREND_WINDOW}], "
                 f"{_seconds(C.CAPACITY_HORIZON)})) >= 1\n"
+                f"  and on ({BSE}) max by ({BSE}) (predict_linear(vllm_log_kv_cache_usage_ratio"
+                f"[{C.CAPACITY_RECENT_WINDOW}], {_seconds(C.CAPACITY_HORIZON)})) >= 1\n"
                 f"  and on ({BSE}) {USAGE} >= {C.CAPACITY_MIN_USAGE:g}\n"
                 f"  and on ({BS}) max by ({BS}) (vllm_log_exporter_source_up) == 1\n"
                 f"  unless on ({BS}) {STOPPED_OR_DEAD}",
@@ -118,8 +120,12 @@ def heartbeat_alert() -> dict:
         "alert": HEARTBEAT_ALERT,
         "expr": f"vllm_log:requests_admitted:increase{w} > 0\n"
                 f"  and on ({SLO_BY}) vllm_log:engine_steps:increase{w} == 0\n"
-                # a server stopped or dead is the log's to say; a sleeping engine makes no step on purpose
+                # a server stopped or dead is the log's to say; a sleeping engine makes no step on purpose;
+                # within a window of a start the admissions may be the last process's (a request answered as it
+                # was stopped) and the steps the new one's, which has made none yet
                 f"  unless on ({SLO_BY}) max by ({SLO_BY}) ({STOPPED_OR_DEAD})\n"
+                f"  unless on ({SLO_BY}) max by ({SLO_BY}) "
+                f"(time() - vllm_log_last_start_timestamp_seconds < {_seconds(w)})\n"
                 f'  unless on ({SLO_BY}) max by ({SLO_BY}) (vllm:engine_sleep_state{{{V}, sleep_state="awake"}} == 0)',
         "for": "2m",
         "labels": {"severity": "critical"},

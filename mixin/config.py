@@ -116,6 +116,9 @@ SLO_MIN_REQUESTS = 10
 CAPACITY_TREND_WINDOW = "30m"
 CAPACITY_HORIZON = "1h"
 CAPACITY_MIN_USAGE = 0.5
+# ... and its trend over the last CAPACITY_RECENT_WINDOW says so too: a cache that filled after a start (traffic
+# coming back after a deploy) and has levelled off still has the climb in its CAPACITY_TREND_WINDOW, and is no warning.
+CAPACITY_RECENT_WINDOW = "10m"
 
 # --- The engine's heartbeat (mixin/capacity.py). VllmEngineNoSteps: the log shows requests admitted (the
 # access log's 2xx answers to the inference endpoints, or the request logger's) and vLLM's own
