@@ -1,0 +1,140 @@
+"""The batch's quiet lines found by two scans (exporter.stream.quiet) are lines the fast path calls ignorable,
+and nearly all of them; a batch read with the scans gives what it gives without them."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from exporter.framing.clock import Clock
+from exporter.parsers import BUILT_IN
+from exporter.parsers.rules import families as rule_families
+from exporter.config.rules import load_rules
+from exporter.stream import fastpath
+from exporter.stream.batch import batch_unsafe
+from exporter.stream import pipeline
+from exporter.stream.pipeline import Pipeline
+from exporter.stream.quiet import QuietScan
+from tests.conftest import SAMPLE
+from tests.test_needles import LINES
+
+pytestmark = pytest.mark.skipif(QuietScan(BUILT_IN)._flags is None, reason="no RE2 here: no scan, every line asked")
+
+JOURNALD = "Dec 05 14:41:19 gpu-host vllm[4242]: "
+# every fixture, capture and hostile line, bare and as journald holds it (the captures are bare files: in
+# journald's shape most of their INFO lines are the scan's to find)
+ALL = [line for line in LINES + [JOURNALD + x for x in LINES] + SAMPLE.read_text(encoding="utf-8").splitlines()
+       if not batch_unsafe(line)]
+
+
+def _rules():
+    return rule_families(load_rules([
+        {"name": "cuda_graphs", "pattern": r"Capturing CUDA graphs", "metrics": [{"name": "t_graphs_total", "type": "counter"}]},
+        {"name": "chunked", "pattern": r"[Cc]hunked prefill is enabled with max_num_batched_tokens=(?P<n>\d+)",
+         "fields": {"n": "int"}, "metrics": [{"name": "t_chunk_tokens", "type": "gauge", "value": "n"}]},
+    ], "test: rules"))
+
+
+def _quiet(line: str, families) -> bool:
+    """The fast path ignores the line and keeps nothing of it (ECHO, with rules, is ignored and kept)."""
+    return fastpath.ignorable(line, Clock(year=2026), families) and fastpath._quiet(line, Clock(year=2026), families) is True
+
+
+def _check(lines: list[str], families) -> tuple[int, int]:
+    """(quiet lines the scans found, lines the fast path ignores and keeps nothing of); every one found is such."""
+    quiet = QuietScan(families)(lines, list(range(len(lines))))
+    for i in quiet:
+        assert _quiet(lines[i], families), lines[i]
+    return len(quiet), sum(_quiet(line, families) for line in lines)
+
+
+@pytest.mark.parametrize("with_rules", [False, True])
+def test_every_line_the_scans_find_quiet_is_ignorable_and_they_find_nearly_all(with_rules):
+    families = _rules() if with_rules else BUILT_IN
+    found = ignorable = 0
+    for at in range(0, len(ALL), 1000):
+        f, i = _check(ALL[at:at + 1000], families)
+        found, ignorable = found + f, ignorable + i
+    assert ignorable > 1500
+    # (what they leave is asked line by line: lines in framing's wider shape only, a header without its date or
+    # an empty message, and the request log's "Request ... aborted." lines, which hold the word of its records)
+    assert found >= 0.85 * ignorable, (found, ignorable)
+
+
+QUIET = [line for line in ALL if fastpath.ignorable(line, Clock(year=2026))]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(QUIET), st.lists(st.tuples(st.integers(0, 200), st.sampled_from(
+    ["", " ", "  ", "\t", "\x85", "\u2028", "] ", "[", " [", "[0m", "[39m", "0m", "Engine 000: ", "metrics: ",
+     "Received request ", "Request ", "finished", "memory", "KV cache", "é", "█", "\udcff", "WARNING", "INFO ",
+     "DEBUG", "Dec", "Foo", "pid=", ":", "(", ")", "Traceback (most recent call last):"])), max_size=3)),
+    min_size=1, max_size=12), st.booleans())
+def test_mutated_quiet_lines_the_scans_find_quiet_are_ignorable(batch, with_rules):
+    lines = []
+    for line, edits in batch:
+        for pos, text in edits:
+            line = line[:pos] + text + line[pos + 1:]
+        lines.append(line)
+    lines = [line for line in lines if not batch_unsafe(line)]
+    _check(lines, _rules() if with_rules else BUILT_IN)
+
+
+def test_a_line_holding_a_line_feed_turns_the_scans_off():
+    lines = [QUIET[0], QUIET[1] + "\n" + QUIET[2]]
+    assert QuietScan(BUILT_IN)(lines, [0, 1]) == set()
+
+
+def _read(lines, scan: bool, monkeypatch):
+    if scan:  # (every batch scanned: the scans never rest)
+        monkeypatch.setattr(pipeline, "REST_BATCHES", 0)
+    else:
+        monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: set())
+    pipe = Pipeline(Clock(year=2026))
+    out = []
+    for at in range(0, len(lines), 500):
+        counts, events, access, span = pipe.feed_batch(lines[at:at + 500])
+        out.append((counts, [(e.kind, e.fields, e.ts, e.process, e.pid, e.line) for e in events], access, span))
+    out.append([(e.kind, e.fields, e.ts) for e in pipe.flush()])
+    return out
+
+
+def _mix() -> list[str]:
+    """The quiet lines among the sample's, shuffled (no traceback stays open to turn the batch path off)."""
+    lines = QUIET + SAMPLE.read_text(encoding="utf-8").splitlines()
+    random.Random(7).shuffle(lines)
+    return lines
+
+
+@pytest.mark.parametrize("log,least", [("fixtures", 1), ("mix", 500)])
+def test_a_log_read_with_the_scans_gives_what_it_gives_without_them(monkeypatch, log, least):
+    # (the fixtures in journald's shape: their tracebacks, open for a while, keep the scans off most of the time)
+    # (and no line the batch path reads line by line anyway: colour, a carriage return, a traceback's start)
+    lines = [x for x in [JOURNALD + x for x in LINES] + SAMPLE.read_text(encoding="utf-8").splitlines()
+             if not batch_unsafe(x)] if log == "fixtures" else _mix()
+    found = []
+    scan = QuietScan.__call__
+    monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: found.append(scan(self, lines, candidates))
+                        or found[-1])
+    with_scans = _read(lines, True, monkeypatch)
+    assert sum(map(len, found)) >= least  # (the scans did find some)
+    monkeypatch.undo()
+    assert with_scans == _read(lines, False, monkeypatch)
+
+
+def test_the_scans_rest_where_they_find_few_quiet_lines_and_come_back_where_they_find_many(monkeypatch):
+    calls = []
+    scan = QuietScan.__call__
+    monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: calls.append(1) or scan(self, lines, candidates))
+    asked = [JOURNALD + "(APIServer pid=7) INFO 12-05 14:41:19 [serving.py:9] Received request cmpl-%d: params: x" % i
+             for i in range(50)]
+    pipe = Pipeline(Clock(year=2026))
+    for _ in range(1 + pipeline.REST_BATCHES):
+        pipe.feed_batch(asked)
+    assert len(calls) == 1  # found none quiet: the next REST_BATCHES batches are not scanned
+    for _ in range(3):
+        counts = pipe.feed_batch(QUIET[:200])[0]
+        assert counts["ignored"] == 200
+    assert len(calls) == 4  # scanned again, and it pays: scanned on
