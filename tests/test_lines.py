@@ -59,3 +59,16 @@ def test_a_batch_changed_after_the_split_is_joined_again():
     got.append("\x1b[0m")
     assert joined(got) == "a\nb\nc\n\x1b[0m"
     assert joined(["x", "y"]) == "x\ny"
+
+
+def test_a_cr_ended_over_long_line_read_byte_by_byte_keeps_the_line_after_it():
+    """CR-ended lines (no LF in the first bytes, two CRs): an over-long line whose ending CR came at the end of
+    one read took that CR, and the next line with it, into the line being cut (found by the test above)."""
+    data = b"\r\rxxxxxxx\ra"
+    split = LineSplitter("t", max_line=3)
+    out = []
+    for i in range(len(data)):
+        out += split.feed(data[i:i + 1])
+        if i == 9:  # (the CR held back is a byte read that no line has passed on)
+            assert split.held == 8
+    assert out + split.flush(final=True) == ["", "", "xxx", "a"] == reference(data, 3)

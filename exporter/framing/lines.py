@@ -165,13 +165,13 @@ class LineSplitter:
         self._evidence = min(CR_EVIDENCE, max_line)
         self._pending = 0  # bytes read before any LF (while undecided)
         self._crs = 0  # CRs among them
-        self._held_cr = False  # (CR mode) the last read ended with a CR, held in ``buf``
+        self._held_cr = False  # (CR mode) the last read ended with a CR, held back (in ``held``, not in ``buf``)
 
     @property
     def held(self) -> int:
         """Bytes read that no line passed on holds yet: a checkpoint lies that much before the read
         position (a cut line in progress is read again from its start after a restart)."""
-        return (self.line_bytes if self.skipping else len(self.buf)) + self.nuls_held
+        return (self.line_bytes if self.skipping else len(self.buf)) + self.nuls_held + self._held_cr
 
     def _line_ends(self, data: bytes) -> bytes:
         """CR-only line ends (exporter.framing.text): when the first CR_EVIDENCE bytes read from a
@@ -193,20 +193,22 @@ class LineSplitter:
                 return data
             self.cr_mode = True
             self.buf = self.buf.replace(b"\r", b"\n")  # (all that was read: nothing has been passed on)
-        if self._held_cr:  # the CR the last read ended with: a line end unless an LF follows it
+        prefix = b""
+        if self._held_cr:  # the CR the last read ended with: a line end unless an LF follows it (CRLF's)
+            # (held here, not in the buffer: an over-long line being skipped would have taken it, and the line
+            # after it with it)
             self._held_cr = False
-            if data[:1] != b"\n":
-                self.buf = self.buf[:-1] + b"\n"
+            prefix = b"\r" if data[:1] == b"\n" else b"\n"
         nl = data.find(b"\n")
         if nl >= 0:
             self.cr_mode = self.cr_ends = False
             head = data[:nl]
-            return (head[:-1].replace(b"\r", b"\n") + b"\r" if head[-1:] == b"\r"
-                    else head.replace(b"\r", b"\n")) + data[nl:]
+            return prefix + (head[:-1].replace(b"\r", b"\n") + b"\r" if head[-1:] == b"\r"
+                             else head.replace(b"\r", b"\n")) + data[nl:]
         if data[-1:] == b"\r":
             self._held_cr = True
-            return data[:-1].replace(b"\r", b"\n") + b"\r"
-        return data.replace(b"\r", b"\n")
+            return prefix + data[:-1].replace(b"\r", b"\n")
+        return prefix + data.replace(b"\r", b"\n")
 
     def _drop_nuls(self, data: bytes) -> bytes:
         """``data`` without its NULs; those inside the line left unfinished are counted in ``held``
@@ -300,9 +302,11 @@ class LineSplitter:
         ``final``: the input ended; a source that never had an LF then has CR-ended lines if it has
         a CR (exporter.framing.text)."""
         self.nuls_held = 0
-        self._held_cr = False
+        held_cr, self._held_cr = self._held_cr, False
         if self.skipping:
             return _no_bom([self._finish()])
+        if held_cr:
+            self.buf += b"\r"  # (it ends the line held)
         if not self.buf:
             return []
         if self.cr_mode or (final and self.cr_ends and b"\r" in self.buf):
