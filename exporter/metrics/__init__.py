@@ -27,7 +27,7 @@ emits (PromQL names):
     vllm_log_exporter_events_total{kind}, vllm_log_exporter_source_up,
     vllm_log_exporter_source_restarts_total, vllm_log_exporter_source_events_total{event},
     vllm_log_kubernetes_pod_info{namespace,pod,container} (servers read from kubelet's pod log layout),
-    vllm_log_exporter_build_info{version},
+    vllm_log_exporter_build_info{version,needle_search},
     vllm_log_exporter_http_connections, vllm_log_exporter_http_connections_closed_total{reason},
     vllm_log_exporter_state_write_errors_total, vllm_log_exporter_alerts_sent_total{result},
     vllm_log_exporter_task_failures_total{task} (the daemon's long-lived tasks that raised and were
@@ -44,6 +44,7 @@ from prometheus_client import PlatformCollector, ProcessCollector, disable_creat
 
 from exporter import __version__
 from exporter.parsers.events import KINDS, Event
+from exporter.parsers.needles import ENGINE as NEEDLE_SEARCH
 from exporter.metrics.cost import CostMetrics
 from exporter.metrics.engine import EngineMetrics
 from exporter.metrics.engine_ops import EngineOpsMetrics
@@ -138,7 +139,10 @@ class Metrics(CostMetrics, EngineMetrics, SpecDecodeMetrics, OffloadMetrics, Sta
                                "their pushed alerts start when the line was read, not at the stamp.")
         self.label_overflow = c("vllm_log_exporter_label_overflow",
                                 "Label values from log content beyond their bound, counted as `other`.", S + ["label"])
-        Gauge("vllm_log_exporter_build_info", "Exporter version.", ["version"], registry=r).labels(__version__).set(1)
+        Gauge("vllm_log_exporter_build_info", "Exporter version, and what searches each line for the families' and "
+              "rules' words (needle_search: re2, one RE2 set for all of them; python, word by word, where google-re2 "
+              "has no wheel: the same events, slower).", ["version", "needle_search"],
+              registry=r).labels(__version__, NEEDLE_SEARCH).set(1)
         # The exporter's own HTTP side and state file (exporter.web.guard, exporter.daemon.daemon).
         self.http_connections = Gauge("vllm_log_exporter_http_connections", "Open HTTP connections.", registry=r)
         self.http_closed = Counter("vllm_log_exporter_http_connections_closed",
