@@ -15,6 +15,8 @@ import io
 import tempfile
 import time
 
+from hypothesis import given, settings, strategies as st
+
 from exporter.commands.testing import _check
 from exporter.daemon.runners import SourceRunner
 from exporter.framing.clock import Clock
@@ -165,3 +167,30 @@ def test_the_stats_clock_settles_with_the_best_interval_it_knows():
     c.drop("s")
     c.settle("s")
     assert c.take_first(key) == 0.0 and c.pending() == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([2.0, 2.0, 2.0, 3.0, 10.0, 10.0, 0.4, 25.0]), st.booleans(), st.booleans()),
+                min_size=70, max_size=140))
+def test_a_full_window_of_gaps_that_gives_up_the_gap_it_takes_is_judged_as_before(steps):
+    """StatsClock._observe spares the sort when its full window of gaps gives up the very gap it takes: the
+    interval it shows and the warnings it gives are those of judging every gap (a steady log repeats its gap)."""
+    from collections import deque
+    from exporter.metrics import windows
+
+    class EveryGap(windows.StatsClock):  # the same clock, judging every gap
+        def _observe(self, key, gap, precise):
+            self._judged.pop(key, None)
+            return super()._observe(key, gap, precise)
+
+    said = {"spared": [], "every": []}
+    clocks = {"spared": windows.StatsClock(10.0, lambda *a: said["spared"].append(a)),
+              "every": EveryGap(10.0, lambda *a: said["every"].append(a))}
+    t = {"spared": 1000.0, "every": 1000.0}
+    for gap, busy, fraction in steps:
+        for name, clock in clocks.items():
+            t[name] += gap + (0.25 if fraction else 0.0)
+            clock.window(("s", 0), t[name], busy)
+        assert clocks["spared"].shown(("s", 0)) == clocks["every"].shown(("s", 0))
+    assert said["spared"] == said["every"]
+    assert isinstance(clocks["spared"]._gaps.get(("s", 0), deque()), deque)

@@ -74,6 +74,7 @@ class StatsClock:
         self.warn = warn  # (server, the log's interval, the configured one), once per server
         self._last: dict[Key, tuple[float, bool]] = {}  # log time of the key's last line, was it busy
         self._gaps: dict[Key, deque] = {}
+        self._judged: dict[Key, bool] = {}  # the precision the key's gaps were last judged with (_observe)
         self._interval: dict[Key, float] = {}
         self._ready: dict[str, float] = {}  # log time of the server's last engine-ready line since its start
         self._loop: dict[str, float] = {}  # log time its HTTP server came up (the logging loop's start), when stamped
@@ -87,7 +88,7 @@ class StatsClock:
         """A new start: its windows begin again; what it showed is kept for the warning. A first window
         still undecided is decided first, with the best interval known (its seconds are owed: take_first)."""
         self.settle(server)
-        for d in (self._last, self._gaps, self._interval):
+        for d in (self._last, self._gaps, self._interval, self._judged):
             for key in [k for k in d if k[0] == server]:
                 del d[key]
         self._ready.pop(server, None)
@@ -210,7 +211,15 @@ class StatsClock:
         gaps = self._gaps.get(key)
         if gaps is None:
             gaps = self._gaps[key] = deque(maxlen=MAX_GAPS)
+        # A full window of gaps that gives up the very gap it takes holds the same gaps: the estimate made of
+        # them, and what followed from it, stand (a steady log's every line: whole-second stamps repeat the gap).
+        # So the sort and the scan are spared, unless the stamps' precision changed since (it is in the slack).
+        same = len(gaps) == MAX_GAPS and gaps[0] == gap and self._judged.get(key) == precise \
+            and key not in self._pending
         gaps.append(gap)
+        if same:
+            return
+        self._judged[key] = precise
         if len(gaps) < MIN_GAPS:
             return
         ordered = sorted(gaps)
