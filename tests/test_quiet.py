@@ -138,3 +138,11 @@ def test_the_scans_rest_where_they_find_few_quiet_lines_and_come_back_where_they
         counts = pipe.feed_batch(QUIET[:200])[0]
         assert counts["ignored"] == 200
     assert len(calls) == 4  # scanned again, and it pays: scanned on
+
+
+def test_a_scan_that_fails_leaves_every_line_to_be_asked(monkeypatch):
+    def fail(self, lines, candidates):
+        raise MemoryError("the scan's text")
+    monkeypatch.setattr(QuietScan, "__call__", fail)
+    counts = Pipeline(Clock(year=2026)).feed_batch(QUIET[:100])[0]
+    assert counts["ignored"] == 100 and counts["unparsed"] == 0

@@ -190,7 +190,12 @@ class Pipeline:
         if scan and self._scan_rest:
             self._scan_rest -= 1
             scan = False
-        quiet = QuietScan.of(families)(lines, others) if scan else ()
+        quiet = ()
+        if scan:
+            try:
+                quiet = QuietScan.of(families)(lines, others)
+            except Exception:  # noqa: BLE001 - the guard: every line is asked on its own instead
+                quiet = ()
         if scan and 2 * len(quiet) < len(others):
             self._scan_rest = REST_BATCHES
         tracebacks = self._tracebacks
