@@ -163,9 +163,15 @@ def test_exporter_with_state_file_counts_every_entry_once_across_restarts(tmp_pa
     args = ("--source", "journald:grandpa", "--journal-directory", str(j.dir), "--state-file", str(state))
     written = {}
     with Exporter(*args) as ex:
+        # (the source is up once it took the journal's tail: what is written before that is "before the
+        # exporter", so the 40 are written after; on a loaded machine /metrics answers well before it)
+        wait_until(lambda: ex.value("vllm_log_exporter_source_up", server="grandpa") == 1, 20, what="source up")
         j.write([access(i) for i in range(31, 71)])
         written["first run"] = 40
-        wait_until(lambda: http_200s(ex) >= 40, 20, what="40 lines counted")
+        try:
+            wait_until(lambda: http_200s(ex) >= 40, 20, what="40 lines counted")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; counted {http_200s(ex)}; the exporter said:\n{ex.stop()[-3000:]}") from None
         wait_until(lambda: '"cursor"' in (state.read_text() if state.exists() else ""), 10, what="state saved")
         assert ex.value("vllm_log_exporter_source_up", server="grandpa") == 1
         counted = {"first run": http_200s(ex)}
