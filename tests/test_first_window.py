@@ -15,6 +15,7 @@ import io
 import tempfile
 import time
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from exporter.commands.testing import _check
@@ -194,3 +195,30 @@ def test_a_full_window_of_gaps_that_gives_up_the_gap_it_takes_is_judged_as_befor
         assert clocks["spared"].shown(("s", 0)) == clocks["every"].shown(("s", 0))
     assert said["spared"] == said["every"]
     assert isinstance(clocks["spared"]._gaps.get(("s", 0), deque()), deque)
+
+
+def test_a_window_counted_by_the_configured_interval_is_made_up_once_the_log_shows_a_longer_one():
+    """Told 10 s, a vLLM logging every 30 s: the second line's gap (30 s) is over two configured intervals and
+    counted as one (lines lost, as far as the clock knows); the third line's gap shows 30 s, and the 20 s the
+    second window was short of are owed once. Lines really lost (30 s, then 10 s gaps) owe nothing."""
+    from exporter.metrics.windows import StatsClock
+
+    key = ("s", 0)
+    clock = StatsClock(10.0)
+    got = [(clock.window(key, t, True), clock.take_owed(key)) for t in (100.0, 130.0, 160.0, 190.0)]
+    assert got == [(0.0, 0.0), (10.0, 0.0), (30.0, 20.0), (30.0, 0.0)]
+    assert clock.shown(key) == 30.0
+    clock = StatsClock(10.0)
+    got = [(clock.window(key, t, True), clock.take_owed(key)) for t in (100.0, 130.0, 140.0, 150.0, 160.0)]
+    assert got == [(0.0, 0.0), (10.0, 0.0), (10.0, 0.0), (10.0, 0.0), (10.0, 0.0)]
+    # and the exporter counts the second line's throughputs over the seconds owed
+    m = metrics()
+    m.observe_many("s", events(BANNER, READY, stats(1, 0.0, 10.0, 1, 0), stats(31, 0.0, 20.0, 1, 0)))
+    second = counters(m)
+    m.observe_many("s", events(stats(1, 0.0, 30.0, 1, 0).replace("22:21:01", "22:22:01")))
+    third = counters(m)
+    assert second["generation_tokens"] == pytest.approx(20.0 * 10)  # the second window: one configured interval
+    # at the third line: the first window, decided (a first call 1 s after the ready line: at least the interval,
+    # 30 s), the 20 s the second was short of, and the third's own 30 s
+    assert third["generation_tokens"] == pytest.approx(20.0 * 10 + 10.0 * 30 + 20.0 * 20 + 30.0 * 30)
+    assert third["requests_running_seconds"] == pytest.approx(10 + 30 + 20 + 30)

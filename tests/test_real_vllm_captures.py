@@ -501,3 +501,38 @@ def test_a_burst_of_tool_call_failures_is_every_failure_when_no_record_stands_be
     n = truth["client_actions"]["tool_requests 200"]
     assert sum(e.kind == "tool_call_parser_failure" for e in events) == n == 24
     assert sum(e.kind == "traceback" and e.fields["exception"] == "json.decoder.JSONDecodeError" for e in events) == n
+
+
+@pytest.mark.parametrize("release,scenario", captured("interval5", "interval5_json", "late_traffic", "traffic"))
+def test_the_tokens_counted_do_not_depend_on_the_stats_interval_the_exporter_was_told(release, scenario):
+    """vLLM's interval is read from the log: told 1 s or 30 s instead of what vLLM ran with, the exporter counts
+    the same tokens. The windows before the log shows the interval are counted by the configured one (a gap
+    over two of them capped at it, or rounded to it) and made up once the next gap shows vLLM's: told 1 s, the
+    5 s capture counted 32 % fewer generated tokens (the JSON one, told 2 s, 30 % fewer), the 2 s ones 3-4 %."""
+    from exporter.offline.passes import Pass
+    from exporter.offline.report import cost
+    from exporter.offline.report.stats import RunStats
+
+    truth, val, report, alerts, events = read(scenario, release)
+    own = {name: val(name) for name in ("vllm_log_generation_tokens_total", "vllm_log_computed_prompt_tokens_total")}
+    assert all(v > 0 for v in own.values())
+    for told in (1.0, 30.0):
+        truth, val, report, alerts, events = read(scenario, release, stats_interval=told)
+        got = {name: val(name) for name in own}
+        assert got == pytest.approx(own, rel=1e-9), (told, got, own)
+    # nor does the report's Cost section (its own clock: `report` reads stamps for lines without one from their
+    # neighbours, so its first window may differ from the exporter's; whatever it is told, it counts the same)
+    def report_tokens(told: float) -> tuple[float, float]:
+        stats = RunStats(stats_interval=told)
+        for events, access, span in Pass(str(FIXTURES / f"vllm-{release}-cpu" / f"{scenario}.log.gz"),
+                                         Clock(year=2026), neighbour_times=True).batches():
+            for ev in events:
+                stats.add(ev)
+            stats.add_access(access, span)
+        c = cost.summary(stats, 1.0)
+        return c["generated_tokens"], c["prompt_tokens"]
+
+    told_own = report_tokens(truth["stats_interval"])
+    assert told_own[0] > 0
+    for told in (1.0, 30.0):
+        assert report_tokens(told) == pytest.approx(told_own, rel=1e-9), told

@@ -114,6 +114,9 @@ class EngineMetrics:
         self._busy: dict[tuple[str, str], bool] = {}  # whether that last window was busy
         # a first window's throughputs and request counts, until its length is decided (exporter.metrics.windows)
         self._first_tps: dict[tuple[str, str], tuple] = {}
+        # each engine's last window's throughputs and request counts: owed seconds of it are counted over them
+        # (exporter.metrics.windows take_owed: a window capped at the configured interval, then shown longer)
+        self._last_tps: dict[tuple[str, str], tuple] = {}
         self._idle_values = tuple(fam.values for fam in (self.prompt_tps, self.gen_tps, self.running,
                                                           self.waiting, self.swapped, self.est_flops, self.est_bytes))
         # what describes a running engine's load; hit rates describe the windows that were
@@ -170,12 +173,14 @@ class EngineMetrics:
 
     def _count_first(self, key: tuple) -> None:
         """A first window, decided: its throughputs and request counts over its length, once."""
-        dt = self._clock.take_first(key)
-        first = self._first_tps.pop(key, None)
-        if not dt or first is None:
+        self._count(self._first_tps.pop(key, None), key, self._clock.take_first(key))
+
+    def _count(self, figures: tuple | None, key: tuple, dt: float) -> None:
+        """A window's throughputs and request counts (prompt, generation, running, waiting) over ``dt`` seconds."""
+        if not dt or figures is None:
             return
         for values, per_second in zip((self.prompt_tokens.values, self.gen_tokens.values, self.running_s.values,
-                                       self.waiting_s.values), first):
+                                       self.waiting_s.values), figures):
             if per_second is not None:
                 values[key] = values.get(key, 0.0) + per_second * dt
 
@@ -183,7 +188,7 @@ class EngineMetrics:
         self._clock.forget(server)  # (a first window still pending is decided there, and counted here)
         for key in [k for k in self._first_tps if k[0] == server]:
             self._count_first(key)
-        for d in (self._last_window, self._window_seen, self._busy):
+        for d in (self._last_window, self._window_seen, self._busy, self._last_tps):
             for key in [k for k in d if k[0] == server]:
                 del d[key]
 
@@ -244,12 +249,16 @@ class EngineMetrics:
         gen = max(0.0, f.get("generation_tokens_per_second") or 0.0)
         dt = self._clock.window(key, ev.ts, bool(prompt or gen))
         running, waiting = f.get("running"), f.get("waiting")
+        here = (prompt, gen, None if running is None else max(0, running), None if waiting is None else max(0, waiting))
         if self._clock.first_pending(key):
             if key not in self._first_tps:  # the first line: counted once its window's length is decided
-                self._first_tps[key] = (prompt, gen, None if running is None else max(0, running),
-                                        None if waiting is None else max(0, waiting))
+                self._first_tps[key] = here
         elif key in self._first_tps:  # decided by this line (the log showed the interval)
             self._count_first(key)
+        owed = self._clock.take_owed(key)
+        if owed:  # the last window, counted one configured interval, was longer: the log has shown vLLM's
+            self._count(self._last_tps.get(key), key, owed)
+        self._last_tps[key] = here
         if ev.ts is not None:
             self._last_window[key] = ev.ts
         iv = self._clock.shown(key)

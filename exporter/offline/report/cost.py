@@ -27,6 +27,7 @@ class WindowTokens:
         self.generated = 0.0
         self.prompt = 0.0
         self._first: dict = {}  # a first window's throughputs, until its length is decided
+        self._last: dict = {}  # each engine's last window's throughputs (owed seconds are counted over them)
 
     def hook(self, handlers: dict) -> None:
         """Joins RunStats' handlers: its own for these kinds run first."""
@@ -41,6 +42,7 @@ class WindowTokens:
         self._down(None, None)
 
     def _start(self, ev, f) -> None:
+        self._last.clear()
         self.clock.forget("run")  # (decides a first window still pending: counted here)
         for key in list(self._first):
             self._count_first(key)
@@ -72,6 +74,12 @@ class WindowTokens:
             self._first.setdefault(key, (prompt, gen))
         elif key in self._first:
             self._count_first(key)
+        owed = self.clock.take_owed(key)
+        if owed and key in self._last:  # (as exporter.metrics.engine: the last window was longer than counted)
+            p0, g0 = self._last[key]
+            self.prompt += p0 * owed
+            self.generated += g0 * owed
+        self._last[key] = (prompt, gen)
         self.prompt += prompt * dt
         self.generated += gen * dt
 
