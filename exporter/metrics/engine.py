@@ -249,21 +249,22 @@ class EngineMetrics:
         gen = max(0.0, f.get("generation_tokens_per_second") or 0.0)
         dt = self._clock.window(key, ev.ts, bool(prompt or gen))
         running, waiting = f.get("running"), f.get("waiting")
-        here = (prompt, gen, None if running is None else max(0, running), None if waiting is None else max(0, waiting))
         if self._clock.first_pending(key):
             if key not in self._first_tps:  # the first line: counted once its window's length is decided
-                self._first_tps[key] = here
+                self._first_tps[key] = (prompt, gen, None if running is None else max(0, running),
+                                        None if waiting is None else max(0, waiting))
         elif key in self._first_tps:  # decided by this line (the log showed the interval)
             self._count_first(key)
-        owed = self._clock.take_owed(key)
-        if owed:  # the last window, counted one configured interval, was longer: the log has shown vLLM's
-            self._count(self._last_tps.get(key), key, owed)
-        self._last_tps[key] = here
         if ev.ts is not None:
             self._last_window[key] = ev.ts
         iv = self._clock.shown(key)
         if iv is not None:
             self.stats_interval_g.values[key] = iv
+            if self._clock.owed:  # the last window, counted by the configured interval, was longer: vLLM's
+                self._count(self._last_tps.pop(key, None), key, self._clock.take_owed(key))
+        else:  # (until the log shows the interval, a window may be owed seconds at the next line)
+            self._last_tps[key] = (prompt, gen, None if running is None else max(0, running),
+                                   None if waiting is None else max(0, waiting))
         c = self.prompt_tokens.values
         c[key] = c.get(key, 0.0) + prompt * dt
         c = self.gen_tokens.values

@@ -95,13 +95,15 @@ class StatsClock:
         # the key's last window, counted before the log showed the interval (so by the configured one: capped at
         # it past two of them, or rounded to it): (its gap, the seconds counted), until the next line (window)
         self._unsure: dict[Key, tuple[float, float]] = {}
-        self._owed: dict[Key, float] = {}  # seconds that window gained once the interval showed (take_owed)
+        # seconds that window gained once the interval showed, by key (take_owed; empty on nearly every line, so
+        # callers test it before they ask)
+        self.owed: dict[Key, float] = {}
 
     def forget(self, server: str) -> None:
         """A new start: its windows begin again; what it showed is kept for the warning. A first window
         still undecided is decided first, with the best interval known (its seconds are owed: take_first)."""
         self.settle(server)
-        for d in (self._last, self._gaps, self._interval, self._judged, self._unsure, self._owed):
+        for d in (self._last, self._gaps, self._interval, self._judged, self._unsure, self.owed):
             for key in [k for k in d if k[0] == server]:
                 del d[key]
         self._ready.pop(server, None)
@@ -174,7 +176,7 @@ class StatsClock:
                         # (take_owed). (Seconds it was counted too long cannot be taken back from a counter.)
                         owed = self._length(unsure[0], est, precise) - unsure[1]
                         if owed > 0:
-                            self._owed[key] = owed
+                            self.owed[key] = owed
                 else:
                     self._unsure[key] = (gap, length)
             return length
@@ -191,7 +193,7 @@ class StatsClock:
     def take_owed(self, key: Key) -> float:
         """Seconds the key's previous window was counted short of (once: 0.0 after): it was counted by the
         configured interval (capped at it, or its gap rounded to it), and this line's gap showed vLLM's."""
-        return self._owed.pop(key, 0.0) if self._owed else 0.0
+        return self.owed.pop(key, 0.0) if self.owed else 0.0
 
     def first_pending(self, key: Key) -> bool:
         """The key's first window is not decided yet (its line's figures are worth keeping)."""

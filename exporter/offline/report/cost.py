@@ -74,12 +74,13 @@ class WindowTokens:
             self._first.setdefault(key, (prompt, gen))
         elif key in self._first:
             self._count_first(key)
-        owed = self.clock.take_owed(key)
-        if owed and key in self._last:  # (as exporter.metrics.engine: the last window was longer than counted)
-            p0, g0 = self._last[key]
-            self.prompt += p0 * owed
-            self.generated += g0 * owed
-        self._last[key] = (prompt, gen)
+        if self.clock.shown(key) is None:  # (as exporter.metrics.engine: a window may be owed seconds later)
+            self._last[key] = (prompt, gen)
+        elif self.clock.owed:
+            owed, last = self.clock.take_owed(key), self._last.pop(key, None)
+            if owed and last is not None:
+                self.prompt += last[0] * owed
+                self.generated += last[1] * owed
         self.prompt += prompt * dt
         self.generated += gen * dt
 
