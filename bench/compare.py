@@ -164,18 +164,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_for_metrics(port: int) -> bool:
+    """Whether /metrics on ``port`` answered within about 10 s (polled every 2 ms: bounded in count)."""
+    for _ in range(5000):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1).read()
+            return True
+        except OSError:
+            time.sleep(0.002)
+    return False
+
+
 def first_answer(cmd: list[str], port: int) -> tuple[float, float]:
     """(seconds from process start to its first /metrics answer, RSS in bytes 3 s later, idle)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(5000):  # bounded: 10 s
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1).read()
-                break
-            except OSError:
-                time.sleep(0.002)
-        else:
+        if not wait_for_metrics(port):
             raise SystemExit(f"{cmd[0]} did not answer within 10 s")
         up = time.perf_counter() - t0
         time.sleep(3)

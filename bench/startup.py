@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from compare import first_answer, free_port  # noqa: E402
+from compare import first_answer, free_port, wait_for_metrics  # noqa: E402
 
 
 def ours(py: str, empty: Path, port: int) -> list[str]:
@@ -38,14 +38,7 @@ def self_times(py: str, empty: Path, n: int) -> list[tuple[float, str]]:
     port = free_port()
     proc = subprocess.Popen([py, "-X", "importtime", *ours(py, empty, port)[1:]], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    import time
-    import urllib.request
-    for _ in range(5000):  # bounded: 10 s
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1).read()
-            break
-        except OSError:
-            time.sleep(0.002)
+    wait_for_metrics(port)  # (a start that never answers still has its imports to show)
     proc.terminate()
     err = proc.communicate(timeout=10)[1]
     rows = []
