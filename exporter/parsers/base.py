@@ -56,33 +56,9 @@ class LazyPattern:
             rx = self._rx = re.compile(self.pattern, self.flags)
             self.flags = rx.flags
             d = self.__dict__
-            for name in ("match", "search", "fullmatch", "finditer", "findall", "sub", "subn", "split"):
+            for name in _PATTERN_METHODS:
                 d[name] = getattr(rx, name)
         return rx
-
-    def match(self, *a, **k):
-        return self._compiled().match(*a, **k)
-
-    def search(self, *a, **k):
-        return self._compiled().search(*a, **k)
-
-    def fullmatch(self, *a, **k):
-        return self._compiled().fullmatch(*a, **k)
-
-    def finditer(self, *a, **k):
-        return self._compiled().finditer(*a, **k)
-
-    def findall(self, *a, **k):
-        return self._compiled().findall(*a, **k)
-
-    def sub(self, *a, **k):
-        return self._compiled().sub(*a, **k)
-
-    def subn(self, *a, **k):
-        return self._compiled().subn(*a, **k)
-
-    def split(self, *a, **k):
-        return self._compiled().split(*a, **k)
 
     @property
     def groups(self) -> int:
@@ -94,6 +70,23 @@ class LazyPattern:
 
     def __repr__(self) -> str:
         return f"LazyPattern({self.pattern!r})"
+
+
+# A compiled pattern's methods LazyPattern stands in for: the first call compiles (the class's method, below), and
+# puts the compiled pattern's own method where every later call finds it first (_compiled)
+_PATTERN_METHODS = ("match", "search", "fullmatch", "finditer", "findall", "sub", "subn", "split")
+
+
+def _compiling(name: str):
+    def method(self, *a, **k):
+        return getattr(self._compiled(), name)(*a, **k)
+
+    method.__name__ = name
+    return method
+
+
+for _name in _PATTERN_METHODS:
+    setattr(LazyPattern, _name, _compiling(_name))
 
 
 def lazy_compile(pattern: str, flags: int = 0) -> LazyPattern:
