@@ -146,3 +146,14 @@ def test_a_scan_that_fails_leaves_every_line_to_be_asked(monkeypatch):
     monkeypatch.setattr(QuietScan, "__call__", fail)
     counts = Pipeline(Clock(year=2026)).feed_batch(QUIET[:100])[0]
     assert counts["ignored"] == 100 and counts["unparsed"] == 0
+
+
+def test_a_quiet_line_with_a_record_glued_on_is_not_the_scans_to_skip():
+    """A lost newline glued a WARNING record onto a quiet line: the fast path declines it (the usual way splits
+    the records off), so the scans must stop at it: its ' [' and level word are behind the first header."""
+    glued = JOURNALD + "(Worker pid=7) INFO 12-05 14:41:19 [x.py:1] zzz(Worker pid=7) WARNING 12-05 14:41:19 " \
+        "[y.py:2] zzz"  # (no family's needle in it: only its ' [' can stop the scans)
+    plain = JOURNALD + "(Worker pid=7) INFO 12-05 14:41:19 [x.py:1] zzz"
+    lines = [plain, glued, plain]
+    assert not fastpath.ignorable(glued, Clock(year=2026))
+    assert QuietScan(BUILT_IN)(lines, [0, 1, 2]) == {0, 2}

@@ -149,6 +149,15 @@ _HOLDS_A_NEEDLE = matcher(NO_NEEDLE_FILTERS)
 _ECHO_BY_FIRST = {c: tuple(s for s, _ in echo.STARTS if s[0] == c) for c in {s[0] for s, _ in echo.STARTS}}
 
 
+# The words besides the needles that may make _quiet decline a line in the quiet shape, one for each of its checks
+# below (the periodic shapes' starts: classify hands such a line to its shape first): exporter.stream.quiet finds
+# the quiet lines of a batch by their absence, so a check added below adds its word here.
+QUIET_DECLINES = (*echo.COUNTED, *echo.FACT_WORDS, echo.REQUEST, TRACEBACK_START, " [",
+                  *(start for start, *_ in _SHAPES))
+# ... and with a user's rules, the starts of the records that echo a client's text (answered ECHO)
+QUIET_ECHOES = tuple(s for s, _ in echo.STARTS)
+
+
 def ignorable(line: str, clock: Clock, families: Families = BUILT_IN) -> bool:
     """True when the usual way (framing, glue check, parsers) would count ``line`` as ignored and
     make no event of it. Same caller's checks as ``match``; a False says nothing."""

@@ -24,10 +24,11 @@ import re
 from bisect import bisect_right
 from itertools import accumulate
 
-from exporter.framing.frame import BARE_RESET, PROCESS_NAME_P, TRACEBACK_START
+from exporter.framing.frame import BARE_RESET, PROCESS_NAME_P
 from exporter.framing.wrappers import MONTHS
-from exporter.parsers import Families, echo, kv_transfer, spec_decode
+from exporter.parsers import Families
 from exporter.parsers.needles import re2
+from exporter.stream.fastpath import QUIET_DECLINES, QUIET_ECHOES
 
 # framing's JOURNALD_COMMON without its groups, at INFO or DEBUG, with the English month names only (a month
 # framing knows: record_time never says NO_MONTH for one)
@@ -38,12 +39,8 @@ QUIET_SHAPE_P = (
     rf"\((?:{PROCESS_NAME_P}) pid=\d+\) (?:INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \[[^\s\]]+:\d+\] ")
 # (and something not blank after it: the fast path matches the line without its trailing white space)
 NOT_QUIET_SHAPE = re.compile(r"\n(?!" + QUIET_SHAPE_P + r"[^\n]*\S)")
-# (the periodic shapes' starts: fastpath.classify hands such a line to its shape before asking if it is quiet)
-_SHAPE_STARTS = ("Engine ", spec_decode.MARKER, kv_transfer.MARKER)
-# every word whose presence in the message makes fastpath._quiet decline a line in the quiet shape
-_WORDS = (*echo.COUNTED, *echo.FACT_WORDS, echo.REQUEST, TRACEBACK_START, " [", *_SHAPE_STARTS)
-# ... and with a user's rules, the starts of the records that echo a client's text (fastpath.ECHO)
-_RULED_WORDS = tuple(s for s, _ in echo.STARTS)
+# every word whose presence in the message may make the fast path decline a line in the quiet shape, kept beside
+# the checks it stands for (fastpath.QUIET_DECLINES, QUIET_ECHOES with a user's rules), besides the needles
 # a colour reset that lost its ESC, anywhere in the line (framing's BARE_RESET)
 assert BARE_RESET.pattern == r"\[(?:0|39|0;0)m"
 
@@ -73,7 +70,7 @@ class QuietScan:
             return
         options = re2.Options()
         options.encoding = re2.Options.Encoding.LATIN1
-        words = _alternation((*families.filters, *_WORDS, *(_RULED_WORDS if families.rules else ())))
+        words = _alternation((*families.filters, *QUIET_DECLINES, *(QUIET_ECHOES if families.rules else ())))
         # a line start, then a needle after some "] " (the header's is the first: a needle after any of them is
         # in the message), or a bare colour reset anywhere
         pattern = b"(?m)^(?:[^\\n]*?\\] [^\\n]*?(?:" + words + b")|[^\\n]*?" + BARE_RESET.pattern.encode() + b")"
