@@ -37,17 +37,21 @@ def _rules():
     ], "test: rules"))
 
 
-def _quiet(line: str, families) -> bool:
-    """The fast path ignores the line and keeps nothing of it (ECHO, with rules, is ignored and kept)."""
-    return fastpath.ignorable(line, Clock(year=2026), families) and fastpath._quiet(line, Clock(year=2026), families) is True
+def _answer(line: str, families):
+    """The fast path's answer for a line it ignores: True (keeps nothing of it), ECHO (with rules: ignored, and
+    kept for the record's later lines), else None."""
+    q = fastpath._quiet(line, Clock(year=2026), families)
+    return q if fastpath.ignorable(line, Clock(year=2026), families) and (q is True or q is fastpath.ECHO) else None
 
 
 def _check(lines: list[str], families) -> tuple[int, int]:
-    """(quiet lines the scans found, lines the fast path ignores and keeps nothing of); every one found is such."""
-    quiet = QuietScan(families)(lines, list(range(len(lines))))
+    """(quiet lines the scans found, lines the fast path ignores); every one found is such, and found an echo
+    record's start exactly when the fast path answers ECHO."""
+    quiet, echoed = QuietScan(families)(lines, list(range(len(lines))))
+    assert echoed <= quiet
     for i in quiet:
-        assert _quiet(lines[i], families), lines[i]
-    return len(quiet), sum(_quiet(line, families) for line in lines)
+        assert _answer(lines[i], families) is (fastpath.ECHO if i in echoed else True), lines[i]
+    return len(quiet), sum(_answer(line, families) is not None for line in lines)
 
 
 @pytest.mark.parametrize("with_rules", [False, True])
@@ -63,13 +67,36 @@ def test_every_line_the_scans_find_quiet_is_ignorable_and_they_find_nearly_all(w
     assert found >= 0.85 * ignorable, (found, ignorable)
 
 
+def test_with_rules_the_scans_find_the_echo_records_the_fast_path_keeps():
+    """With a user's rules, a quiet line that starts a record echoing a client's text is answered ECHO (kept, so that
+    no rule without client_text reads its later lines): the scans find it as such, and never a line answered
+    True, whatever follows the echo's start (a visible character, a space, a character str.rstrip strips or not)."""
+    families = _rules()
+    head = JOURNALD + "(EngineCore pid=7) INFO 12-05 14:41:19 [scheduler.py:9] "
+    tails = ["Finished request cmpl-1.", "Finished request ", "Finished request \x1c", "Finished request \xa0",
+             "Finished request é", "Finished request \u2028", "Finished request  x", "Finished requestx",
+             " Finished request cmpl-1.", "Added request cmpl-2.", "response_body={}", "Foo] Finished request x"]
+    lines = [head + t for t in tails]
+    quiet, echoed = QuietScan(families)(lines, list(range(len(lines))))
+    answers = [_answer(line, families) for line in lines]
+    assert echoed == {0, 6, 9, 10}, answers  # (the echo starts with a visible character after them)
+    # nothing visible in ASCII after "request ": asked, as the scan cannot tell what str.rstrip leaves
+    assert not quiet & {1, 2, 3, 4, 5}
+    assert [answers[i] for i in (1, 2, 3, 4, 5)] == [True, True, True, fastpath.ECHO, True]
+    _check(lines, families)
+    # ... and without rules the same lines are simply quiet
+    quiet, echoed = QuietScan(BUILT_IN)(lines, list(range(len(lines))))
+    assert echoed == set() and {0, 9} <= quiet
+
+
 QUIET = [line for line in ALL if fastpath.ignorable(line, Clock(year=2026))]
 
 
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(QUIET), st.lists(st.tuples(st.integers(0, 200), st.sampled_from(
     ["", " ", "  ", "\t", "\x85", "\u2028", "] ", "[", " [", "[0m", "[39m", "0m", "Engine 000: ", "metrics: ",
-     "Received request ", "Request ", "finished", "memory", "KV cache", "é", "█", "\udcff", "WARNING", "INFO ",
+     "Received request ", "Request ", "Finished request ", "Added request ", "response_body={", "\x1c", "\xa0",
+     "中", "finished", "memory", "KV cache", "é", "█", "\udcff", "WARNING", "INFO ",
      "DEBUG", "Dec", "Foo", "pid=", ":", "(", ")", "Traceback (most recent call last):"])), max_size=3)),
     min_size=1, max_size=12), st.booleans())
 def test_mutated_quiet_lines_the_scans_find_quiet_are_ignorable(batch, with_rules):
@@ -84,14 +111,14 @@ def test_mutated_quiet_lines_the_scans_find_quiet_are_ignorable(batch, with_rule
 
 def test_a_line_holding_a_line_feed_turns_the_scans_off():
     lines = [QUIET[0], QUIET[1] + "\n" + QUIET[2]]
-    assert QuietScan(BUILT_IN)(lines, [0, 1]) == set()
+    assert QuietScan(BUILT_IN)(lines, [0, 1]) == (set(), set())
 
 
 def _read(lines, scan: bool, monkeypatch):
     if scan:  # (every batch scanned: the scans never rest)
         monkeypatch.setattr(pipeline, "REST_BATCHES", 0)
     else:
-        monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: set())
+        monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: (set(), set()))
     pipe = Pipeline(Clock(year=2026))
     out = []
     for at in range(0, len(lines), 500):
@@ -119,7 +146,7 @@ def test_a_log_read_with_the_scans_gives_what_it_gives_without_them(monkeypatch,
     monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: found.append(scan(self, lines, candidates))
                         or found[-1])
     with_scans = _read(lines, True, monkeypatch)
-    assert sum(map(len, found)) >= least  # (the scans did find some)
+    assert sum(len(q) for q, _ in found) >= least  # (the scans did find some)
     monkeypatch.undo()
     assert with_scans == _read(lines, False, monkeypatch)
 
@@ -140,6 +167,26 @@ def test_the_scans_rest_where_they_find_few_quiet_lines_and_come_back_where_they
     assert len(calls) == 4  # scanned again, and it pays: scanned on
 
 
+def test_with_rules_an_echo_record_the_scans_skip_still_keeps_its_later_lines_from_the_rules(monkeypatch):
+    """A client's text after an echo record's first line (same header) holds a rule's words: no rule without
+    client_text may read it, whether the scans or the fast path passed the record's first line."""
+    head = JOURNALD + "(EngineCore pid=7) INFO 12-05 14:41:19 [scheduler.py:9] "
+    echo, later = head + "Finished request cmpl-1.", head + "Capturing CUDA graphs"
+    monkeypatch.setattr(pipeline, "REST_BATCHES", 0)
+    found = []
+    scan = QuietScan.__call__
+    monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: found.append(scan(self, lines, candidates))
+                        or found[-1])
+
+    def rule_events(lines):
+        pipe = Pipeline(Clock(year=2026), families=_rules())
+        return [e.kind for e in pipe.feed_batch(lines)[1]]
+
+    assert rule_events(QUIET[:50] + [later]) == ["rule"]  # (the rule reads that line when no echo came before)
+    assert rule_events(QUIET[:50] + [echo, later]) == []
+    assert found[-1][1] == {50}  # (the scans found the echo record's start, and skipped it)
+
+
 def test_a_scan_that_fails_leaves_every_line_to_be_asked(monkeypatch):
     def fail(self, lines, candidates):
         raise MemoryError("the scan's text")
@@ -156,4 +203,4 @@ def test_a_quiet_line_with_a_record_glued_on_is_not_the_scans_to_skip():
     plain = JOURNALD + "(Worker pid=7) INFO 12-05 14:41:19 [x.py:1] zzz"
     lines = [plain, glued, plain]
     assert not fastpath.ignorable(glued, Clock(year=2026))
-    assert QuietScan(BUILT_IN)(lines, [0, 1, 2]) == {0, 2}
+    assert QuietScan(BUILT_IN)(lines, [0, 1, 2]) == ({0, 2}, set())

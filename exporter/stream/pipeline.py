@@ -182,7 +182,8 @@ class Pipeline:
         fast_event, usual = self._fast_event, self._feed_usual
         # the lines no family wants, found by two scans of the batch (exporter.stream.quiet): each is what the fast
         # path would call ignorable, counted without being looked at, while no traceback is open (an open one may
-        # take a line: it is asked as every line is). The scans cost every line they see ~1.3 us, so they run
+        # take a line: it is asked as every line is); with a user's rules, those the fast path answers ECHO are kept as
+        # it keeps them. The scans cost every line they see ~1.3 us, so they run
         # where they pay: while they find at least half the batch's other lines quiet (a start-up, a DEBUG log);
         # when they find fewer (a busy server's periodic lines, the request log's), they rest for REST_BATCHES
         # batches, then try again. Either way the counts and events are the same.
@@ -190,17 +191,19 @@ class Pipeline:
         if scan and self._scan_rest:
             self._scan_rest -= 1
             scan = False
-        quiet = ()
+        quiet = echoed = ()
         if scan:
             try:
-                quiet = QuietScan.of(families)(lines, others)
+                quiet, echoed = QuietScan.of(families)(lines, others)
             except Exception:  # noqa: BLE001 - the guard: every line is asked on its own instead
-                quiet = ()
+                quiet = echoed = ()
         if scan and 2 * len(quiet) < len(others):
             self._scan_rest = REST_BATCHES
         tracebacks = self._tracebacks
         for i in others:
             if i in quiet and not tracebacks:
+                if echoed and i in echoed:  # (what the fast path does with a line it answers ECHO)
+                    fast_echoes.append(lines[i])
                 counts[IGNORED] += 1
                 continue
             line = lines[i]

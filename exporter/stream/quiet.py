@@ -14,8 +14,15 @@ scans and a set look-up, and no Python object is made for it:
 
 A line that neither scan stops at is one ``fastpath.ignorable`` passes: every reason it has to decline a line
 in that shape is a needle here (a superset: a line stopped here for nothing is simply asked line by line).
-tests/test_quiet.py compares the two over every fixture and capture line and generated ones. Without RE2 (no
-wheel) there is no scan: every line is asked line by line, with the same result.
+
+With a user's rules, such a line that begins a record echoing a client's text (``Finished request ...``) is one
+the fast path answers ECHO: ignored, but kept, so that no rule without ``client_text`` reads the record's later
+lines. A third scan (RE2) finds those: an echo record's start right after the line's first ``"] "`` (in the quiet
+shape, the header's), with a visible character after a start that ends in a space (so that ``str.rstrip``
+cannot cut into it). A line whose echo start has none is stopped by the second scan and asked.
+
+tests/test_quiet.py compares the scans with the fast path over every fixture and capture line and generated
+ones. Without RE2 (no wheel) there is no scan: every line is asked line by line, with the same result.
 """
 
 from __future__ import annotations
@@ -65,31 +72,43 @@ class QuietScan:
 
     def __init__(self, families: Families):
         self.families = families
-        self._flags = None
+        self._flags = self._echoes = None
         if re2 is None:
             return
         options = re2.Options()
         options.encoding = re2.Options.Encoding.LATIN1
-        words = _alternation((*families.filters, *QUIET_DECLINES, *(QUIET_ECHOES if families.rules else ())))
+        words = _alternation((*families.filters, *QUIET_DECLINES))
         # a line start, then a needle after some "] " (the header's is the first: a needle after any of them is
         # in the message), or a bare colour reset anywhere
-        pattern = b"(?m)^(?:[^\\n]*?\\] [^\\n]*?(?:" + words + b")|[^\\n]*?" + BARE_RESET.pattern.encode() + b")"
+        pattern = b"(?m)^(?:[^\\n]*?\\] [^\\n]*?(?:" + words + b")|[^\\n]*?" + BARE_RESET.pattern.encode()
+        echoes = None
+        if families.rules:
+            # ... or, with rules, an echo record's start that ends in a space with no visible character after it
+            # (the third scan cannot tell what str.rstrip leaves of it: asked)
+            spaced = [w for w in QUIET_ECHOES if w.endswith(" ")]
+            pattern += b"|[^\\n]*?\\] (?:" + _alternation(spaced) + b")[^!-~\\n]*$"
+            # the third scan: the line's first "] " (no "] " before it), then an echo record's start, whole
+            solid = [w for w in QUIET_ECHOES if not w.endswith(" ")]
+            echoes = (b"(?m)^(?:[^\\]\\n]|\\]+[^\\] \\n])*\\]+ (?:" + (_alternation(solid) + b"|" if solid else b"")
+                      + b"(?:" + _alternation(spaced) + b")[^\\n]*[!-~])")
         try:
-            self._flags = re2.compile(pattern, options)
+            self._flags = re2.compile(pattern + b")", options)
             self._match = self._flags._regexp.Match
+            self._echoes = re2.compile(echoes, options)._regexp.Match if echoes is not None else None
             self._anchor = re2._Anchor.UNANCHORED
         except Exception:  # noqa: BLE001 - no scan: every line is asked line by line (same answers)
             self._flags = None
 
-    def __call__(self, lines: list[str], candidates: list[int]) -> set[int]:
+    def __call__(self, lines: list[str], candidates: list[int]) -> tuple[set[int], set[int]]:
         """The indices among ``candidates`` (into ``lines``, checked as the fast path requires: no ESC, caret
-        or #033 colour, no carriage return) of the lines ``fastpath.ignorable`` would pass."""
+        or #033 colour, no carriage return) of the lines ``fastpath.ignorable`` would pass, and those of them the
+        fast path answers ECHO (with a user's rules only)."""
         if self._flags is None or not candidates:
-            return set()
+            return set(), set()
         texts = [lines[i] for i in candidates]
         text = "\n".join(texts)
         if text.count("\n") != len(texts) - 1:
-            return set()  # (a line holding a line feed: the scans' lines would not be the batch's)
+            return set(), set()  # (a line holding a line feed: the scans' lines would not be the batch's)
         # line k starts at starts[k] (characters); the scans' positions are mapped back by bisection
         starts = [0, *accumulate(len(t) + 1 for t in texts)]
         stopped = {bisect_right(starts, m.start()) - 1 for m in NOT_QUIET_SHAPE.finditer("\n" + text)}
@@ -98,14 +117,23 @@ class QuietScan:
             starts = [0, *accumulate(len(t.encode("utf-8", "surrogatepass")) + 1 for t in texts)]
         # (RE2's own Match, not its wrapper's finditer: a wrapper's match object costs ~2.5 us, as much as the line
         # it saves; after a line is stopped, the search goes on from the next line)
-        match, anchor, end, find = self._match, self._anchor, len(data), data.find
+        self._lines(self._match, data, starts, stopped)
+        quiet = {i for k, i in enumerate(candidates) if k not in stopped}
+        if self._echoes is None:
+            return quiet, set()
+        echoed: set[int] = set()
+        self._lines(self._echoes, data, starts, echoed)
+        return quiet, {i for k, i in enumerate(candidates) if k in echoed and k not in stopped}
+
+    def _lines(self, match, data: bytes, starts: list[int], into: set[int]) -> None:
+        """Adds to ``into`` the lines (their numbers in the scanned text) where ``match`` finds its pattern."""
+        anchor, end, find = self._anchor, len(data), data.find
         at = 0
         while at < end:
             span = match(anchor, data, at, end)[0]
             if span[0] < 0:
                 break
-            stopped.add(bisect_right(starts, span[0]) - 1)
+            into.add(bisect_right(starts, span[0]) - 1)
             at = find(b"\n", span[1]) + 1
             if at == 0:
                 break
-        return {i for k, i in enumerate(candidates) if k not in stopped}
