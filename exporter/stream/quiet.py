@@ -6,8 +6,8 @@ lines are joined and scanned twice, each scan in C over the whole text, so a qui
 scans and a set look-up, and no Python object is made for it:
 
 - the wrapper: one ``re`` search for a line start that is *not* followed by framing's common journald shape at
-  INFO or DEBUG with an English month (``NOT_QUIET_SHAPE``): it stops only at the lines that are not, which are
-  few in a batch of quiet lines;
+  INFO or DEBUG with an English month and a message that is not blank (``ShapeScan``): it stops only at the
+  lines that are not, which are few in a batch of quiet lines;
 - the message: one RE2 search for a line holding, after its header's ``] ``, any needle of any family or user
   rule (``Families.filters``), any word the request log's records are counted by, a periodic line's start, a
   traceback's start or ``" ["`` (another record glued on); or a colour reset that lost its ESC anywhere.
@@ -15,11 +15,10 @@ scans and a set look-up, and no Python object is made for it:
 A line that neither scan stops at is one ``fastpath.ignorable`` passes: every reason it has to decline a line
 in that shape is a needle here (a superset: a line stopped here for nothing is simply asked line by line).
 
-With a user's rules, such a line that begins a record echoing a client's text (``Finished request ...``) is one
-the fast path answers ECHO: ignored, but kept, so that no rule without ``client_text`` reads the record's later
-lines. A third scan (RE2) finds those: an echo record's start right after the line's first ``"] "`` (in the quiet
-shape, the header's), with a visible character after a start that ends in a space (so that ``str.rstrip``
-cannot cut into it). A line whose echo start has none is stopped by the second scan and asked.
+With a user's rules, such a line whose message starts a record echoing a client's text (``Finished request
+...``) is one the fast path answers ECHO: ignored, but kept, so that no rule without ``client_text`` reads the
+record's later lines. The wrapper's scan finds those too, right where it has matched the shape: it stops at
+them, telling them apart, and they are kept as the fast path keeps them.
 
 tests/test_quiet.py compares the scans with the fast path over every fixture and capture line and generated
 ones. Without RE2 (no wheel) there is no scan: every line is asked line by line, with the same result.
@@ -44,11 +43,27 @@ assert all(MONTHS.get(m.lower()) for m in _ENGLISH)
 QUIET_SHAPE_P = (
     rf"(?:{'|'.join(_ENGLISH)}) {{1,2}}\d{{1,2}} \d\d:\d\d:\d\d [^\s:\[\]]+ [^\s\[:]+\[\d+\]: "
     rf"\((?:{PROCESS_NAME_P}) pid=\d+\) (?:INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \[[^\s\]]+:\d+\] ")
-# (and something not blank after it: the fast path matches the line without its trailing white space)
-NOT_QUIET_SHAPE = re.compile(r"\n(?!" + QUIET_SHAPE_P + r"[^\n]*\S)")
-# every word whose presence in the message may make the fast path decline a line in the quiet shape, kept beside
-# the checks it stands for (fastpath.QUIET_DECLINES, QUIET_ECHOES with a user's rules), besides the needles
-# a colour reset that lost its ESC, anywhere in the line (framing's BARE_RESET)
+
+
+def shape_scan(echoes: tuple[str, ...] = ()) -> re.Pattern:
+    """The wrapper's scan, over the batch's lines each after a line feed: it matches at every line that is not in
+    the quiet shape with a message that is not blank (the fast path matches the line without its trailing white
+    space), and, given ``echoes``, at every line in the shape whose message starts with one of them, whole once
+    the line is stripped as the fast path strips it (str.rstrip's white space is re's ``\\s``): those matches
+    hold group 2. The shape, once matched, is not given up (an atomic group): a line in it is tried for an echo's
+    start or a blank message, and for nothing else."""
+    tail = r"(?![^\n]*\S)"  # a blank message
+    if echoes:
+        # (a start that ends in a space is whole after rstrip only with something not white after it)
+        starts = [re.escape(w) + (r"(?=[^\n]*\S)" if w[-1:].isspace() else "") for w in echoes if w]
+        tail = rf"(?:({'|'.join(starts)})|{tail})"
+    return re.compile(rf"\n(?>({QUIET_SHAPE_P})|)(?(1){tail}|)")
+
+
+NOT_QUIET_SHAPE = shape_scan()
+# (the message scan's words besides the needles: those that may make the fast path decline a line in the quiet
+# shape, kept beside the checks they stand for, fastpath.QUIET_DECLINES; and a colour reset that lost its ESC,
+# anywhere in the line, framing's BARE_RESET)
 assert BARE_RESET.pattern == r"\[(?:0|39|0;0)m"
 
 
@@ -72,7 +87,7 @@ class QuietScan:
 
     def __init__(self, families: Families):
         self.families = families
-        self._flags = self._echoes = None
+        self._flags = None
         if re2 is None:
             return
         options = re2.Options()
@@ -80,21 +95,11 @@ class QuietScan:
         words = _alternation((*families.filters, *QUIET_DECLINES))
         # a line start, then a needle after some "] " (the header's is the first: a needle after any of them is
         # in the message), or a bare colour reset anywhere
-        pattern = b"(?m)^(?:[^\\n]*?\\] [^\\n]*?(?:" + words + b")|[^\\n]*?" + BARE_RESET.pattern.encode()
-        echoes = None
-        if families.rules:
-            # ... or, with rules, an echo record's start that ends in a space with no visible character after it
-            # (the third scan cannot tell what str.rstrip leaves of it: asked)
-            spaced = [w for w in QUIET_ECHOES if w.endswith(" ")]
-            pattern += b"|[^\\n]*?\\] (?:" + _alternation(spaced) + b")[^!-~\\n]*$"
-            # the third scan: the line's first "] " (no "] " before it), then an echo record's start, whole
-            solid = [w for w in QUIET_ECHOES if not w.endswith(" ")]
-            echoes = (b"(?m)^(?:[^\\]\\n]|\\]+[^\\] \\n])*\\]+ (?:" + (_alternation(solid) + b"|" if solid else b"")
-                      + b"(?:" + _alternation(spaced) + b")[^\\n]*[!-~])")
+        pattern = b"(?m)^(?:[^\\n]*?\\] [^\\n]*?(?:" + words + b")|[^\\n]*?" + BARE_RESET.pattern.encode() + b")"
+        self._shape = shape_scan(QUIET_ECHOES) if families.rules else NOT_QUIET_SHAPE
         try:
-            self._flags = re2.compile(pattern + b")", options)
+            self._flags = re2.compile(pattern, options)
             self._match = self._flags._regexp.Match
-            self._echoes = re2.compile(echoes, options)._regexp.Match if echoes is not None else None
             self._anchor = re2._Anchor.UNANCHORED
         except Exception:  # noqa: BLE001 - no scan: every line is asked line by line (same answers)
             self._flags = None
@@ -111,29 +116,23 @@ class QuietScan:
             return set(), set()  # (a line holding a line feed: the scans' lines would not be the batch's)
         # line k starts at starts[k] (characters); the scans' positions are mapped back by bisection
         starts = [0, *accumulate(len(t) + 1 for t in texts)]
-        stopped = {bisect_right(starts, m.start()) - 1 for m in NOT_QUIET_SHAPE.finditer("\n" + text)}
+        stopped, echoed = set(), set()
+        for m in self._shape.finditer("\n" + text):
+            (echoed if m.lastindex == 2 else stopped).add(bisect_right(starts, m.start()) - 1)
         data = text.encode("utf-8", "surrogatepass")
         if len(data) != len(text):  # (not ASCII: the RE2 scan's positions are bytes)
             starts = [0, *accumulate(len(t.encode("utf-8", "surrogatepass")) + 1 for t in texts)]
         # (RE2's own Match, not its wrapper's finditer: a wrapper's match object costs ~2.5 us, as much as the line
         # it saves; after a line is stopped, the search goes on from the next line)
-        self._lines(self._match, data, starts, stopped)
-        quiet = {i for k, i in enumerate(candidates) if k not in stopped}
-        if self._echoes is None:
-            return quiet, set()
-        echoed: set[int] = set()
-        self._lines(self._echoes, data, starts, echoed)
-        return quiet, {i for k, i in enumerate(candidates) if k in echoed and k not in stopped}
-
-    def _lines(self, match, data: bytes, starts: list[int], into: set[int]) -> None:
-        """Adds to ``into`` the lines (their numbers in the scanned text) where ``match`` finds its pattern."""
-        anchor, end, find = self._anchor, len(data), data.find
+        match, anchor, end, find = self._match, self._anchor, len(data), data.find
         at = 0
         while at < end:
             span = match(anchor, data, at, end)[0]
             if span[0] < 0:
                 break
-            into.add(bisect_right(starts, span[0]) - 1)
+            stopped.add(bisect_right(starts, span[0]) - 1)
             at = find(b"\n", span[1]) + 1
             if at == 0:
                 break
+        return ({i for k, i in enumerate(candidates) if k not in stopped},
+                {i for k, i in enumerate(candidates) if k in echoed and k not in stopped} if echoed else set())
