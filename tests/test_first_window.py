@@ -1,4 +1,4 @@
-"""An engine's first stats window is counted once its length can be decided (exporter.metrics.windows):
+"""An engine's first stats window is counted once its length can be decided (exporter.stream.windows):
 when the log shows vLLM's interval, or, when no line will show it, with the best interval known then: at
 the end of the input (backfill, the rules' `test`, a daemon whose stdin ended), at a stop or a new start,
 and for an engine gone quiet (the daemon's scrapes, backfill's steps). Its throughputs, and its running
@@ -151,9 +151,9 @@ def test_the_first_window_of_an_engine_gone_quiet_is_counted_at_a_scrape_or_a_st
 
 
 def test_the_stats_clock_settles_with_the_best_interval_it_knows():
-    """exporter.metrics.windows: a gap past two configured intervals is lost lines, not the interval; a
+    """exporter.stream.windows: a gap past two configured intervals is lost lines, not the interval; a
     server forgotten for good owes nothing."""
-    from exporter.metrics.windows import StatsClock
+    from exporter.stream.windows import StatsClock
 
     key = ("s", "0")
     c = StatsClock(10.0)
@@ -177,7 +177,7 @@ def test_a_full_window_of_gaps_that_gives_up_the_gap_it_takes_is_judged_as_befor
     """StatsClock._observe spares the sort when its full window of gaps gives up the very gap it takes: the
     interval it shows and the warnings it gives are those of judging every gap (a steady log repeats its gap)."""
     from collections import deque
-    from exporter.metrics import windows
+    from exporter.stream import windows
 
     class EveryGap(windows.StatsClock):  # the same clock, judging every gap
         def _observe(self, key, gap, precise):
@@ -201,7 +201,7 @@ def test_a_window_counted_by_the_configured_interval_is_made_up_once_the_log_sho
     """Told 10 s, a vLLM logging every 30 s: the second line's gap (30 s) is over two configured intervals and
     counted as one (lines lost, as far as the clock knows); the third line's gap shows 30 s, and the 20 s the
     second window was short of are owed once. Lines really lost (30 s, then 10 s gaps) owe nothing."""
-    from exporter.metrics.windows import StatsClock
+    from exporter.stream.windows import StatsClock
 
     key = ("s", 0)
     clock = StatsClock(10.0)

@@ -275,11 +275,11 @@ def test_what_vllm_032_says_at_start_up_and_while_serving_lands_on_its_series():
 
 
 def test_the_stats_clock_reads_window_lengths_from_the_log():
-    """exporter.metrics.windows: the first window from the ready line (decided once the log shows the
+    """exporter.stream.windows: the first window from the ready line (decided once the log shows the
     interval), then the gaps after busy lines (sub-second stamps: each gap; whole seconds: their mean),
     the interval after an all-zero line (vLLM hid the idle windows between), and one warning when the
     configured interval is not the log's."""
-    from exporter.metrics.windows import StatsClock
+    from exporter.stream.windows import StatsClock
 
     warned = []
     c = StatsClock(10.0, warn=lambda *a: warned.append(a))
@@ -306,7 +306,7 @@ def test_a_first_line_long_after_the_ready_line_followed_hidden_windows_and_is_o
     line 1.5 intervals or more after the ready line is not the logger's first call, and its window is
     one interval, not the time since the ready line (a 0.32 run: ready at :15, first line at :20,
     interval 2 s: counted as 5 s, 2.5x what vLLM counted in it)."""
-    from exporter.metrics.windows import StatsClock
+    from exporter.stream.windows import StatsClock
 
     key = ("s", "0")
 
@@ -335,7 +335,7 @@ def test_a_stamped_application_startup_line_says_when_the_logging_loop_began():
     so its first call comes one interval later however long the API server took to get there (seen
     here under load: an API server start-up of 2 s, whose first window the 1.5-interval rule from
     the ready line alone read as a hidden call's, 2 s instead of 4.05)."""
-    from exporter.metrics.windows import StatsClock
+    from exporter.stream.windows import StatsClock
 
     key = ("s", "0")
     for first, expect in ((104.05, 4.05), (106.05, 2.0), (102.6, 2.6)):
@@ -369,7 +369,7 @@ def test_a_first_window_between_whole_second_stamps_is_the_mean_of_what_they_all
     (never shorter: vLLM's logger exists before the loop that calls it), 1/3 s past the interval on
     average; a second more is (interval, interval + 2), its middle. The seconds gained are credited
     once the log shows the interval (the exporter may be configured with another one)."""
-    from exporter.metrics.windows import StatsClock, first_window
+    from exporter.stream.windows import StatsClock, first_window
 
     assert first_window(2.0, 2.0) == pytest.approx(2 + 1 / 3)
     assert first_window(3.0, 2.0) == pytest.approx(3.0)

@@ -247,7 +247,7 @@ TOKEN_RUNS = ("traffic", "preemption", "interval5", "json_config", "preemption_j
 
 @pytest.mark.parametrize("release,scenario", captured(*TOKEN_RUNS))
 def test_generated_and_computed_prompt_tokens_are_within_1_percent_of_vllms_counters(release, scenario):
-    """Tokens are throughput x window, the window read from the log (exporter.metrics.windows): the
+    """Tokens are throughput x window, the window read from the log (exporter.stream.windows): the
     first one from the API server's ready line, the rest from the lines' spacing, whatever the
     exporter was told (10 s here; interval5 ran vLLM at 5 s, the others at 2 s). Sub-second stamps
     (json_config) hold 1 % on three windows. Whole-second stamps (vLLM's own header) leave the first

@@ -8,7 +8,7 @@ Emitted (label ``engine``: 0-63, or ``aggregated`` for vLLM's aggregated DP line
     vllm_log_prefix_cache_hit_ratio, vllm_log_external_prefix_cache_hit_ratio, vllm_log_mm_cache_hit_ratio,
     vllm_log_computed_prompt_tokens_total (prompt tokens the engine computed: not prefix-cache hits,
     not KV transferred in), vllm_log_generation_tokens_total (both window average x window length,
-    the length read from the log: exporter.metrics.windows; a first window counted once its length is
+    the length read from the log: exporter.stream.windows; a first window counted once its length is
     decided there), vllm_log_stats_interval_seconds (the
     interval the log shows), vllm_log_preemptions_total (absent unless a line carried the field: V1's logger never
     prints it, see its HELP), vllm_log_stats_windows_total,
@@ -28,11 +28,11 @@ import time
 from exporter.parsers.events import Event
 from exporter.stream.incidents import busy_window
 from exporter.metrics.labels import DEVICES, engine_label
-from exporter.metrics.windows import StatsClock
+from exporter.stream.windows import StatsClock
 
 IDLE_AFTER_WINDOWS = 2  # stats intervals without a stats line before an engine's window gauges read 0
 STALLED_AFTER_WINDOWS = 3  # ... and, when its last window was busy, before it reads stalled
-# An engine's first window waits for the log to show the interval (exporter.metrics.windows); after a busy
+# An engine's first window waits for the log to show the interval (exporter.stream.windows); after a busy
 # line the next comes one interval later, so an engine this long without a line has no more to show: its
 # first window is counted with the best interval known. At least a minute: vLLM's interval may be longer
 # than the configured one, which is all the exporter knows then.
@@ -112,10 +112,10 @@ class EngineMetrics:
         self._last_window: dict[tuple[str, str], float] = {}  # log time of each engine's last window
         self._window_seen: dict[tuple[str, str], float] = {}  # when it was read (monotonic)
         self._busy: dict[tuple[str, str], bool] = {}  # whether that last window was busy
-        # a first window's throughputs and request counts, until its length is decided (exporter.metrics.windows)
+        # a first window's throughputs and request counts, until its length is decided (exporter.stream.windows)
         self._first_tps: dict[tuple[str, str], tuple] = {}
         # each engine's last window's throughputs and request counts: owed seconds of it are counted over them
-        # (exporter.metrics.windows take_owed: a window capped at the configured interval, then shown longer)
+        # (exporter.stream.windows take_owed: a window capped at the configured interval, then shown longer)
         self._last_tps: dict[tuple[str, str], tuple] = {}
         self._idle_values = tuple(fam.values for fam in (self.prompt_tps, self.gen_tps, self.running,
                                                           self.waiting, self.swapped, self.est_flops, self.est_bytes))

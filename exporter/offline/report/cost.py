@@ -3,7 +3,7 @@ per million tokens. A price is the operator's, not the log's: the section exists
 
 The run's cost is the price times its hours (first to last line: idle time is paid for too). Its tokens
 are each stats window's average throughput times the window's length, read from the log as the exporter
-reads it (exporter.metrics.windows: its vllm_log_generation_tokens_total gives the same sum); the prompt tokens are those the engine computed (since vLLM 0.16 the log's prompt throughput leaves out
+reads it (exporter.stream.windows: its vllm_log_generation_tokens_total gives the same sum); the prompt tokens are those the engine computed (since vLLM 0.16 the log's prompt throughput leaves out
 prefix-cache hits). The busy windows (tokens generated) give a price per million generated tokens each:
 their median and Tukey hinges are what ``compare`` holds two runs' figures against.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter.metrics.windows import StatsClock
+from exporter.stream.windows import StatsClock
 
 MILLION = 1e6
 
