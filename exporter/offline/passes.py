@@ -19,6 +19,10 @@ PROGRESS_MIN_BYTES = 8 << 20
 MAX_UNTIMED_WAITING = 10_000  # events held for a time before the log's first stamp (then sent untimed)
 CHUNK = 1 << 17  # smaller chunks stay in the CPU caches (bench/compare.py: ~5-10 % faster than 1 MiB)
 BAD_LINES_SHOWN = 10
+# events whose time is read only from their own line: uvicorn's "Application startup complete." starts vLLM's
+# stats logging loop when its record carries a stamp (exporter.stream.windows, StatsClock.serving), and a
+# neighbour's stamp is not its time (the first window would be cut by up to a second, as the daemon never does)
+OWN_TIME_ONLY = frozenset({"ready"})
 
 
 class NeighbourTimes:
@@ -27,7 +31,7 @@ class NeighbourTimes:
     first stamp, of the first stamped event after them; in a log with no stamp at all, ``fallback``
     (the file's modification time: when its process last wrote). So ``backfill`` and ``report``
     place them on the log's clock instead of dropping them. The daemon needs none of this: it
-    stamps what it reads with the time it read it."""
+    stamps what it reads with the time it read it. Kinds in OWN_TIME_ONLY stay untimed, as in the daemon."""
 
     def __init__(self, fallback: float | None = None):
         self.last: float | None = None
@@ -41,6 +45,9 @@ class NeighbourTimes:
             return events
         out: list[Event] = []
         for ev in events:
+            if ev.ts is None and ev.kind in OWN_TIME_ONLY:
+                out.append(ev)
+                continue
             if ev.ts is None:
                 if self.last is not None:
                     ev.ts = self.last
