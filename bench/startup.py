@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The daemon's start-up to its first /metrics answer, and its idle RSS, per interpreter or checkout.
 
-    python bench/startup.py [ROUNDS=7] [--python PY ...] [--mtail] [--imports N]
+    python bench/startup.py [ROUNDS=7] [--python PY ...] [--mtail] [--imports N] [--report]
 
 Each round starts every ``--python`` (default: this interpreter; wrappers that enter a checkout compare two
 trees) as ``PY -m exporter --source e=EMPTY --web.listen-address 127.0.0.1:PORT``, alternating, and times
 process start -> first /metrics answer; 3 s later it reads the process's VmRSS (idle: an empty log). Medians
 and ranges. ``--mtail`` adds mtail on the same empty file. ``--imports N``: then, per interpreter, the N
 modules that took longest to import themselves (``python -X importtime``, the daemon's own imports, one run).
+``--report``: then, per interpreter, the wall time of ``report`` on a one-line log (its start-up: what every
+``report`` and ``compare`` pays before its first line), the same rounds, alternating.
 
 Byte code is compiled first (``compileall``) and PYTHONDONTWRITEBYTECODE is dropped from the children's
 environment: an image installed with pip holds the byte code, and without it every start compiles the
@@ -21,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,12 +52,32 @@ def self_times(py: str, empty: Path, n: int) -> list[tuple[float, str]]:
     return sorted(rows, reverse=True)[:n]
 
 
+def report_startup(pythons: list[str], rounds: int) -> None:
+    """`report` on a one-line log (an engine-stats line), per interpreter: wall time, median (range)."""
+    one = ROOT / "bench" / "out" / "one-line.log"
+    one.write_text("Aug 04 00:01:54 gpu-host vllm[4242]: (APIServer pid=53) INFO 08-04 00:01:54 [loggers.py:314] "
+                   "Engine 000: Avg prompt throughput: 442.0 tokens/s, Avg generation throughput: 230.7 tokens/s, "
+                   "Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: 2.4%, Prefix cache hit rate: 96.5%\n")
+    took: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for i, py in enumerate(pythons):
+            t = time.perf_counter()
+            subprocess.run([py, "-m", "exporter", "report", "--year", "2026", str(one)], cwd=ROOT, check=True,
+                           stdout=subprocess.DEVNULL)
+            took.setdefault(f"py{i + 1}", []).append(time.perf_counter() - t)
+    print("\n| tool | `report` on a one-line log, median (range) |")
+    print("|---|---|")
+    for name, runs in took.items():
+        print(f"| {name} | {statistics.median(runs):.3f} s ({min(runs):.3f}-{max(runs):.3f}) |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rounds", type=int, nargs="?", default=7)
     ap.add_argument("--python", action="append")
     ap.add_argument("--mtail", action="store_true")
     ap.add_argument("--imports", type=int, default=0)
+    ap.add_argument("--report", action="store_true", help="also time `report` on a one-line log")
     args = ap.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     pythons = args.python or [sys.executable]
@@ -79,6 +102,8 @@ def main() -> int:
         ups, rss = [u for u, _ in runs], [r / 1e6 for _, r in runs]
         print(f"| {name} | {statistics.median(ups):.3f} s ({min(ups):.3f}-{max(ups):.3f}) | "
               f"{statistics.median(rss):.1f} MB ({min(rss):.1f}-{max(rss):.1f}) |")
+    if args.report:
+        report_startup(pythons, args.rounds)
     for i, py in enumerate(pythons):
         if args.imports:
             print(f"\npy{i + 1} ({py}): slowest imports, own time")
