@@ -108,6 +108,20 @@ def test_mutated_quiet_lines_the_scans_find_quiet_are_ignorable(batch, with_rule
     _check(lines, _rules() if with_rules else BUILT_IN)
 
 
+def test_the_runs_of_quiet_lines_end_where_a_line_is_not_one_and_go_on_after_it():
+    """Without rules, RE2 finds runs of lines in the quiet shape, one call a run: an empty line, a line of another
+    shape, or one whose message holds no visible ASCII (RE2 reads bytes: what Python calls white space beyond
+    ASCII it cannot tell, so the line is asked) ends a run, at the batch's start, middle or end."""
+    quiet = JOURNALD + "(Worker pid=7) INFO 12-05 14:41:19 [x.py:1] zzz"
+    wide = JOURNALD + "(Worker pid=7) INFO 12-05 14:41:19 [x.py:1] \u00e9\u00e9"  # (quiet to the fast path)
+    assert _answer(quiet, BUILT_IN) is True and _answer(wide, BUILT_IN) is True
+    scan = QuietScan(BUILT_IN)
+    for lines, want in (([quiet, quiet, "", quiet], {0, 1, 3}), (["", quiet, quiet], {1, 2}), ([quiet, ""], {0}),
+                        ([quiet, "x", quiet, wide, quiet], {0, 2, 4}), ([wide, wide], set()), (["", ""], set()),
+                        ([quiet], {0}), ([""], set())):
+        assert scan(lines, list(range(len(lines)))) == (want, set()), lines
+
+
 def test_a_line_holding_a_line_feed_turns_the_scans_off():
     lines = [QUIET[0], QUIET[1] + "\n" + QUIET[2]]
     assert QuietScan(BUILT_IN)(lines, [0, 1]) == (set(), set())

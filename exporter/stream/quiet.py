@@ -61,6 +61,17 @@ def shape_scan(echoes: tuple[str, ...] = ()) -> re.Pattern:
 
 
 NOT_QUIET_SHAPE = shape_scan()
+# The same shape for RE2, which reads bytes: every class narrowed to ASCII (Python's \\s, \\d and \\w also take
+# other characters; so does a message's last character that is not white, here a visible ASCII one somewhere in
+# it), so that RE2 finds a subset of the lines ``re`` finds (a line it misses is asked). Matched anchored at a line
+# start, as a run of whole lines: one call finds a run of quiet-shaped lines, however long.
+_ASCII_NOT_WHITE = r"[^\t-\r\x1c-\x20\x80-\xff"  # (+ what else the class leaves out, and "]")
+QUIET_RUN_P = (
+    rf"(?:(?:{'|'.join(_ENGLISH)}) {{1,2}}[0-9]{{1,2}} [0-9][0-9]:[0-9][0-9]:[0-9][0-9] {_ASCII_NOT_WHITE}:\[\]]+ "
+    rf"{_ASCII_NOT_WHITE}\[:]+\[[0-9]+\]: \((?:[A-Za-z_][0-9A-Za-z_.:-]{{0,63}}) pid=[0-9]+\) (?:INFO|DEBUG) "
+    rf"[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9] \[{_ASCII_NOT_WHITE}\]]+:[0-9]+\] "
+    r"[^\n]*[!-~][^\n]*(?:\n|\z))+")
+assert PROCESS_NAME_P == r"[A-Za-z_][\w.:-]{0,63}"  # (QUIET_RUN_P spells it out in ASCII)
 # (the message scan's words besides the needles: those that may make the fast path decline a line in the quiet
 # shape, kept beside the checks they stand for, fastpath.QUIET_DECLINES; and a colour reset that lost its ESC,
 # anywhere in the line, framing's BARE_RESET)
@@ -96,11 +107,14 @@ class QuietScan:
         # a line start, then a needle after some "] " (the header's is the first: a needle after any of them is
         # in the message), or a bare colour reset anywhere
         pattern = b"(?m)^(?:[^\\n]*?\\] [^\\n]*?(?:" + words + b")|[^\\n]*?" + BARE_RESET.pattern.encode() + b")"
-        self._shape = shape_scan(QUIET_ECHOES) if families.rules else NOT_QUIET_SHAPE
+        # the wrapper's scan: with rules, ``re``'s, which also tells the echo records' starts exactly; else RE2's runs
+        self._shape = shape_scan(QUIET_ECHOES) if families.rules else None
         try:
             self._flags = re2.compile(pattern, options)
             self._match = self._flags._regexp.Match
             self._anchor = re2._Anchor.UNANCHORED
+            self._runs = re2.compile(QUIET_RUN_P.encode(), options)._regexp.Match if self._shape is None else None
+            self._at_start = re2._Anchor.ANCHOR_START
         except Exception:  # noqa: BLE001 - no scan: every line is asked line by line (same answers)
             self._flags = None
 
@@ -117,11 +131,14 @@ class QuietScan:
         # line k starts at starts[k] (characters); the scans' positions are mapped back by bisection
         starts = [0, *accumulate(len(t) + 1 for t in texts)]
         stopped, echoed = set(), set()
-        for m in self._shape.finditer("\n" + text):
-            (echoed if m.lastindex == 2 else stopped).add(bisect_right(starts, m.start()) - 1)
+        if self._shape is not None:
+            for m in self._shape.finditer("\n" + text):
+                (echoed if m.lastindex == 2 else stopped).add(bisect_right(starts, m.start()) - 1)
         data = text.encode("utf-8", "surrogatepass")
-        if len(data) != len(text):  # (not ASCII: the RE2 scan's positions are bytes)
+        if len(data) != len(text):  # (not ASCII: the RE2 scans' positions are bytes)
             starts = [0, *accumulate(len(t.encode("utf-8", "surrogatepass")) + 1 for t in texts)]
+        if self._shape is None:
+            self._off_shape(data, starts, stopped)
         # (RE2's own Match, not its wrapper's finditer: a wrapper's match object costs ~2.5 us, as much as the line
         # it saves; after a line is stopped, the search goes on from the next line)
         match, anchor, end, find = self._match, self._anchor, len(data), data.find
@@ -136,3 +153,22 @@ class QuietScan:
                 break
         return ({i for k, i in enumerate(candidates) if k not in stopped},
                 {i for k, i in enumerate(candidates) if k in echoed and k not in stopped} if echoed else set())
+
+    def _off_shape(self, data: bytes, starts: list[int], stopped: set[int]) -> None:
+        """Adds to ``stopped`` the lines (their numbers in ``data``, which start at ``starts``) that are not in a
+        run of quiet-shaped lines: a call per run and per line between runs."""
+        match, anchor, end, find = self._runs, self._at_start, len(data), data.find
+        at = line = 0
+        while at < end:
+            span = match(anchor, data, at, end)[0]
+            if span[0] < 0:  # this line is not: the next one may start a run
+                stopped.add(line)
+                line += 1
+                at = find(b"\n", at) + 1
+                if at == 0:
+                    break
+                continue
+            at = span[1]
+            line = bisect_right(starts, at - 1)  # (the run ends at a line's start, or at the end)
+        stopped.update(range(line, len(starts) - 1))  # (an empty last line, or an empty text's one line)
+
