@@ -327,6 +327,28 @@ def test_report_counts_every_captures_tokens_as_the_exporter_does(release, scena
     assert c["prompt_tokens"] == pytest.approx(val("vllm_log_computed_prompt_tokens_total"), rel=1e-9)
 
 
+@pytest.mark.parametrize("release,scenario", WINDOWED)
+def test_backfill_ends_every_capture_with_the_tokens_the_exporter_counts(release, scenario, tmp_path):
+    """`backfill` writes the exporter's series on the log's own clock (untimed lines take a neighbour's stamp
+    there, as in `report`): its last samples of the token counters are the exporter's (13 captures' were not,
+    as in `report`, before uvicorn's start-up line kept no neighbour's stamp)."""
+    _, val, *_ = read(scenario, release, stats_interval=10.0)
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join(log_lines(scenario, release)) + "\n")
+    out = io.StringIO()
+    backfill((("event", e) for e in Pass(str(log), Clock(year=2026), neighbour_times=True)),
+             Metrics(process_metrics=False, stats_interval=10.0), "s", out, step=1.0)
+    last: dict[str, tuple[float, float]] = {}
+    for line in out.getvalue().splitlines():
+        if line.startswith(("vllm_log_generation_tokens_total{", "vllm_log_computed_prompt_tokens_total{")):
+            series, value, ts = line.rsplit(" ", 2)
+            if series not in last or float(ts) >= last[series][0]:
+                last[series] = (float(ts), float(value))
+    for name in ("vllm_log_generation_tokens_total", "vllm_log_computed_prompt_tokens_total"):
+        written = sum(v for series, (_, v) in last.items() if series.startswith(name + "{"))
+        assert written == pytest.approx(val(name), rel=1e-9), name
+
+
 @pytest.mark.parametrize("release,scenario", captured("interval5", "interval5_json"))
 def test_the_stats_interval_is_read_from_the_log_and_a_wrong_setting_is_warned_about(release, scenario):
     truth, val, report, alerts, events = read(scenario, release, stats_interval=10.0)
