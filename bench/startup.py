@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The daemon's start-up to its first /metrics answer, and its idle RSS, per interpreter or checkout.
 
-    python bench/startup.py [ROUNDS=7] [--python PY ...] [--mtail] [--imports N] [--report]
+    python bench/startup.py [ROUNDS=7] [--python PY ...] [--mtail] [--imports N] [--report [--rules FILE]]
 
 Each round starts every ``--python`` (default: this interpreter; wrappers that enter a checkout compare two
 trees) as ``PY -m exporter --source e=EMPTY --web.listen-address 127.0.0.1:PORT``, alternating, and times
@@ -9,7 +9,8 @@ process start -> first /metrics answer; 3 s later it reads the process's VmRSS (
 and ranges. ``--mtail`` adds mtail on the same empty file. ``--imports N``: then, per interpreter, the N
 modules that took longest to import themselves (``python -X importtime``, the daemon's own imports, one run).
 ``--report``: then, per interpreter, the wall time of ``report`` on a one-line log (its start-up: what every
-``report`` and ``compare`` pays before its first line), the same rounds, alternating.
+``report`` and ``compare`` pays before its first line), the same rounds, alternating; with ``--rules FILE`` also
+with those rules loaded (what loading and checking them adds: the daemon pays it at start-up and at each reload).
 
 Byte code is compiled first (``compileall``) and PYTHONDONTWRITEBYTECODE is dropped from the children's
 environment: an image installed with pip holds the byte code, and without it every start compiles the
@@ -52,8 +53,9 @@ def self_times(py: str, empty: Path, n: int) -> list[tuple[float, str]]:
     return sorted(rows, reverse=True)[:n]
 
 
-def report_startup(pythons: list[str], rounds: int) -> None:
-    """`report` on a one-line log (an engine-stats line), per interpreter: wall time, median (range)."""
+def report_startup(pythons: list[str], rounds: int, rules: str | None = None) -> None:
+    """`report` on a one-line log (an engine-stats line), per interpreter (and with ``rules``): wall time, median
+    (range)."""
     one = ROOT / "bench" / "out" / "one-line.log"
     one.write_text("Aug 04 00:01:54 gpu-host vllm[4242]: (APIServer pid=53) INFO 08-04 00:01:54 [loggers.py:314] "
                    "Engine 000: Avg prompt throughput: 442.0 tokens/s, Avg generation throughput: 230.7 tokens/s, "
@@ -61,10 +63,12 @@ def report_startup(pythons: list[str], rounds: int) -> None:
     took: dict[str, list[float]] = {}
     for _ in range(rounds):
         for i, py in enumerate(pythons):
-            t = time.perf_counter()
-            subprocess.run([py, "-m", "exporter", "report", "--year", "2026", str(one)], cwd=ROOT, check=True,
-                           stdout=subprocess.DEVNULL)
-            took.setdefault(f"py{i + 1}", []).append(time.perf_counter() - t)
+            for extra in ([], ["--rules", str(Path(rules).resolve())]) if rules else ([],):
+                t = time.perf_counter()
+                subprocess.run([py, "-m", "exporter", "report", "--year", "2026", str(one), *extra], cwd=ROOT,
+                               check=True, stdout=subprocess.DEVNULL)
+                took.setdefault(f"py{i + 1}" + (f" --rules {Path(rules).name}" if extra else ""), []).append(
+                    time.perf_counter() - t)
     print("\n| tool | `report` on a one-line log, median (range) |")
     print("|---|---|")
     for name, runs in took.items():
@@ -78,6 +82,7 @@ def main() -> int:
     ap.add_argument("--mtail", action="store_true")
     ap.add_argument("--imports", type=int, default=0)
     ap.add_argument("--report", action="store_true", help="also time `report` on a one-line log")
+    ap.add_argument("--rules", help="with --report: also with these rules loaded")
     args = ap.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     pythons = args.python or [sys.executable]
@@ -103,7 +108,7 @@ def main() -> int:
         print(f"| {name} | {statistics.median(ups):.3f} s ({min(ups):.3f}-{max(ups):.3f}) | "
               f"{statistics.median(rss):.1f} MB ({min(rss):.1f}-{max(rss):.1f}) |")
     if args.report:
-        report_startup(pythons, args.rounds)
+        report_startup(pythons, args.rounds, args.rules)
     for i, py in enumerate(pythons):
         if args.imports:
             print(f"\npy{i + 1} ({py}): slowest imports, own time")

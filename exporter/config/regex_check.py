@@ -45,7 +45,7 @@ class Unsafe(ValueError):
 class _Ctx:
     def __init__(self, probes: list[str], flags: int):
         self.probes = probes
-        self.flags = flags
+        self.flags = int(flags)  # (a plain int: a RegexFlag's "&" is an enum call, ~1 us, and runs per probe)
 
 
 # -- character sets, as the probe characters they hold ----------------------------------------------
@@ -66,8 +66,11 @@ def _category(cat, ch: str) -> bool:
     return True  # anything else: assume the worst (it overlaps everything)
 
 
+_IGNORECASE, _DOTALL = int(re.IGNORECASE), int(re.DOTALL)
+
+
 def _folded(ch: str, flags: int) -> set[str]:
-    return {ch, ch.lower(), ch.upper()} if flags & re.IGNORECASE else {ch}
+    return {ch, ch.lower(), ch.upper()} if flags & _IGNORECASE else {ch}
 
 
 def _in_class(items, ch: str, flags: int) -> bool:
@@ -92,11 +95,13 @@ def _charset(op, av, ctx: _Ctx) -> frozenset[str] | None:
     """The probe characters one single-character item matches; None when ``op`` is no such item."""
     flags = ctx.flags
     if op is C.LITERAL:
-        return frozenset(c for c in ctx.probes if c in _folded(chr(av), flags))
+        folded = _folded(chr(av), flags)
+        return frozenset(c for c in ctx.probes if c in folded)
     if op is C.NOT_LITERAL:
-        return frozenset(c for c in ctx.probes if c not in _folded(chr(av), flags))
+        folded = _folded(chr(av), flags)
+        return frozenset(c for c in ctx.probes if c not in folded)
     if op is C.ANY:
-        return frozenset(c for c in ctx.probes if flags & re.DOTALL or c != "\n")
+        return frozenset(c for c in ctx.probes if flags & _DOTALL or c != "\n")
     if op is C.IN:
         return frozenset(c for c in ctx.probes if _in_class(av, c, flags))
     if op is C.CATEGORY:
