@@ -308,7 +308,7 @@ def _runs(seq, flags: int) -> tuple[list[str], list[list[list[str]]]]:
             cur.clear()
 
     for op, av in seq:
-        if op is C.LITERAL and not flags & re.IGNORECASE:
+        if op is C.LITERAL and not flags & _IGNORECASE:
             cur.append(chr(av))
         elif op is C.AT:
             continue
@@ -343,14 +343,14 @@ def _runs(seq, flags: int) -> tuple[list[str], list[list[list[str]]]]:
 
 
 def _all_literal(seq, flags: int) -> bool:
-    return all(op is C.LITERAL for op, _ in seq) and not flags & re.IGNORECASE
+    return all(op is C.LITERAL for op, _ in seq) and not flags & _IGNORECASE
 
 
 def derive_needles(pattern: str) -> tuple[str, ...]:
     """The longest literal every match holds, or one per alternative of a branch every match passes (each
     the longest of its alternative); () when there is none of MIN_NEEDLE characters."""
     parsed = P.parse(pattern)
-    runs, branches = _runs(list(parsed), parsed.state.flags)
+    runs, branches = _runs(list(parsed), int(parsed.state.flags))
     best = max(runs, key=len, default="")
     if len(best) >= MIN_NEEDLE:
         return (best,)
@@ -365,7 +365,7 @@ def needles_cover(pattern: str, needles: tuple[str, ...]) -> bool:
     """Whether every match of ``pattern`` holds one of ``needles`` (so a line holding none of them can be
     skipped without trying the pattern)."""
     parsed = P.parse(pattern)
-    runs, branches = _runs(list(parsed), parsed.state.flags)
+    runs, branches = _runs(list(parsed), int(parsed.state.flags))
     if any(n in r for r in runs for n in needles):
         return True
     return any(all(any(n in r for r in alt for n in needles) for alt in alts) for alts in branches)

@@ -126,22 +126,12 @@ class QuietScan:
             starts = [0, *accumulate(len(t.encode("utf-8", "surrogatepass")) + 1 for t in texts)]
         stopped: set[int] = set()
         self._off_shape(data, starts, stopped)
-        # (RE2's own Match, not its wrapper's finditer: a wrapper's match object costs ~2.5 us, as much as the line
-        # it saves; after a line is stopped, the search goes on from the next line)
-        match, anchor, end, find = self._match, self._anywhere, len(data), data.find
-        at = 0
-        while at < end:
-            span = match(anchor, data, at, end)[0]
-            if span[0] < 0:
-                break
-            stopped.add(bisect_right(starts, span[0]) - 1)
-            at = find(b"\n", span[1]) + 1
-            if at == 0:
-                break
+        self._matched(self._match, data, starts, stopped)
         quiet = {i for k, i in enumerate(candidates) if k not in stopped}
         if self._echoes is None or len(quiet) == 0:
             return quiet, set()
-        echoed = self._echo_lines(data, starts)
+        echoed: set[int] = set()
+        self._matched(self._echoes, data, starts, echoed)
         return quiet, {i for k, i in enumerate(candidates) if k in echoed and k not in stopped}
 
     def _off_shape(self, data: bytes, starts: list[int], stopped: set[int]) -> None:
@@ -162,15 +152,18 @@ class QuietScan:
             line = bisect_right(starts, at - 1)  # (the run ends at a line's start, or at the end)
         stopped.update(range(line, len(starts) - 1))  # (an empty last line, or an empty text's one line)
 
-    def _echo_lines(self, data: bytes, starts: list[int]) -> set[int]:
-        """The lines (their numbers in ``data``) in runs of lines that start an echo record: a call per run."""
-        match, anchor, end = self._echoes, self._anywhere, len(data)
-        out: set[int] = set()
+    def _matched(self, match, data: bytes, starts: list[int], into: set[int]) -> None:
+        """Adds to ``into`` the lines (their numbers in ``data``) that ``match``'s matches hold: a match within a line
+        (the message scan's) or a run of whole lines (the echo records'); the search goes on from the next line.
+        (RE2's own Match, not its wrapper's finditer: a wrapper's match object costs ~2.5 us, as much as the line
+        it saves.)"""
+        anchor, end, find = self._anywhere, len(data), data.find
         at = 0
         while at < end:
             span = match(anchor, data, at, end)[0]
             if span[0] < 0:
                 break
-            out.update(range(bisect_right(starts, span[0]) - 1, bisect_right(starts, span[1] - 1)))
-            at = span[1]
-        return out
+            into.update(range(bisect_right(starts, span[0]) - 1, bisect_right(starts, span[1] - 1)))
+            at = find(b"\n", span[1] - 1) + 1  # (a run of whole lines ends just after its line feed, or at the end)
+            if at == 0:
+                break
