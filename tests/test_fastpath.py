@@ -10,9 +10,12 @@ from exporter.framing.clock import Clock
 from exporter.framing.frame import frame_line
 from exporter.stream.pipeline import Pipeline
 from tests.conftest import FIXTURES, SAMPLE, SAMPLE_V0
+from tests.wrapped import rewrapped
 
-_ALL = (SAMPLE.read_text(encoding="utf-8").splitlines() + SAMPLE_V0.read_text(encoding="utf-8").splitlines()
-        + (FIXTURES / "seed_article.log").read_text(encoding="utf-8").splitlines())
+_JOURNALD = (SAMPLE.read_text(encoding="utf-8").splitlines() + SAMPLE_V0.read_text(encoding="utf-8").splitlines()
+             + (FIXTURES / "seed_article.log").read_text(encoding="utf-8").splitlines())
+# ... and the same lines in the other commonest wrappers (none, an RFC 3339 stamp, a node log's)
+_ALL = _JOURNALD + rewrapped(_JOURNALD)
 PERIODIC = [line for line in _ALL if "Avg prompt throughput" in line or "metrics: " in line]
 
 
@@ -49,9 +52,15 @@ def test_other_wordings_and_wrappers_step_aside():
     v0 = [line for line in SAMPLE_V0.read_text(encoding="utf-8").splitlines() if "Avg prompt throughput" in line]
     assert v0 and not any(fastpath.match(line, Clock(year=2026)) for line in v0)
     line = next(line for line in PERIODIC if check(line))
-    for other in ("2026-08-04T02:45:02Z " + line.split(": ", 1)[1],  # another wrapper
+    bare = line.split(": ", 1)[1]
+    for other in ("vllm-1  | " + bare, "[pod/vllm-0/vllm] " + bare,  # other wrappers
+                  "2026-08-04T02:45:02 " + bare,  # a stamp with no zone
+                  "2026-08-04T02:45:02Z stdout P " + bare,  # a node log's partial line
                   line.replace("INFO", "\x1b[32mINFO\x1b[0m"), line + "[0m", line.replace("Aug", "Xyz")):
         assert fastpath.match(other, Clock(year=2026)) is None, other
+    # the commonest other wrappers take it, and agree
+    for other in (bare, "2026-08-04T02:45:02Z " + bare, "2026-08-04T02:45:02.25+02:00 stderr F " + bare):
+        assert check(other), other
 
 
 def test_a_process_name_with_a_dash_takes_the_fast_path_too():

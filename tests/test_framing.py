@@ -159,8 +159,11 @@ from hypothesis import given, settings, strategies as st
 from exporter.framing.frame import frame_general
 from tests.conftest import FIXTURES, SAMPLE, SAMPLE_V0
 
+from tests.wrapped import rewrapped  # noqa: E402
+
 _REAL = (SAMPLE.read_text(encoding="utf-8").splitlines() + SAMPLE_V0.read_text(encoding="utf-8").splitlines()
          + (FIXTURES / "seed_article.log").read_text(encoding="utf-8").splitlines())
+_REAL += rewrapped(_REAL)  # (the common shapes behind no wrapper, an RFC 3339 stamp, a node log's tag)
 
 
 def test_fast_shape_agrees_on_real_lines(uclock):
@@ -171,7 +174,7 @@ def test_fast_shape_agrees_on_real_lines(uclock):
 @settings(max_examples=3000, deadline=None)
 @given(st.sampled_from(_REAL), st.lists(st.tuples(st.integers(0, 120), st.sampled_from(
     ["", "(", ")", "(X pid=1) ", "(X-0 pid=1) ", "[", "]", " ", "0m", "[0;0m", "авг", "Zzz", "INFO ", "32", ":", "|",
-     "-", "\r", "\t"])),
+     "-", "\r", "\t", "T", "Z", "+02:00", "stdout F ", "P", ".5", "٣", "2026-13-40T25:61:61Z "])),
     max_size=3))
 def test_fast_shape_agrees_with_the_general_loop(line, edits):
     clock = Clock(year=2026, tz=UTC)
@@ -280,3 +283,17 @@ def test_syslog_tags_without_host_with_iso_stamps_or_alone(line, host, unit, ucl
 def test_a_word_and_a_bracketed_number_inside_a_message_is_no_tag(uclock):
     f = frame_line("INFO 12-04 10:00:00 [x.py:1] worker[3]: started", uclock)
     assert f.message == "worker[3]: started" and f.unit is None
+
+
+@pytest.mark.parametrize("stamp", [
+    "2026-12-31T23:59:60Z ",  # a leap second: read as :59, as the general loop reads it
+    "2026-02-30T10:00:00Z ",  # no such day: the header's time
+    "1800-01-01T00:00:00Z ",  # no plausible time: the header's
+    "2026-08-04T10:00:00.000000001+05:30 stdout F ", "2026-08-04T10:00:00,5Z ", "2026-08-04T10:00:00-0800 ",
+    "2026-08-04T10:00:00+2400 ",  # a zone Python refuses: the header's time
+])
+def test_a_stamped_record_is_framed_in_one_match_as_the_general_loop_frames_it(stamp, uclock):
+    from exporter.framing.frame import common_match
+    line = stamp + "(APIServer pid=7) INFO 12-31 23:59:58 [api_server.py:1] hello"
+    assert frame_line(line, uclock) == frame_general(line, uclock), line
+    assert (common_match(line) is not None) == ("," not in stamp), line  # (a comma's fraction: another wrapper)

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
 from exporter.framing import envelopes, headers, wrappers
-from exporter.framing.clock import Clock
+from exporter.framing.clock import Clock, plausible
 from exporter.framing.headers import HEADER_P, PROCESS, PROCESS_NAME_P, PROCESS_P, pid_of  # noqa: F401 (re-exported)
 from exporter.framing.wrappers import JOURNALD_P, MONTHS
 
@@ -44,6 +46,31 @@ JOURNALD_COMMON = re.compile(
     r"([A-Z][a-z]{2}) {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) ([^\s:\[\]]+) ([^\s\[:]+)\[(\d+)\]: "
     rf"(\(({PROCESS_NAME_P}) pid=(\d+)\) (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) "
     r"\[([^\s\]]+):(\d+)\] )")
+# The record part of that shape (groups 9-19 there), and the same record behind the other commonest wrappers,
+# with the record's groups in the same places: vLLM's own line with no wrapper (a plain file, stdin, ``podman
+# logs``: groups 1-8 empty), and behind an RFC 3339 stamp with a zone (the container API's ``timestamps=1``)
+# and a Kubernetes node log's full-line tag (groups 1-8: year .. zone, as wrappers.RFC3339's). Each reads as
+# frame_general reads it: tests/test_fastpath.py compares them on every fixture line in each wrapper.
+_RECORD_COMMON_P = JOURNALD_COMMON.pattern[JOURNALD_COMMON.pattern.index(r"(\(("):]
+PLAIN_COMMON = re.compile("()" * 8 + _RECORD_COMMON_P)
+STAMPED_COMMON = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d) (?:(?:stdout|stderr) F )?"
+                            + _RECORD_COMMON_P)
+
+
+def common_match(text: str) -> re.Match | None:
+    """The match of the commonest shapes on ``text`` (a clean line, white space stripped from its end):
+    journald's (``JOURNALD_COMMON``, else the whole journald pattern), the bare record's or the stamped one's,
+    by the first character; None for any other line. Groups 9-19 are the record's in each."""
+    c = text[:1]
+    if c == "(":
+        return PLAIN_COMMON.match(text)
+    if c.isalpha():
+        return JOURNALD_COMMON.match(text) or _JOURNALD_RECORD.match(text)
+    if c.isdigit():
+        # (wrappers.peel reads a stamp as a viewer's stamp and bar first where "|" stands in text[16:48]: in this
+        # shape only the stamp, the tag and the record's start, which hold none, stand there)
+        return STAMPED_COMMON.match(text)
+    return None
 
 
 @dataclass(slots=True)
@@ -100,12 +127,15 @@ def frame_line(line: str, clock: Clock, clean: bool = False, shape: re.Match | N
     carriage return (the pipeline checks a whole batch at once), so those checks are skipped.
     ``shape``: the caller's match of ``JOURNALD_COMMON`` or ``JOURNALD_RECORD_P`` on ``line.rstrip()``
     (a clean line's), not made again."""
-    if line[:1].isalpha() and (clean or ("\r" not in line and "\x1b" not in line and "^[" not in line
-                                         and "#033[" not in line)):
-        f = _frame_journald_record(line, clock, shape)
+    if shape is not None or (line[:1] in _COMMON_STARTS or line[:1].isalpha()) and (
+            clean or ("\r" not in line and "\x1b" not in line and "^[" not in line and "#033[" not in line)):
+        f = _frame_common(line, clock, shape)
         if f is not None:
             return f
     return frame_general(line, clock)
+
+
+_COMMON_STARTS = frozenset("(0123456789")
 
 
 # A colour reset that lost its ESC: only then does the general path strip bare colour codes.
@@ -114,19 +144,21 @@ _MISS = object()
 NO_MONTH = object()
 
 
-def _frame_journald_record(line: str, clock: Clock, m: re.Match | None = None) -> Frame | None:
+def _frame_common(line: str, clock: Clock, m: re.Match | None = None) -> Frame | None:
+    """The frame of a line in one of the commonest shapes (``common_match``), or None."""
     text = line.rstrip()
     # (every bare colour reset holds "0m" or "9m": two finds before the regex)
     if ("0m" in text or "9m" in text) and BARE_RESET.search(text) is not None:
         return None  # colour codes that lost their ESC: the general path strips them
     if m is None:
-        m = JOURNALD_COMMON.match(text) or _JOURNALD_RECORD.match(text)
+        m = common_match(text)
         if m is None:
             return None
     when = record_time(m, text, clock)
     if when is NO_MONTH:
         return None
-    host, unit, proc, pid, level = m.group(6, 7, 10, 11, 12)
+    proc, pid, level = m.group(10, 11, 12)
+    host, unit = (None, None) if m.re is PLAIN_COMMON or m.re is STAMPED_COMMON else m.group(6, 7)
     end = m.end()
     f = Frame(line, text[end:], None, None, host, unit, None, None, level, text[m.start(18):m.end(19)],
               text[m.start(12):end], False, text, m.start(9))
@@ -137,8 +169,18 @@ def _frame_journald_record(line: str, clock: Clock, m: re.Match | None = None) -
 
 
 def record_time(m: re.Match, text: str, clock: Clock):
-    """(time, "journald" | "vllm" | None) of a JOURNALD_RECORD_P match: the journald stamp's, else
-    the vLLM header's; NO_MONTH if the month name is unknown (the general path decides then)."""
+    """(time, "journald" | "rfc3339" | "vllm" | None) of a ``common_match``: the wrapper's stamp's, else the
+    vLLM header's; NO_MONTH if journald's month name is unknown (the general path decides then)."""
+    r = m.re
+    if r is STAMPED_COMMON:
+        ts = _stamped_time(m, text, clock)
+        if ts is not None:
+            return ts, "rfc3339"
+        ts = _header_time(m, clock)
+        return (ts, "vllm") if ts is not None else (None, None)
+    if r is PLAIN_COMMON:
+        ts = _header_time(m, clock)
+        return (ts, "vllm") if ts is not None else (None, None)
     ts = _journald_time(m, text, clock)
     if ts is NO_MONTH:
         return NO_MONTH
@@ -165,6 +207,31 @@ def _journald_time(m: re.Match, text: str, clock: Clock):
     if base is NO_MONTH:
         return base
     return clock.plus_seconds(base, int(m.group(5)))
+
+
+def _stamped_time(m: re.Match, text: str, clock: Clock) -> float | None:
+    """An RFC 3339 stamp's time, as Clock.rfc3339 reads it; its minute converted once (the clock's cache)."""
+    minutes = clock.minutes
+    key = text[:m.end(5)] + m.group(8)
+    base = minutes.get(key, _MISS)
+    if base is _MISS:
+        y, mo, d, hh, mm, zone = m.group(1, 2, 3, 4, 5, 8)
+        try:
+            if zone == "Z":
+                tz = timezone.utc
+            else:
+                z = zone[1:].replace(":", "")
+                tz = timezone((1 if zone[0] == "+" else -1) * timedelta(hours=int(z[:2]), minutes=int(z[2:])))
+            base = datetime(int(y), int(mo), int(d), int(hh), int(mm), tzinfo=tz).timestamp()
+        except (ValueError, OverflowError):
+            base = None
+        if len(minutes) > 4096:
+            minutes.clear()
+        minutes[key] = base
+    if base is None:
+        return None
+    frac = m.group(7)
+    return plausible(base + min(int(m.group(6)), 59) + (float("0." + frac[1:]) if frac else 0.0))
 
 
 def _header_time(m: re.Match, clock: Clock) -> float | None:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 
 from exporter.framing.clock import Clock
-from exporter.framing.frame import (BARE_RESET, JOURNALD_COMMON, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, PROCESS_NAME_P, TRACEBACK_START,
-                                    record_time)
+from exporter.framing.frame import (BARE_RESET, JOURNALD_COMMON, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, PLAIN_COMMON,
+                                    STAMPED_COMMON, TRACEBACK_START, common_match, record_time)
 from exporter.parsers import BUILT_IN, NO_NEEDLE_FILTERS, Families, echo, engine_stats, kv_transfer, spec_decode
 from exporter.parsers.base import logger_stem
 from exporter.parsers.needles import matcher
@@ -36,6 +36,10 @@ from exporter.parsers.needles import matcher
 _WRAPPER = re.compile(JOURNALD_RECORD_P)
 # (the commonest instance of it, matched first: framing's, whose match a declined line takes with it)
 _WRAPPER_COMMON = JOURNALD_COMMON
+# what the lines of the commonest shapes start with (framing's common_match): a letter (journald), else these
+_STARTS = frozenset("(0123456789")
+# the shapes whose time holds no month name (record_time never says NO_MONTH for them)
+_NO_MONTH_NAME = (PLAIN_COMMON, STAMPED_COMMON)
 
 # (what the message starts with, kind, its exact pattern, fields from that pattern's groups, the family's
 # parser: its ``where`` says which levels and loggers its lines come from, so both ways keep the same
@@ -66,7 +70,7 @@ def classify(line: str, clock: Clock, quiet: bool = True, families: Families = B
     passes (unless ``quiet`` is False), else the usual way decides: with the wrapper's match when the
     line has framing's common shape (an ``re.Match``, for ``frame_line``'s ``shape``: not matched twice),
     else None. Both questions in one call, as the pipeline asks them."""
-    if not line[:1].isalpha():  # framing's fast shape starts so
+    if line[:1] not in _STARTS and not line[:1].isalpha():  # framing's common shapes start so
         return None
     # Which family, if any, by its wording (a substring test is a fraction of the wrapper's match,
     # which every other line would otherwise pay twice: here and in framing).
@@ -97,7 +101,7 @@ def _admitted(where, level: str, file: str) -> bool:
 
 def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where, families: Families):
     text = line.rstrip()
-    m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
+    m = common_match(text)
     if m is None:
         return None
     # (a decline below hands the match on: the usual way frames the line with it)
@@ -161,7 +165,7 @@ QUIET_ECHOES = tuple(s for s, _ in echo.STARTS)
 def ignorable(line: str, clock: Clock, families: Families = BUILT_IN) -> bool:
     """True when the usual way (framing, glue check, parsers) would count ``line`` as ignored and
     make no event of it. Same caller's checks as ``match``; a False says nothing."""
-    if not line[:1].isalpha():
+    if line[:1] not in _STARTS and not line[:1].isalpha():
         return False
     q = _quiet(line, clock, families)
     return q is True or q is ECHO
@@ -170,7 +174,7 @@ def ignorable(line: str, clock: Clock, families: Families = BUILT_IN) -> bool:
 def _quiet(line: str, clock: Clock, families: Families):
     """True, ECHO (which is ignorable too), or not: False, or the wrapper's match when the line has it."""
     text = line.rstrip()
-    m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
+    m = common_match(text)
     if m is None:
         return False
     if m.group(12) not in _QUIET_LEVELS:
@@ -204,9 +208,10 @@ def _quiet(line: str, clock: Clock, families: Families):
         return m
     # an unknown month name makes framing take its general way, which reads the line otherwise
     # (the minute's stamp is cached by framing: most lines only look it up)
-    known = clock.minutes.get(text[:m.start(5)])
-    if (known is None or known is NO_MONTH) and record_time(m, text, clock) is NO_MONTH:
-        return m
+    if m.re not in _NO_MONTH_NAME:
+        known = clock.minutes.get(text[:m.start(5)])
+        if (known is None or known is NO_MONTH) and record_time(m, text, clock) is NO_MONTH:
+            return m
     if ruled and (starts := _ECHO_BY_FIRST.get(msg[:1])) is not None and msg.startswith(starts):
         # a record that echoes a client's text: ignored all the same, but its continuation lines (the
         # same header) must reach no rule without client_text, so the pipeline is told (echo_key)
@@ -218,7 +223,7 @@ def echo_key(line: str) -> tuple[tuple, str] | None:
     """((process, pid), header) of a line classify answered ECHO, as framing reads them (the key and header
     exporter.stream.boundary.Echoes keeps)."""
     text = line.rstrip()
-    m = _WRAPPER_COMMON.match(text) or _WRAPPER.match(text)
+    m = common_match(text)
     if m is None:
         return None
     pid = m.group(11)

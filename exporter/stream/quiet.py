@@ -5,8 +5,9 @@ each costs a wrapper match, a needle search and a dozen substring tests (~5 us).
 lines are joined and scanned by RE2 over the whole text, in C, so a quiet line costs its share of the scans and
 a set look-up, and no Python object is made for it:
 
-- the wrapper: runs of whole lines in framing's common journald shape at INFO or DEBUG, with an English month
-  and a message that holds something visible (``QUIET_RUN_P``), one anchored call a run however long: a line
+- the wrapper: runs of whole lines in framing's common shapes (journald's with an English month, vLLM's own
+  record with no wrapper, or behind an RFC 3339 stamp and a node log's tag) at INFO or DEBUG, with a message
+  that holds something visible (``QUIET_RUN_P``), one anchored call a run however long: a line
   outside every run is stopped;
 - the message: lines holding, after their header's ``] ``, any needle of any family or user rule
   (``Families.filters``), any word the request log's records are counted by, a periodic line's start, a
@@ -41,16 +42,21 @@ from exporter.parsers import Families
 from exporter.parsers.needles import re2
 from exporter.stream.fastpath import QUIET_DECLINES, QUIET_ECHOES
 
-# framing's JOURNALD_COMMON without its groups, at INFO or DEBUG, with the English month names only (a month
-# framing knows: record_time never says NO_MONTH for one), every class narrowed to ASCII (+ what else the class
-# leaves out): a subset of the lines framing's pattern matches
+# framing's common shapes (frame.common_match) without their groups, at INFO or DEBUG, journald's with the English
+# month names only (a month framing knows: record_time never says NO_MONTH for one), every class narrowed to ASCII
+# (+ what else the class leaves out): a subset of the lines framing's patterns match
 _ENGLISH = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 assert all(MONTHS.get(m.lower()) for m in _ENGLISH)
 assert PROCESS_NAME_P == r"[A-Za-z_][\w.:-]{0,63}"  # (spelt out in ASCII below)
 _NOT_WHITE = r"[^\t-\r\x1c-\x20\x80-\xff"  # (not white space to Python, and ASCII: + more, and "]")
+_JOURNALD_ASCII = (rf"(?:{'|'.join(_ENGLISH)}) {{1,2}}[0-9]{{1,2}} [0-9][0-9]:[0-9][0-9]:[0-9][0-9] {_NOT_WHITE}:\[\]]+ "
+                   rf"{_NOT_WHITE}\[:]+\[[0-9]+\]: ")
+# ... and framing's STAMPED_COMMON's wrapper (an RFC 3339 stamp with a zone, a node log's full-line tag), or none
+# (PLAIN_COMMON): the time of neither holds a month name
+_STAMPED_ASCII = (r"[0-9]{4}-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9](?:\.[0-9]+)?"
+                  r"(?:Z|[+-][0-9][0-9]:?[0-9][0-9]) (?:(?:stdout|stderr) F )?")
 QUIET_SHAPE_P = (
-    rf"(?:{'|'.join(_ENGLISH)}) {{1,2}}[0-9]{{1,2}} [0-9][0-9]:[0-9][0-9]:[0-9][0-9] {_NOT_WHITE}:\[\]]+ "
-    rf"{_NOT_WHITE}\[:]+\[[0-9]+\]: \((?:[A-Za-z_][0-9A-Za-z_.:-]{{0,63}}) pid=[0-9]+\) (?:INFO|DEBUG) "
+    rf"(?:{_JOURNALD_ASCII}|{_STAMPED_ASCII})?\((?:[A-Za-z_][0-9A-Za-z_.:-]{{0,63}}) pid=[0-9]+\) (?:INFO|DEBUG) "
     rf"[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9] \[{_NOT_WHITE}\]]+:[0-9]+\] ")
 # a run of whole lines in the shape whose message holds something visible (so it is not blank to the fast path,
 # which matches the line without its trailing white space)
