@@ -209,11 +209,15 @@ def startup_and_idle(pythons: list[str], rounds: int) -> dict[str, list[tuple[fl
     return out
 
 
-def throughput(n: int, rounds: int, pythons: list[str], mix: str) -> dict:
-    """The side-by-side run on one mix; prints its tables and returns the medians for the summary."""
+def throughput(n: int, rounds: int, pythons: list[str], mix: str, wrapper: str = "journald") -> dict:
+    """The side-by-side run on one mix; prints its tables and returns the medians for the summary. ``wrapper``:
+    the log's lines in that wrapper (bench/families.py WRAPPERS)."""
+    import families
+
     path = ROOT / "bench" / "out" / (f"mixed-{n}.log" if mix == "access94" else f"{mix}-{n}.log")
     if not path.exists():
         subprocess.run([sys.executable, str(ROOT / "bench" / "gen_log.py"), str(n), str(path), "--mix", mix], check=True)
+    path = families.wrapped_files({mix: path}, wrapper)[mix]
     runs = [("mtail", lambda: run_mtail(path))]
     for i, py in enumerate(pythons):
         tag = f" py{i + 1}"
@@ -272,6 +276,10 @@ def main() -> int:
                     help="lines of the periodic-20 %% log `report` reads for its peak RSS (default 6 M, ~1 GB)")
     ap.add_argument("--latency-samples", type=int, default=200)
     ap.add_argument("--scrapes", type=int, default=300)
+    ap.add_argument("--wrapper", default="journald",
+                    help="the logs' lines in this wrapper: journald, bare, stamped (the daemon's journald and container "
+                         "sources hand lines on so), cri (bench/families.py)")
+    ap.add_argument("--mixes-only", action="store_true", help="the two mixes and the families only")
     args = ap.parse_args()
     n, rounds = args.n, args.rounds
     pythons = args.python or [sys.executable]
@@ -289,13 +297,15 @@ def main() -> int:
     summary: dict = {}
     fair = True
     for mix in ("access94", "periodic20"):
-        got = throughput(n, rounds, pythons, mix)
+        got = throughput(n, rounds, pythons, mix, args.wrapper)
         summary[mix] = got["ratios"]
         fair = fair and got["fair"]
 
     print("\n### Per line, per family (µs, start-up subtracted; bench/families.py)\n")
-    fam = families.measure(pythons, rounds)
+    fam = families.measure(pythons, rounds, wrapper=args.wrapper)
     print(families.table(fam).replace("ours", "py1") if len(pythons) == 1 else families.table(fam))
+    if args.mixes_only:
+        return 0 if fair else 1
 
     tags = [f"py{i + 1}" for i in range(len(pythons))]
     print("\n### Line appended -> counter moved in /metrics (bench/latency.py)\n")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Microseconds per line, per line family, end to end: ours (`report`) and mtail (`--one_shot`).
 
-    python bench/families.py [ROUNDS=3] [--python PY ...] [--rules FILE] [--no-mtail] [--bare] [--wall]
+    python bench/families.py [ROUNDS=3] [--python PY ...] [--rules FILE] [--no-mtail] [--wrapper W] [--wall]
 
 For each family (engine stats, spec decode, KV transfer, the request logger's lines, WARNING lines, other
 INFO lines that no parser wants, access-log lines) a file of LINES lines of only that family is cut from the periodic-20 % benchmark
@@ -46,16 +46,34 @@ FAMILIES = (
 )
 
 
-def bare_files(files: dict[str, Path]) -> dict[str, Path]:
-    """The same lines without journald's wrapper ("Aug 04 02:43:00 gpu-host vllm[4242]: "), as `vllm serve >
-    FILE` writes them: every one is framed the general way (exporter.framing.frame.frame_general)."""
+# Other wrappers than journald's ("Aug 04 02:43:00 gpu-host vllm[4242]: "), each as its source holds a line:
+# none (`vllm serve > FILE`, stdin, `podman logs`); the container API's RFC 3339 stamp (the exporter's podman/docker
+# source asks for timestamps); a Kubernetes node log's stamp, stream and full-line tag (CRI).
+WRAPPERS = ("journald", "bare", "stamped", "cri")
+_MONTHS = {m: i + 1 for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                                           "Dec"))}
+
+
+def _rewrapped(line: str, wrapper: str) -> str:
+    head, _, bare = line.partition("]: ")
+    if wrapper == "bare":
+        return bare
+    mon, day, hms = head.split()[:3]
+    stamp = f"2026-{_MONTHS[mon]:02d}-{int(day):02d}T{hms}.123456789Z "
+    return stamp + ("stderr F " if wrapper == "cri" else "") + bare
+
+
+def wrapped_files(files: dict[str, Path], wrapper: str) -> dict[str, Path]:
+    """The same lines in another ``wrapper`` (WRAPPERS), written once beside them."""
+    if wrapper == "journald":
+        return files
     out = {}
     for name, path in files.items():
-        bare = path.with_name(path.stem + "-bare.log")
-        if not bare.exists():
+        other = path.with_name(f"{path.stem}-{wrapper}.log")
+        if not other.exists():
             with open(path, encoding="utf-8") as src:
-                bare.write_text("".join(line.split("]: ", 1)[-1] for line in src), encoding="utf-8")
-        out[name] = bare
+                other.write_text("".join(_rewrapped(line, wrapper) for line in src), encoding="utf-8")
+        out[name] = other
     return out
 
 
@@ -108,13 +126,11 @@ def ours_cmd(python: str, path: Path, rules: str | None = None) -> list[str]:
             *(["--rules", rules] if rules else [])]
 
 
-def measure(pythons: list[str], rounds: int, rules: str | None = None, mtail: bool = True, bare: bool = False
+def measure(pythons: list[str], rounds: int, rules: str | None = None, mtail: bool = True, wrapper: str = "journald"
             ) -> dict[str, dict[str, float]]:
-    """family -> tool -> microseconds per line (median of rounds). ``bare``: the lines without their journald
-    wrapper (bare_files)."""
-    files = family_files()
-    if bare:
-        files = bare_files(files)
+    """family -> tool -> microseconds per line (median of rounds). ``wrapper``: the lines in that wrapper
+    (wrapped_files)."""
+    files = wrapped_files(family_files(), wrapper)
     # the start-up's file: one line (`report` refuses a log with none), the first of the ignored INFO lines
     empty = ROOT / "bench" / "out" / "one-line.log"
     with open(files["ignored INFO"], encoding="utf-8") as f:
@@ -164,8 +180,10 @@ def main() -> int:
     ap.add_argument("--python", action="append")
     ap.add_argument("--rules", help="also run ours with these rules (report --rules FILE), alternating")
     ap.add_argument("--wall", action="store_true", help="time by the wall clock (default: the child's CPU time)")
-    ap.add_argument("--bare", action="store_true",
-                    help="the lines without their journald wrapper, as a plain file holds them (the general framing way)")
+    ap.add_argument("--wrapper", choices=WRAPPERS, default="journald",
+                    help="the lines in this wrapper: journald's (default), none (a plain file), the container API's "
+                         "RFC 3339 stamp, a Kubernetes node log's (cri)")
+    ap.add_argument("--bare", action="store_true", help="the same as --wrapper bare")
     ap.add_argument("--no-mtail", action="store_true",
                     help="leave mtail out (with --rules: ours against ours with rules; else against the first --python)")
     args = ap.parse_args()
@@ -174,7 +192,7 @@ def main() -> int:
     pythons = args.python or [sys.executable]
     for py in pythons:
         subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "exporter")], check=True)
-    print(table(measure(pythons, args.rounds, args.rules, not args.no_mtail, args.bare)))
+    print(table(measure(pythons, args.rounds, args.rules, not args.no_mtail, "bare" if args.bare else args.wrapper)))
     return 0
 
 

@@ -2,7 +2,7 @@
 """What the vocabulary's size costs a line, in one process: per family, the pipeline's CPU time per line
 without rules and with N rules that match nothing (bench/many_rules.py), alternating, best of ROUNDS.
 
-    python bench/vocabulary.py [ROUNDS=5] [--rules 10,200] [--lines 20000]
+    python bench/vocabulary.py [ROUNDS=5] [--rules 10,200] [--lines 20000] [--wrapper journald|bare|stamped|cri]
 
 The families' files are bench/families.py's (made by it when missing). Only ``Pipeline.feed_batch`` is timed
 (``time.process_time``), so neither start-up nor the report's tables nor other sessions' load on this VM
@@ -30,6 +30,7 @@ def main() -> int:
     ap.add_argument("rounds", type=int, nargs="?", default=5)
     ap.add_argument("--rules", default="200", help="comma-separated numbers of rules (default 200)")
     ap.add_argument("--lines", type=int, default=20_000)
+    ap.add_argument("--wrapper", default="journald", help="the lines in this wrapper (bench/families.py WRAPPERS)")
     args = ap.parse_args()
 
     from exporter.config.rules import load_rule_file
@@ -43,6 +44,9 @@ def main() -> int:
     if not all(f.exists() for f in files.values()):
         from families import family_files
         family_files()
+    if args.wrapper != "journald":
+        from families import wrapped_files
+        files = wrapped_files(files, args.wrapper)
     sets = {"none": BUILT_IN}
     for n in (int(x) for x in args.rules.split(",")):
         path = out / f"rules{n}.yaml"
