@@ -158,6 +158,8 @@ def test_classify_answers_both_questions_as_they_are_answered_one_by_one():
             assert got == shape, line
         elif got is fastpath.IGNORE:
             assert fastpath.ignorable(line, Clock(year=2026)), line
+        elif type(got) is tuple:  # a WARNING-or-worse record's log event (test_a_warning_no_family_wants_...)
+            assert got[0] == "log" and not fastpath.ignorable(line, Clock(year=2026)), line
         else:  # the usual way decides, with the wrapper's match when the fast path made one
             assert not fastpath.ignorable(line, Clock(year=2026)), line
             assert got is None or isinstance(got, re.Match), (line, got)
@@ -204,3 +206,102 @@ def test_every_family_line_at_info_or_debug_leaves_early_only_when_the_usual_way
     assert len(moved) > 100
     taken = [line for line in moved if check_ignorable(line)]
     assert taken  # (some do leave early: the failure families' words at INFO are no failure)
+
+
+# --- WARNING-or-worse records no family wants: a `log` event made unframed --------------------------------------
+
+def _real_lines() -> list[str]:
+    import gzip
+
+    import yaml
+
+    lines = [e["line"] for path in sorted((FIXTURES / "real_lines").glob("*.yaml"))
+             for e in yaml.safe_load(path.read_text(encoding="utf-8"))]
+    lines += (FIXTURES / "warning_signs.log").read_text(encoding="utf-8").splitlines()
+    for path in sorted(FIXTURES.glob("vllm-*-cpu/*.log.gz")):
+        lines += gzip.decompress(path.read_bytes()).decode("utf-8", "replace").splitlines()
+    return lines
+
+
+_REAL_LINES = _real_lines()
+# every fixture and capture line, and each in journald's wrapper (the captures are bare files)
+_EVERY = _ALL + _REAL_LINES + ["Aug 04 02:45:02 gpu-host vllm[4242]: " + line for line in _REAL_LINES]
+_PROBLEMS = [line for line in _EVERY if " WARNING " in line or " ERROR " in line or " CRITICAL " in line]
+
+
+def _outcome(lines: list[str], clean: bool, families=None):
+    """What a pipeline makes of ``lines`` fed one by one: ``clean`` lets the fast path answer (the lines hold nothing
+    of batch_unsafe), else every line goes the usual way; each result with its events, then the end's."""
+    from exporter.parsers import BUILT_IN
+
+    p = Pipeline(Clock(year=2026), families=families or BUILT_IN)
+    out = []
+    for line in lines:
+        res, events = p.feed(line, clean)
+        out.append((res, [(e.kind, e.fields, e.ts, e.process, e.pid, e.line) for e in events]))
+    return out, [(e.kind, e.fields, e.ts, e.process, e.pid, e.line) for e in p.flush()]
+
+
+def test_a_warning_no_family_wants_is_the_log_event_the_usual_way_makes():
+    from exporter.stream.batch import batch_unsafe
+
+    lines = [line for line in _PROBLEMS if not batch_unsafe(line)]
+    logged = [line for line in lines if type(got := fastpath.classify(line, Clock(year=2026))) is tuple
+              and got[0] == "log"]
+    assert len(logged) > 200, len(logged)  # (most: what families want, tracebacks, echo records go the usual way)
+    for line in lines:
+        assert _outcome([line], True) == _outcome([line], False), line
+    # in a stream, where a traceback opens with the record before it and an echo record takes its later lines
+    assert _outcome(lines, True) == _outcome(lines, False)
+
+
+def test_a_warning_line_of_an_echo_record_and_the_traceback_after_a_warning_read_the_same_both_ways():
+    head = "Aug 04 02:45:02 gpu-host vllm[4242]: (APIServer pid=53) "
+    lines = [
+        # an echo record logged at WARNING, and a line of its client's text with the same header
+        head + "WARNING 08-04 02:45:02 [serving.py:1] Aborted request chatcmpl-1 with text:",
+        head + "WARNING 08-04 02:45:02 [serving.py:1] the disk is full, please help",
+        # a WARNING record, then the traceback it opens (its first words are the traceback's opening)
+        head + "ERROR 08-04 02:45:03 [core.py:9] Skipping the pre-flight check as asked",
+        head + "ERROR 08-04 02:45:03 [core.py:9] Traceback (most recent call last):",
+        head + 'ERROR 08-04 02:45:03 [core.py:9]   File "/x/core.py", line 9, in step',
+        head + "ERROR 08-04 02:45:03 [core.py:9] ValueError: boom",
+        # the same call's next record: its opening words end the traceback (not one of its lines)
+        head + "ERROR 08-04 02:45:03 [core.py:9] Skipping the pre-flight check as asked",
+        head + "INFO 08-04 02:45:09 [api_server.py:1] next",
+        # a chain's words at WARNING open nothing; the traceback after them has no opening words
+        head + "WARNING 08-04 02:45:10 [core.py:9] During handling of the above exception, another exception occurred:",
+        head + "WARNING 08-04 02:45:10 [core.py:9] Traceback (most recent call last):",
+        head + 'WARNING 08-04 02:45:10 [core.py:9]   File "/x/core.py", line 9, in step',
+        head + "WARNING 08-04 02:45:10 [core.py:9] KeyError: 'x'",
+        head + "WARNING 08-04 02:45:10 [core.py:9] During handling of the above exception, another exception occurred:",
+        head + "INFO 08-04 02:45:19 [api_server.py:1] next",
+        # a JSON record logged at WARNING, and a message whose long digit run the usual way squeezes
+        head + 'WARNING 08-04 02:45:20 [core.py:9] {"level": "ERROR", "message": "disk full", "time": "2026-08-04T02:45:20Z"}',
+        head + "WARNING 08-04 02:45:21 [core.py:9] Skipping a block " + "7" * 300 + " of the pre-flight check as asked",
+    ]
+    fast, usual = _outcome(lines, True), _outcome(lines, False)
+    assert fast == usual
+    # the fast path answers both, and the pipeline's state decides: the echo record takes the first, and the second
+    # gives the traceback its opening words
+    assert [fastpath.classify(lines[i], Clock(year=2026))[0] for i in (1, 2)] == ["log", "log"]
+    assert usual[0][1][1] == [] and any(e[0] == "log" for e in usual[0][2][1])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_PROBLEMS), st.lists(st.tuples(st.integers(0, 200), st.sampled_from(
+    ["", " ", "  ", "[", "]", " [", "{", '{"', "Traceback (most recent call last):", "INFO ", "ERROR 08-04 02:45:02 [x.py:1] ",
+     "[0m", "Aborted request ", "Finished request ", "hermes_tool_parser.py", "request_logger.py", "out of memory",
+     "CUDA error", "\t", "During handling of the above exception, another exception occurred", "0" * 40,
+     "(APIServer pid=7) ", "   File \"x.py\", line 1", "é", "\u2028", "Xyz"])), max_size=3)), min_size=1, max_size=5))
+def test_mutated_warnings_read_the_same_both_ways(batch):
+    from exporter.stream.batch import batch_unsafe
+
+    lines = []
+    for line, edits in batch:
+        for pos, text in edits:
+            line = line[:pos] + text + line[pos + 1:]
+        if not batch_unsafe(line):
+            lines.append(line)
+    if lines:
+        assert _outcome(lines, True) == _outcome(lines, False), lines

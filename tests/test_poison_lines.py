@@ -172,6 +172,12 @@ def frame_line(line, *a, **kw):
         raise ValueError("a stand-in bug")
     return real(line, *a, **kw)
 p.frame_line = frame_line
+fast = p.fastpath.classify
+def classify(line, *a, **kw):  # (the fast path reads such a line without framing it: the bug is there too)
+    if "POISON" in line:
+        raise ValueError("a stand-in bug")
+    return fast(line, *a, **kw)
+p.fastpath.classify = classify
 from exporter.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -260,7 +260,8 @@ class Families:
 
     __slots__ = ("rules", "rule_table", "client_text_table", "rule_needles", "filters", "_origins", "_needles_for",
                  "by_file", "by_level", "by_origin", "quiet_any", "quiet_cache", "shape_any", "shape_cache",
-                 "_rule_dispatch", "_client_text_dispatch", "quiet_holds_any", "quiet_holds_cache", "_both")
+                 "_rule_dispatch", "_client_text_dispatch", "quiet_holds_any", "quiet_holds_cache", "_both",
+                 "log_hits")
 
     def __init__(self, rules: tuple[Parser, ...] = (), loggers: tuple[tuple[str, ...], ...] | None = None,
                  client_text: tuple[bool, ...] | None = None, levels: tuple[tuple[str, ...], ...] | None = None):
@@ -289,6 +290,9 @@ class Families:
         self._client_text_dispatch = _Dispatch(tuple(p for p, ok in zip(self.rules, readers) if ok))
         # the families' needles and the rules' in one search (``parse``): a framed line is searched once
         self._both = _Dispatch(PARSERS + self.rules) if self.rules else None
+        # which of those needles a message holds (the families' alone without rules): a WARNING-or-worse line holding
+        # none is a ``log`` event and nothing else, which the fast path makes unframed
+        self.log_hits = (self._both or _DISPATCH).hits
         # what the fast path searches a quiet line for, NO_NEEDLE_FILTERS and the rules' quiet needles at once
         # (``quiet_holds``); per (level, file) when some rule names either
         self.quiet_holds_cache: dict[tuple[str, str], object] = {}

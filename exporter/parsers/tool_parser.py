@@ -18,7 +18,7 @@ file's name without ``_tool_parser``; the bound is the metric's).
 The parsers of ``vllm/parser/`` (0.16+: ``mistral.py``, ``gemma4.py``, ``harmony.py``,
 ``response_template.py``) and the pythonic parsers' shared helpers (``tool_parsers/utils.py``) have files
 whose names other modules share (``vllm/tokenizers/mistral.py``, every ``utils.py``): their records are
-taken by file and wording together (``_BY_WORDS``), the parser named by the file (``pythonic`` for the
+taken by file and wording together (``BY_WORDS``), the parser named by the file (``pythonic`` for the
 helpers). Their set-up and per-request option notices (structured outputs with a forced tool call...) are
 configuration, not the model's output failing to parse, and are not read. A ``logger.exception`` of theirs is
 known as a tool parser's by its first line (exporter.stream.pipeline remembers that record's header), not by
@@ -36,7 +36,7 @@ _NAME = lazy_compile(r"[a-z0-9_]{1,40}")
 _HEADER_FILE = lazy_compile(r"\[([^\s\]]+)\]\s*$")
 _LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
 # (file stem: (the parser it names, the wordings of a tool call it could not read, at the message's start))
-_BY_WORDS = {
+BY_WORDS = {
     "mistral": ("mistral", lazy_compile(r"Error in extracting tool call from response\.$|Error trying to handle streaming "
                                       r"tool call\.$|No tool call found in the JSON after ")),
     "gemma4": ("gemma4", lazy_compile(r"Gemma4 (?:args|array) parser made no progress at position \d+")),
@@ -68,7 +68,7 @@ def failure(frame: Frame) -> Event | None:
         return None  # (an indented line is a traceback's code or caret line, a read begun inside it: no record's start)
     name = parser_of(frame.logger)
     if name is None and frame.logger:
-        by_words = _BY_WORDS.get(logger_stem(frame.logger))
+        by_words = BY_WORDS.get(logger_stem(frame.logger))
         if by_words is not None and by_words[1].match(frame.message):
             name = by_words[0]
     return Event("tool_call_parser_failure", {"parser": name}) if name is not None else None

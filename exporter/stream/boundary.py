@@ -121,12 +121,10 @@ class Echoes:
         """The echo record ``f`` begins or continues (exporter.parsers.echo's name for it; "continued"
         for a continuation line), else None."""
         rec = echo.recognise(f)
-        headers = self._headers
         header = f.header
         if rec is None:
-            if not headers or header is None or headers.get(key, ("",))[0] != header.rstrip():
-                return None
-            return "continued"
+            return "continued" if header is not None and self.continues(key, header.rstrip()) else None
+        headers = self._headers
         if header is not None:
             h = header.rstrip()
             last = headers.get(key)
@@ -139,6 +137,12 @@ class Echoes:
                 headers.clear()
             headers[key] = (h, rec, rec if rec in echo.FACT_RECORDS else None)
         return rec
+
+    def continues(self, key: tuple, header: str) -> bool:
+        """Whether a line of ``key`` with this header (white space stripped from its end) is a line of its last echo
+        record: the same header (second, file and line)."""
+        headers = self._headers
+        return bool(headers) and headers.get(key, ("",))[0] == header
 
     def pending(self, key: tuple) -> str | None:
         """The record whose continuation line ``key``'s last one was, while its facts are still to come."""

@@ -29,9 +29,11 @@ import re
 from exporter.framing.clock import Clock
 from exporter.framing.frame import (BARE_RESET, JOURNALD_COMMON, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, PLAIN_COMMON,
                                     STAMPED_COMMON, TRACEBACK_START, common_match, record_time)
-from exporter.parsers import BUILT_IN, NO_NEEDLE_FILTERS, Families, echo, engine_stats, kv_transfer, spec_decode
+from exporter.parsers import BUILT_IN, NO_NEEDLE_FILTERS, Families, echo, engine_stats, kv_transfer, spec_decode, tool_parser
+from exporter.parsers._values import has_long_run
 from exporter.parsers.base import logger_stem
 from exporter.parsers.needles import matcher
+from exporter.stream.traceback import CHAIN
 
 _WRAPPER = re.compile(JOURNALD_RECORD_P)
 # (the commonest instance of it, matched first: framing's, whose match a declined line takes with it)
@@ -177,8 +179,9 @@ def _quiet(line: str, clock: Clock, families: Families):
     m = common_match(text)
     if m is None:
         return False
-    if m.group(12) not in _QUIET_LEVELS:
-        return m
+    level = m.group(12)
+    if level not in _QUIET_LEVELS:
+        return _logged(m, text, level, clock, families)
     msg = text[m.end():]
     # (the request log's words first: a few prefix and substring tests, where the needles' search costs ~1 us)
     if msg.startswith(echo.COUNTED):
@@ -217,6 +220,48 @@ def _quiet(line: str, clock: Clock, families: Families):
         # same header) must reach no rule without client_text, so the pipeline is told (echo_key)
         return ECHO
     return True
+
+
+_LOG_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
+# a message longer than this goes the usual way (which reads the first 64 KiB of one, and squeezes long digit runs)
+_LOG_CHARS = 4096
+# logger file -> whether its records may be read otherwise than as a ``log`` event: a tool-call parser's (its
+# failures are counted without their text) or an echo-only logger's (a client's text); bounded
+_OTHER_LOGGERS: dict[str, bool] = {}
+
+
+def _logged(m, text: str, level: str, clock: Clock, families: Families):
+    """``("log", fields, ts, process, pid, header)`` for a WARNING-or-worse record the usual way would make a
+    ``log`` event of and nothing else (no family's or rule's needle, no traceback, no glued record, no tool parser
+    or echo logger, the usual way's message): what ``Pipeline._classify`` makes of it; else the wrapper's match.
+    The pipeline still asks its own state: an open traceback or echo record may take the line
+    (``Pipeline._fast_event``)."""
+    if level not in _LOG_LEVELS:
+        return m
+    msg = text[m.end():]
+    c = msg[:1]
+    if not c or c.isspace() or c == "{" or len(msg) > _LOG_CHARS or msg.startswith(TRACEBACK_START) \
+            or msg.startswith(CHAIN) or msg.startswith(QUIET_ECHOES) or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):
+        return m  # a traceback's, a JSON record's, an echo record's, or maybe another record glued on
+    if ("0m" in text or "9m" in text) and BARE_RESET.search(text) is not None:
+        return m
+    logger = text[m.start(18):m.end(19)]
+    other = _OTHER_LOGGERS.get(logger)
+    if other is None:
+        stem = logger_stem(logger)
+        other = stem in echo.LOGGERS or stem in tool_parser.BY_WORDS or tool_parser.parser_of(logger) is not None
+        if len(_OTHER_LOGGERS) > 256:
+            _OTHER_LOGGERS.clear()
+        _OTHER_LOGGERS[logger] = other
+    # (a long digit run: the usual way searches the needles in its squeezed text, left to it)
+    if other or has_long_run(msg) or families.log_hits(msg):
+        return m
+    when = record_time(m, text, clock)
+    if when is NO_MONTH:
+        return m
+    proc, pid = m.group(10, 11)
+    return ("log", {"level": level.lower(), "logger": logger, "message": msg[:1000]}, when[0], proc,
+            int(pid) if pid is not None and len(pid) <= 10 else None, text[m.start(12):m.end()].rstrip())
 
 
 def echo_key(line: str) -> tuple[tuple, str] | None:

@@ -91,7 +91,7 @@ class Pipeline:
         self._warning_line = -1  # the line of the latest Python warning (its source line follows it)
         self._scan_rest = 0  # batches feed_batch reads before it scans for quiet lines again (they found few)
         self._tracebacks: dict[tuple, OpenTraceback] = {}
-        # (process key, header) of the latest tool-parser failure read by its words (tool_parser._BY_WORDS): a
+        # (process key, header) of the latest tool-parser failure read by its words (tool_parser.BY_WORDS): a
         # logger.exception's traceback under that header is the same record (its file alone does not say so)
         self._tool_failure: tuple | None = None
         # process key -> (header, message) of its latest WARNING-or-worse record line: the first line of the
@@ -218,8 +218,12 @@ class Pipeline:
                     fast_echoes.append(line)
                     counts[IGNORED] += 1
                     continue
-                # (a tuple: the fast path's event; else the usual way, with the wrapper's match if it made one)
-                res, ev = (PARSED, [fast_event(fast)]) if type(fast) is tuple else usual(line, clean, fast)
+                # (a tuple: the fast path's event, unless this stream's state takes the line; else the usual way, with
+                # the wrapper's match if it made one)
+                if type(fast) is tuple and (made := fast_event(fast)) is not None:
+                    res, ev = PARSED, [made]
+                else:
+                    res, ev = usual(line, clean, fast if type(fast) is not tuple else None)
             except Exception as e:  # noqa: BLE001 - the guard: one line, never its neighbours
                 self.lineno = start + i + 1
                 counts[UNPARSED] += 1
@@ -267,7 +271,10 @@ class Pipeline:
                     self.lineno += 1
                     return IGNORED, []
                 if type(fast) is tuple:
-                    return PARSED, self._lifecycle([self._fast_event(fast)])
+                    made = self._fast_event(fast)
+                    if made is not None:
+                        return PARSED, self._lifecycle([made])
+                    fast = None
             res, events = self._feed_usual(line, clean, fast)
         except Exception as e:  # noqa: BLE001 - the guard: one line, never its neighbours
             self.lineno = start + 1
@@ -275,11 +282,27 @@ class Pipeline:
             return UNPARSED, []
         return res, (self._lifecycle(events) if events else events)
 
-    def _fast_event(self, fast: tuple) -> Event:
+    def _fast_event(self, fast: tuple) -> Event | None:
+        """The event of a line the fast path read (fastpath.classify's tuple), or None when this stream's state
+        takes the line otherwise (the usual way reads it then)."""
+        if len(fast) == 6:  # a WARNING-or-worse record no family wants: what _classify does with it
+            kind, fields, ts, process, pid, header = fast
+            key = (process, pid)
+            if self._echoes.continues(key, header):
+                return None  # a line of an echo record (the same header): its record's
+            self._opened(key, header, fields["message"])
+        else:
+            kind, fields, ts, process, pid = fast
+            self._attribute(kind, fields, (process, pid))
         self.lineno += 1
-        kind, fields, ts, process, pid = fast
-        self._attribute(kind, fields, (process, pid))
         return Event(kind, fields, ts, process, pid, self.lineno)
+
+    def _opened(self, key: tuple, header: str, msg: str) -> None:
+        """A WARNING-or-worse record's first words, which a traceback its process logs next opens with."""
+        openers = self._openers
+        if len(openers) >= MAX_PROCESSES and key not in openers:
+            openers.clear()  # a log naming endless processes: forget, never grow
+        openers[key] = (header, msg[:OPENING_CHARS])
 
     def _feed_usual(self, line: str, clean: bool, shape=None) -> tuple[str, list[Event]]:
         """Every line the fast path does not answer, the one way: framed once (``_framed``: the line's frame, or
@@ -410,10 +433,7 @@ class Pipeline:
             return PARSED, done
         if f.header is not None and (f.level or "") in PROBLEM_LEVELS and msg.strip() and not msg.startswith(CHAIN):
             # (a blank line or a chain's words are a traceback's middle, never a record's first line)
-            openers = self._openers
-            if len(openers) >= MAX_PROCESSES and key not in openers:
-                openers.clear()  # a log naming endless processes: forget, never grow
-            openers[key] = (f.header.rstrip(), msg[:OPENING_CHARS])
+            self._opened(key, f.header.rstrip(), msg)
         if not text and (f.level is None and f.header is None and (_EXCEPTION_LINE.match(msg) or _FRAME_LINE.match(msg))
                          or f.level in _RECORD_TRACEBACK_LEVELS and f.header is not None and _FRAME_LINE.match(msg)):
             return PARSED, self._orphan_traceback(f, key)
