@@ -6,7 +6,8 @@ tag and logger header. ``frame_general`` reads a line in one pass: colour and re
 envelope's line taken out (exporter.framing.envelopes); the named wrappers peeled from the start
 (exporter.framing.wrappers); the record's start read there, or found further in behind a wrapper
 (exporter.framing.headers: the first start wins); the rest is the message. ``frame_line`` first tries
-the commonest whole shape (journald, tag, header) in one match, which must agree with it.
+the commonest whole shapes in one match (``common_match``: journald's text, an RFC 3339 stamp, a node log's
+tag, or no wrapper; then vLLM's process tag and header), which must agree with it.
 
 Framing is pure: no I/O, no state except the timestamp converter's cache.
 """

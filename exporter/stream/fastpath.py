@@ -1,15 +1,18 @@
 """The commonest periodic lines, framed and parsed without a Frame or the parser table in between.
 
 A busy server logs an engine-stats, a spec-decode and a KV-transfer line per engine every few
-seconds, always in the same shape: journald, process tag, vLLM header, then the current release's
+seconds, always in the same shape: a wrapper (journald's text, the RFC 3339 stamp the journald and
+container sources add, a node log's, or none), process tag, vLLM header, then the current release's
 exact wording (for KV transfers, plain ``key=number`` pairs). Here the wrapper is matched by
-framing's own fast-shape regex, the message's first word picks the family, and the family's
+framing's own fast-shape regexes (``common_match``), the message's first word picks the family, and the family's
 exact-wording pattern is matched in place. A match means framing + parsing would give these very
 fields (tests compare the two on real and mutated lines); anything else goes the usual way.
 
 ``ignorable`` is the same idea for the lines no parser wants (most INFO lines): in that shape, at
 INFO or DEBUG, with no parser's needle in the message and nothing glued on, the usual way would
-count the line as ignored and make nothing of it; so it is not framed at all.
+count the line as ignored and make nothing of it; so it is not framed at all. A WARNING-or-worse
+record that no family wants is, the usual way, a ``log`` event and nothing else: that event is made
+here too (``_logged``), and the pipeline asks its own state before taking it.
 
 With a user's rules (exporter.parsers.Families), a line holding the needle of a rule that may take it
 (one bound to no logger file and level, or to this line's) goes the usual way, so the rules see it framed,
