@@ -11,6 +11,10 @@ from exporter.framing.frame import frame_line
 from exporter.stream.pipeline import Pipeline
 from tests.conftest import FIXTURES, SAMPLE, SAMPLE_V0
 from tests.wrapped import rewrapped
+from tests.both_ways import edited, outcome
+from exporter.config.rules import load_rules
+from exporter.parsers import BUILT_IN
+from exporter.parsers.rules import families as rule_families
 
 _JOURNALD = (SAMPLE.read_text(encoding="utf-8").splitlines() + SAMPLE_V0.read_text(encoding="utf-8").splitlines()
              + (FIXTURES / "seed_article.log").read_text(encoding="utf-8").splitlines())
@@ -229,17 +233,17 @@ _EVERY = _ALL + _REAL_LINES + ["Aug 04 02:45:02 gpu-host vllm[4242]: " + line fo
 _PROBLEMS = [line for line in _EVERY if " WARNING " in line or " ERROR " in line or " CRITICAL " in line]
 
 
-def _outcome(lines: list[str], clean: bool, families=None):
-    """What a pipeline makes of ``lines`` fed one by one: ``clean`` lets the fast path answer (the lines hold nothing
-    of batch_unsafe), else every line goes the usual way; each result with its events, then the end's."""
-    from exporter.parsers import BUILT_IN
+def _outcome(lines: list[str], clean: bool, families=BUILT_IN):
+    return outcome(lines, clean, families, timed=True)
 
-    p = Pipeline(Clock(year=2026), families=families or BUILT_IN)
-    out = []
-    for line in lines:
-        res, events = p.feed(line, clean)
-        out.append((res, [(e.kind, e.fields, e.ts, e.process, e.pid, e.line) for e in events]))
-    return out, [(e.kind, e.fields, e.ts, e.process, e.pid, e.line) for e in p.flush()]
+
+# a user's rules: one whose words some warnings hold (the fast path leaves those to the usual way, which reads the
+# rule), and one no line holds
+_RULES = rule_families(load_rules([
+    {"name": "ignored_fields", "pattern": r"present in the request but ignored", "level": "WARNING",
+     "metrics": [{"name": "t_ignored_total", "type": "counter"}]},
+    {"name": "xyz", "pattern": r"Xyz frobnicated", "metrics": [{"name": "t_xyz_total", "type": "counter"}]},
+], "test: rules"))
 
 
 def test_a_warning_no_family_wants_is_the_log_event_the_usual_way_makes():
@@ -251,8 +255,12 @@ def test_a_warning_no_family_wants_is_the_log_event_the_usual_way_makes():
     assert len(logged) > 200, len(logged)  # (most: what families want, tracebacks, echo records go the usual way)
     for line in lines:
         assert _outcome([line], True) == _outcome([line], False), line
-    # in a stream, where a traceback opens with the record before it and an echo record takes its later lines
+    # in a stream, where a traceback opens with the record before it and an echo record takes its later lines; and
+    # with a user's rules, one of which reads some of these lines
     assert _outcome(lines, True) == _outcome(lines, False)
+    ruled = _outcome(lines, True, _RULES)
+    assert ruled == _outcome(lines, False, _RULES)
+    assert any(e[0] == "rule" for _, evs in ruled[0] for e in evs)  # (the rule read some)
 
 
 def test_a_warning_line_of_an_echo_record_and_the_traceback_after_a_warning_read_the_same_both_ways():
@@ -293,15 +301,10 @@ def test_a_warning_line_of_an_echo_record_and_the_traceback_after_a_warning_read
     ["", " ", "  ", "[", "]", " [", "{", '{"', "Traceback (most recent call last):", "INFO ", "ERROR 08-04 02:45:02 [x.py:1] ",
      "[0m", "Aborted request ", "Finished request ", "hermes_tool_parser.py", "request_logger.py", "out of memory",
      "CUDA error", "\t", "During handling of the above exception, another exception occurred", "0" * 40,
-     "(APIServer pid=7) ", "   File \"x.py\", line 1", "é", "\u2028", "Xyz"])), max_size=3)), min_size=1, max_size=5))
+     "(APIServer pid=7) ", "   File \"x.py\", line 1", "é", "\u2028", "Xyz", "present in the request but ignored",
+     "Xyz frobnicated"])), max_size=3)), min_size=1, max_size=5))
 def test_mutated_warnings_read_the_same_both_ways(batch):
-    from exporter.stream.batch import batch_unsafe
-
-    lines = []
-    for line, edits in batch:
-        for pos, text in edits:
-            line = line[:pos] + text + line[pos + 1:]
-        if not batch_unsafe(line):
-            lines.append(line)
+    lines = edited(batch)
     if lines:
         assert _outcome(lines, True) == _outcome(lines, False), lines
+        assert _outcome(lines, True, _RULES) == _outcome(lines, False, _RULES), lines
