@@ -296,7 +296,7 @@ def test_a_warning_line_of_an_echo_record_and_the_traceback_after_a_warning_read
     assert usual[0][1][1] == [] and any(e[0] == "log" for e in usual[0][2][1])
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=800, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(_PROBLEMS), st.lists(st.tuples(st.integers(0, 200), st.sampled_from(
     ["", " ", "  ", "[", "]", " [", "{", '{"', "Traceback (most recent call last):", "INFO ", "ERROR 08-04 02:45:02 [x.py:1] ",
      "[0m", "Aborted request ", "Finished request ", "hermes_tool_parser.py", "request_logger.py", "out of memory",
