@@ -294,11 +294,18 @@ def test_the_stats_clock_reads_window_lengths_from_the_log():
     assert c.window(key, 160.87, True) == pytest.approx(2.005)     # after an all-zero line: the interval
     assert warned == [("s", pytest.approx(2.005, abs=0.01), 10.0)]
     w = StatsClock(2.0)
-    # whole seconds: a window is the mean of the gaps so far (their rounding averages out), not its own gap
-    for t, expect in ((0, 0.0), (2, 2.0), (5, 2.5), (7, 7 / 3), (9, 2.25)):
+    # whole seconds: while the configured interval fits the gaps (their sum, give or take a second: a 2 s loop a few
+    # ms late shows a 3 s gap once its fraction wraps), it is the window; their mean (2.5 s after [2, 3]) counted a
+    # live 2 s run's windows long, +13 % generated tokens
+    for t, expect in ((0, 0.0), (2, 2.0), (5, 2.0), (7, 2.0), (9, 2.0)):
         assert w.window(key, float(1000 + t), True) == pytest.approx(expect)
-    assert w.take_first(key) == pytest.approx(2.5)  # (no ready line: one interval, as the log showed it at 1005)
-    assert w.window(key, 1030.0, True) == pytest.approx(2.25)  # past two intervals: lines lost, one interval
+    assert w.take_first(key) == pytest.approx(2.0)  # (no ready line: one interval, as the log showed it at 1005)
+    assert w.window(key, 1030.0, True) == pytest.approx(2.0)  # past two intervals: lines lost, one interval
+    # ... and once it does not (vLLM at 2.5 s): their mean, a window a gap within a second of it
+    v = StatsClock(2.0)
+    got = [v.window(key, float(1000 + t), True) for t in (0, 2, 5, 7, 10, 12, 15)]
+    assert got == pytest.approx([0.0, 2.0, 2.0, 2.0, 2.5, 2.4, 2.5])
+    assert v.shown(key) == pytest.approx(2.5)
 
 
 def test_a_first_line_long_after_the_ready_line_followed_hidden_windows_and_is_one_interval():
@@ -433,3 +440,32 @@ def test_a_window_logged_after_a_death_or_stop_sets_no_load_gauge():
             assert value(s, name, server="s") == 0, (end, name)
         assert value(s, "vllm_log_prefix_cache_hit_ratio", server="s") == 0.5
         assert value(s, "vllm_log_stats_windows_total", server="s") == 3
+
+
+# The stats lines of a live vLLM 0.32 run on this machine (CPU build, 2 s interval, whole-second stamps), whose loop
+# showed one 3 s gap: its stamps and throughputs as logged, the other fields as the 0.32 traffic capture's. vLLM
+# counted 14,904 generated and 24,248 computed prompt tokens; the gaps' mean as the interval (2.5 s, then 2.33 ...)
+# counted 16,842 and 27,253.
+_HELD_LOOP = ((20, 468.5, 84.8), (23, 1087.3, 803.5), (25, 1074.5, 719.2), (27, 1255.1, 841.9), (29, 1404.9, 859.8),
+              (31, 2018.0, 1152.7), (33, 2047.2, 1364.3), (35, 1975.1, 1106.5), (37, 659.6, 492.7), (39, 0.0, 0.0))
+
+
+def test_a_gap_one_second_long_in_whole_second_stamps_does_not_lengthen_the_windows_after_it():
+    from exporter.framing.clock import Clock
+    from exporter.stream.pipeline import Pipeline
+
+    lines = ["(EngineCore pid=4117) INFO 12-05 22:32:18 [core.py:402] init engine (profile, create kv cache, warmup "
+             "model) took 17.75 s",
+             "(APIServer pid=4096) INFO 12-05 22:32:18 [entry.py:136] Supported tasks: ['generate']",
+             "INFO:     Application startup complete."]
+    lines += [f"(APIServer pid=4096) INFO 12-05 22:32:{s:02d} [loggers.py:335] Engine 000: Avg prompt throughput: "
+              f"{p} tokens/s, Avg generation throughput: {g} tokens/s, Running: 1 reqs, Waiting: 0 reqs, CPU KV cache "
+              f"usage: 0.1%, Prefix cache hit rate: 80.0%" for s, p, g in _HELD_LOOP]
+    pipe = Pipeline(Clock(year=2026))
+    m = Metrics(process_metrics=False, stats_interval=2.0)
+    m.add_server("s")
+    m.observe_many("s", pipe.feed_batch(lines)[1] + pipe.flush())
+    m.settle_windows("s")
+    text = m.render().decode()
+    assert value(text, "vllm_log_generation_tokens_total") == pytest.approx(14904, rel=0.03)
+    assert value(text, "vllm_log_computed_prompt_tokens_total") == pytest.approx(24248, rel=0.03)
