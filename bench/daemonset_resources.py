@@ -8,14 +8,15 @@ demo: `python -m exporter --demo` (three servers replaying the packaged samples:
 30 s, then real time) scraped every 5 s like Prometheus; RSS (VmRSS, peak VmHWM) and CPU seconds
 (utime + stime from /proc/PID/stat) at the end, and the mean CPU over the run.
 
-pods: kubelet's layout under a temp dir (PODS pods, each 0.log holding exporter/data/sample.log
-wrapped in CRI records COPIES times), followed by the CRI glob the chart renders with --from-start,
-so the whole backlog is a burst: the time to read it all, the CPU seconds and peak RSS it took; then
+pods: kubelet's layout under a temp dir (PODS pods, each 0.log holding exporter/data/sample.log's lines as
+vLLM wrote them, without their journald wrapper, in CRI records, COPIES times), followed by the CRI glob
+the chart renders with --from-start, so the whole backlog is a burst: the time to read it all, the CPU seconds and peak RSS it took; then
 30 s of steady state (one sample's worth of lines a second per pod appended) scraped every 5 s.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -79,9 +80,13 @@ def demo(seconds: float) -> None:
           f"{1000 * cpu / seconds:.0f} millicores mean")
 
 
+# the sample's journald wrapper: a pod's log holds what vLLM wrote to its stdout, without it
+_JOURNALD = re.compile(r"[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:\d\d:\d\d \S+ [^\s\[:]+\[\d+\]: ")
+
+
 def cri(lines: list[str]) -> str:
     stamp = "2026-08-04T02:45:03.123456789Z"
-    return "".join(f"{stamp} stdout F {line}\n" for line in lines)
+    return "".join(f"{stamp} stdout F {_JOURNALD.sub('', line, count=1)}\n" for line in lines)
 
 
 def pods(n: int, copies: int) -> None:

@@ -126,8 +126,10 @@ def frame_line(line: str, clock: Clock, clean: bool = False, shape: re.Match | N
 
     ``clean`` says the caller already knows the line holds no ESC, caret or ``#033`` colour and no
     carriage return (the pipeline checks a whole batch at once), so those checks are skipped.
-    ``shape``: the caller's match of ``JOURNALD_COMMON`` or ``JOURNALD_RECORD_P`` on ``line.rstrip()``
-    (a clean line's), not made again."""
+    ``shape``: the caller's ``common_match`` of ``line.rstrip()`` (a clean line's), not made again; False when
+    the caller found the line in none of those shapes."""
+    if shape is False:
+        return frame_general(line, clock)
     if shape is not None or (line[:1] in _COMMON_STARTS or line[:1].isalpha()) and (
             clean or ("\r" not in line and "\x1b" not in line and "^[" not in line and "#033[" not in line)):
         f = _frame_common(line, clock, shape)

@@ -74,7 +74,8 @@ def classify(line: str, clock: Clock, quiet: bool = True, families: Families = B
     """``match``'s answer for a line of one of the shapes (a tuple), IGNORE for one that ``ignorable``
     passes (unless ``quiet`` is False), else the usual way decides: with the wrapper's match when the
     line has framing's common shape (an ``re.Match``, for ``frame_line``'s ``shape``: not matched twice),
-    else None. Both questions in one call, as the pipeline asks them."""
+    False when it was looked for and the line has none (framing does not look again), else None. Both
+    questions in one call, as the pipeline asks them."""
     if line[:1] not in _STARTS and not line[:1].isalpha():  # framing's common shapes start so
         return None
     # Which family, if any, by its wording (a substring test is a fraction of the wrapper's match,
@@ -85,7 +86,7 @@ def classify(line: str, clock: Clock, quiet: bool = True, families: Families = B
     if not quiet:
         return None
     q = _quiet(line, clock, families)
-    return IGNORE if q is True else (q or None)
+    return IGNORE if q is True else q
 
 
 def match(line: str, clock: Clock, families: Families = BUILT_IN
@@ -108,7 +109,7 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
     text = line.rstrip()
     m = common_match(text)
     if m is None:
-        return None
+        return False  # (in no common shape: framing need not look again)
     # (a decline below hands the match on: the usual way frames the line with it)
     parser_where, admitted, reach = where
     level_file = m.group(12, 18)
