@@ -141,6 +141,10 @@ def test_batch_unsafe_is_exactly_the_listed_substrings(text):
     from exporter.stream.batch import BATCH_UNSAFE, batch_unsafe
 
     assert batch_unsafe(text) == any(u in text for u in BATCH_UNSAFE)
+    from exporter.framing.frame import TRACEBACK_START
+    from exporter.stream.batch import framing_unsafe
+
+    assert framing_unsafe(text) == any(u in text for u in BATCH_UNSAFE if u != TRACEBACK_START)
 
 
 def test_whitespace_set_is_what_isspace_says():
@@ -158,3 +162,25 @@ def test_count_access_tallies_every_line_once(lines):
     counted = [i for i in range(len(lines)) if i not in set(others)]
     assert others == sorted(others) and sum(tails.values()) == len(counted)
     assert (first, last) == ((counted[0], counted[-1]) if counted else (-1, -1))
+
+
+# A WARNING-or-worse record, the traceback it opens and that call's next record, in the commonest shapes: the
+# fast path may read the lines around it, and the traceback's own lines are its while it is open.
+HEADERED_TRACEBACK = [
+    "{w}(EngineCore pid=9) ERROR 01-01 00:00:05 [core.py:9] EngineCore hit a snag",
+    "{w}(EngineCore pid=9) ERROR 01-01 00:00:05 [core.py:9] Traceback (most recent call last):",
+    '{w}(EngineCore pid=9) ERROR 01-01 00:00:05 [core.py:9]   File "/x/core.py", line 9, in step',
+    "{w}(EngineCore pid=9) ERROR 01-01 00:00:05 [core.py:9] ValueError: boom",
+    "{w}(EngineCore pid=9) ERROR 01-01 00:00:05 [core.py:9] Skipping a step as asked",
+    "{w}(APIServer pid=1) INFO 01-01 00:00:06 [api.py:1] next",
+]
+
+
+@pytest.mark.parametrize("wrapper", ["", "2026-01-01T00:00:05.5Z ", "Jan 01 00:00:05 host vllm[7]: "])
+def test_a_batch_holding_a_traceback_reads_the_lines_around_it_as_line_by_line(wrapper):
+    lines = generate(3000, seed=5)
+    block = [t.format(w=wrapper) for t in HEADERED_TRACEBACK]
+    for at in (2900, 1500, 10):
+        lines[at:at] = block
+    for seed in range(3):
+        same(lines, seed)

@@ -247,9 +247,9 @@ _RULES = rule_families(load_rules([
 
 
 def test_a_warning_no_family_wants_is_the_log_event_the_usual_way_makes():
-    from exporter.stream.batch import batch_unsafe
+    from exporter.stream.batch import framing_unsafe
 
-    lines = [line for line in _PROBLEMS if not batch_unsafe(line)]
+    lines = [line for line in _PROBLEMS if not framing_unsafe(line)]
     logged = [line for line in lines if type(got := fastpath.classify(line, Clock(year=2026))) is tuple
               and got[0] == "log"]
     assert len(logged) > 200, len(logged)  # (most: what families want, tracebacks, echo records go the usual way)

@@ -20,8 +20,13 @@ def batch_unsafe(text: str) -> bool:
     """Whether ``text`` holds one of BATCH_UNSAFE. A one-character find is a memchr; the others are
     searched only when their first character occurs (CPython's search for a two-character needle
     is slow on a megabyte)."""
-    return ("\x1b" in text or "\r" in text or ("^" in text and "^[" in text)
-            or ("#" in text and "#033[" in text) or TRACEBACK_START in text)
+    return framing_unsafe(text) or TRACEBACK_START in text
+
+
+def framing_unsafe(text: str) -> bool:
+    """Whether ``text`` holds one of BATCH_UNSAFE that framing would change (all but a traceback's start): a
+    line free of them may take the fast path while no traceback is open, even where its batch holds one."""
+    return "\x1b" in text or "\r" in text or ("^" in text and "^[" in text) or ("#" in text and "#033[" in text)
 
 
 # What str.isspace() calls space, as a set: a set lookup beats a method call on every access line

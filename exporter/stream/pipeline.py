@@ -23,7 +23,7 @@ from exporter.parsers import BUILT_IN, CONTINUATION_PARSERS, Families, access_lo
 from exporter.parsers.base import PROBLEM_LEVELS
 from exporter.parsers.events import Event
 from exporter.stream import fastpath
-from exporter.stream.batch import batch_unsafe, count_access
+from exporter.stream.batch import count_access, framing_unsafe
 from exporter.stream.boundary import GLUED, Echoes, inner_returns, message_lines, split_glued
 from exporter.stream.lifecycle import Lifecycle
 from exporter.stream.quiet import QuietScan
@@ -159,7 +159,10 @@ class Pipeline:
         if self._cri.pending or may_hold_parts(text):
             lines = self.join_parts(lines, text)
             text = "\n".join(lines)
-        clean = not batch_unsafe(text)
+        # framing changes none of the lines (each may take the fast path while no traceback is open); and, further,
+        # no traceback starts in the batch (line order does not matter: its access lines may be counted in bulk)
+        framed_as_is = not framing_unsafe(text)
+        clean = framed_as_is and TRACEBACK_START not in text
         start = self.lineno
         tails: dict = {}
         others, first, last = range(len(lines)), -1, -1
@@ -210,7 +213,7 @@ class Pipeline:
             self.lineno = start + i  # feed() counts this line
             try:
                 # feed()'s own steps, unrolled: most of these lines are periodic or ignored ones
-                fast = classify(line, clock, True, families) if clean and not self._tracebacks else None
+                fast = classify(line, clock, True, families) if framed_as_is and not self._tracebacks else None
                 if fast is ignore:
                     counts[IGNORED] += 1
                     continue
@@ -223,7 +226,7 @@ class Pipeline:
                 if type(fast) is tuple and (made := fast_event(fast)) is not None:
                     res, ev = PARSED, [made]
                 else:
-                    res, ev = usual(line, clean, fast if type(fast) is not tuple else None)
+                    res, ev = usual(line, framed_as_is, fast if type(fast) is not tuple else None)
             except Exception as e:  # noqa: BLE001 - the guard: one line, never its neighbours
                 self.lineno = start + i + 1
                 counts[UNPARSED] += 1
@@ -257,7 +260,8 @@ class Pipeline:
     def feed(self, line: str, clean: bool = False) -> tuple[str, list[Event]]:
         """Account one physical line; return its result and the events it completed.
 
-        ``clean``: the caller checked that the line holds nothing of BATCH_UNSAFE."""
+        ``clean``: the caller checked that framing changes nothing of the line
+        (exporter.stream.batch.framing_unsafe)."""
         start = self.lineno
         try:
             fast = None
