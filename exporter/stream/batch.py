@@ -77,3 +77,23 @@ def count_access(lines: list[str]) -> Tally:
     n = len(lines)
     last = n - 1 - next((j for j, i in enumerate(reversed(others)) if i != n - 1 - j), len(others))
     return tails, others, first, last
+
+
+def merged(parts: list[tuple]) -> tuple[dict[str, int], list, dict[tuple, int], tuple[float | None, float | None]]:
+    """One batch's result (counts, events, access-log counts, the span of the access lines counted) from those of
+    its consecutive parts (exporter.stream.pipeline cuts a batch where a traceback starts)."""
+    counts: dict[str, int] = {}
+    events: list = []
+    access: dict[tuple, int] = {}
+    first = last = None
+    for c, ev, acc, (a, b) in parts:
+        for k, v in c.items():
+            counts[k] = counts.get(k, 0) + v
+        events += ev
+        for k, v in acc.items():
+            access[k] = access.get(k, 0) + v
+        if a is not None and first is None:
+            first = a
+        if b is not None:
+            last = b
+    return counts, events, access, (first, last)

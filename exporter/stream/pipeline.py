@@ -10,6 +10,7 @@ output that carries no metric) or ``unparsed`` (nothing recognised it).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 import re
 import time
@@ -23,7 +24,7 @@ from exporter.parsers import BUILT_IN, CONTINUATION_PARSERS, Families, access_lo
 from exporter.parsers.base import PROBLEM_LEVELS
 from exporter.parsers.events import Event
 from exporter.stream import fastpath
-from exporter.stream.batch import count_access, framing_unsafe
+from exporter.stream.batch import count_access, framing_unsafe, merged
 from exporter.stream.boundary import GLUED, Echoes, inner_returns, message_lines, split_glued
 from exporter.stream.lifecycle import Lifecycle
 from exporter.stream.quiet import QuietScan
@@ -153,8 +154,6 @@ class Pipeline:
         A line whose reading raises is counted as unparsed and handed to on_bad_line (``on_error``,
         if given, instead: ``on_error(line)``).
         """
-        counts = {PARSED: 0, IGNORED: 0, UNPARSED: 0}
-        events: list[Event] = []
         text = joined(lines)
         if self._cri.pending or may_hold_parts(text):
             lines = self.join_parts(lines, text)
@@ -162,7 +161,33 @@ class Pipeline:
         # framing changes none of the lines (each may take the fast path while no traceback is open); and, further,
         # no traceback starts in the batch (line order does not matter: its access lines may be counted in bulk)
         framed_as_is = not framing_unsafe(text)
-        clean = framed_as_is and TRACEBACK_START not in text
+        if not framed_as_is or TRACEBACK_START not in text or len(lines) < 2:
+            return self._feed_lines(lines, framed_as_is, framed_as_is and TRACEBACK_START not in text, on_error)
+        # A traceback starts in the batch: the lines before it are a batch of their own, the lines from it on are
+        # read one by one until no traceback is open, and the rest as a batch again (as if the batches were cut
+        # there): one traceback does not send a whole batch's access lines the one-by-one way.
+        starts = [i for i, line in enumerate(lines) if TRACEBACK_START in line]
+        parts, i, n = [], 0, len(lines)
+        while i < n:
+            k = starts[bisect_left(starts, i)] if starts[-1] >= i else n
+            if self._tracebacks:
+                k = i
+            if k > i:
+                parts.append(self._feed_lines(lines[i:k], True, True, on_error))
+            i = k
+            while i < n:
+                parts.append(self._feed_lines(lines[i:i + 1], True, False, on_error))
+                i += 1
+                if not self._tracebacks:
+                    break
+        return merged(parts)
+
+    def _feed_lines(self, lines: list[str], framed_as_is: bool, clean: bool, on_error) -> tuple[
+            dict[str, int], list[Event], dict[tuple, int], tuple[float | None, float | None]]:
+        """``feed_batch`` of lines joined already: ``framed_as_is``, framing changes none of them; ``clean``, and no
+        traceback starts in them."""
+        counts = {PARSED: 0, IGNORED: 0, UNPARSED: 0}
+        events: list[Event] = []
         start = self.lineno
         tails: dict = {}
         others, first, last = range(len(lines)), -1, -1
