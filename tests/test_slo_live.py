@@ -176,14 +176,26 @@ def test_slis_of_a_real_vllm_have_data_and_move_the_right_way_when_it_is_slowed(
             # -- capacity and the heartbeat, on the same run's series (mixin/capacity.py) -------------------
             # the start-up facts only the log has, joined with its stats windows: room for more requests
             # and free KV tokens have values (the idle windows after the traffic free the whole cache)
-            wait_until(lambda: sli.scalar(f'vllm_log:kv_cache_free_tokens{{server="{SERVER}"}}') is not None, 20, 0.5,
-                       what="vllm_log:kv_cache_free_tokens recorded")
-            tokens = sli.scalar(f'max(vllm_log_kv_cache_tokens{{server="{SERVER}"}})')
-            assert 0 < sli.scalar(f'vllm_log:kv_cache_free_tokens{{server="{SERVER}"}}') <= tokens
-            assert sli.scalar(f'vllm_log:capacity_headroom_requests{{server="{SERVER}"}}') is not None
+            # (read together, and waited for: a scrape of the exporter that times out on this loaded machine marks
+            # its series stale until the next one, and an instant query between two reads then finds none)
+            capacity = {}
+
+            def read_capacity() -> bool:
+                capacity.update({name: sli.scalar(expr) for name, expr in (
+                    ("free", f'vllm_log:kv_cache_free_tokens{{server="{SERVER}"}}'),
+                    ("tokens", f'max(vllm_log_kv_cache_tokens{{server="{SERVER}"}})'),
+                    ("headroom", f'vllm_log:capacity_headroom_requests{{server="{SERVER}"}}'),
+                    ("steps", f'vllm_log:engine_steps:increase5m{{server="{SERVER}"}}'),
+                    ("admitted", f'vllm_log:requests_admitted:increase5m{{server="{SERVER}"}}'))})
+                return None not in capacity.values()
+
+            try:
+                wait_until(read_capacity, 20, 0.5, what="the capacity series recorded")
+            except AssertionError:
+                raise AssertionError(f"the capacity series not all recorded; last read: {capacity}") from None
+            assert 0 < capacity["free"] <= capacity["tokens"], capacity
             # vLLM's step count moved while the log showed requests admitted: a live engine, no heartbeat alert
-            assert sli.scalar(f'vllm_log:engine_steps:increase5m{{server="{SERVER}"}}') > 0
-            assert sli.scalar(f'vllm_log:requests_admitted:increase5m{{server="{SERVER}"}}') > 0
+            assert capacity["steps"] > 0 and capacity["admitted"] > 0, capacity
             assert not {a for a in sli.firing() if a[0] in ("VllmEngineNoSteps", "VllmKvCacheFillingUp")}
             # the Service status board, every query on the same real vLLM and its log (the demo's stand-in
             # in tests/test_stack_e2e.py)
