@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from exporter.stream import fastpath
 from exporter.parsers.events import DERIVED_KINDS
 from exporter.framing.clock import Clock
-from exporter.framing.frame import frame_line
+from exporter.framing.frame import JOURNALD_COMMON, _JOURNALD_RECORD, frame_line
 from exporter.stream.pipeline import Pipeline
 from tests.conftest import FIXTURES, SAMPLE, SAMPLE_V0
 from tests.wrapped import rewrapped
@@ -73,7 +73,7 @@ def test_a_process_name_with_a_dash_takes_the_fast_path_too():
     line = next(line for line in PERIODIC if "(APIServer pid=53) " in line and check(line))
     for name in ("VllmWorker-0", "SpawnProcess-1:2", "EngineCore_DP1"):
         other = line.replace("(APIServer pid=53) ", f"({name} pid=53) ")
-        assert fastpath._WRAPPER_COMMON.match(other) is not None and check(other), other
+        assert JOURNALD_COMMON.match(other) is not None and check(other), other
         assert fastpath.match(other, Clock(year=2026))[3] == name
 
 
@@ -146,9 +146,9 @@ def test_mutated_info_lines_leave_early_only_when_the_usual_way_ignores_them(lin
 def test_the_common_wrapper_shape_reads_a_line_as_the_whole_pattern_does(line, edits):
     for pos, text in edits:
         line = line[:pos] + text + line[pos + 1:]
-    common = fastpath._WRAPPER_COMMON.match(line)
+    common = JOURNALD_COMMON.match(line)
     if common is not None:
-        whole = fastpath._WRAPPER.match(line)
+        whole = _JOURNALD_RECORD.match(line)
         assert whole is not None and whole.span() == common.span(), line
         assert [whole.span(i) for i in range(20)] == [common.span(i) for i in range(20)], line
 

@@ -15,6 +15,14 @@ EARLIEST = 946684800.0  # 2000-01-01T00:00:00Z
 LATEST = 4102444800.0  # 2100-01-01T00:00:00Z
 
 
+def zone_of(zone: str | None) -> timezone:
+    """An RFC 3339 stamp's zone ("Z", "+02:00", "-0800"; None: UTC); ValueError for one Python refuses."""
+    if zone is None or zone == "Z":
+        return timezone.utc
+    z = zone[1:].replace(":", "")
+    return timezone((1 if zone[0] == "+" else -1) * timedelta(hours=int(z[:2]), minutes=int(z[2:])))
+
+
 def plausible(ts: float | None) -> float | None:
     """``ts`` when it is a finite time between EARLIEST and LATEST, else None."""
     return ts if ts is not None and EARLIEST <= ts <= LATEST else None  # (NaN fails both tests)
@@ -133,13 +141,7 @@ class Clock:
     def rfc3339(m: re.Match) -> float | None:
         y, mo, d, h, mi, s, frac, zone = m.groups()
         try:
-            if zone is None or zone == "Z":
-                tzi = timezone.utc
-            else:
-                sign = 1 if zone[0] == "+" else -1
-                z = zone[1:].replace(":", "")
-                tzi = timezone(sign * timedelta(hours=int(z[:2]), minutes=int(z[2:])))
-            dt = datetime(int(y), int(mo), int(d), int(h), int(mi), min(int(s), 59), tzinfo=tzi)
+            dt = datetime(int(y), int(mo), int(d), int(h), int(mi), min(int(s), 59), tzinfo=zone_of(zone))
             ts = dt.timestamp()
         except (ValueError, OverflowError):
             return None

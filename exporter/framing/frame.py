@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 
 from exporter.framing import envelopes, headers, wrappers
-from exporter.framing.clock import Clock, plausible
+from exporter.framing.clock import Clock, plausible, zone_of
 from exporter.framing.headers import HEADER_P, PROCESS, PROCESS_NAME_P, PROCESS_P, pid_of  # noqa: F401 (re-exported)
 from exporter.framing.wrappers import JOURNALD_P, MONTHS
 
@@ -130,7 +130,7 @@ def frame_line(line: str, clock: Clock, clean: bool = False, shape: re.Match | N
     the caller found the line in none of those shapes."""
     if shape is False:
         return frame_general(line, clock)
-    if shape is not None or (line[:1] in _COMMON_STARTS or line[:1].isalpha()) and (
+    if shape is not None or (line[:1] in COMMON_STARTS or line[:1].isalpha()) and (
             clean or ("\r" not in line and "\x1b" not in line and "^[" not in line and "#033[" not in line)):
         f = _frame_common(line, clock, shape)
         if f is not None:
@@ -138,7 +138,8 @@ def frame_line(line: str, clock: Clock, clean: bool = False, shape: re.Match | N
     return frame_general(line, clock)
 
 
-_COMMON_STARTS = frozenset("(0123456789")
+# what a line in a common shape other than journald's starts with (journald's: a letter)
+COMMON_STARTS = frozenset("(0123456789")
 
 
 # A colour reset that lost its ESC: only then does the general path strip bare colour codes.
@@ -175,13 +176,10 @@ def record_time(m: re.Match, text: str, clock: Clock):
     """(time, "journald" | "rfc3339" | "vllm" | None) of a ``common_match``: the wrapper's stamp's, else the
     vLLM header's; NO_MONTH if journald's month name is unknown (the general path decides then)."""
     r = m.re
-    if r is STAMPED_COMMON:
-        ts = _stamped_time(m, text, clock)
+    if r is STAMPED_COMMON or r is PLAIN_COMMON:
+        ts = _stamped_time(m, text, clock) if r is STAMPED_COMMON else None
         if ts is not None:
             return ts, "rfc3339"
-        ts = _header_time(m, clock)
-        return (ts, "vllm") if ts is not None else (None, None)
-    if r is PLAIN_COMMON:
         ts = _header_time(m, clock)
         return (ts, "vllm") if ts is not None else (None, None)
     ts = _journald_time(m, text, clock)
@@ -220,12 +218,7 @@ def _stamped_time(m: re.Match, text: str, clock: Clock) -> float | None:
     if base is _MISS:
         y, mo, d, hh, mm, zone = m.group(1, 2, 3, 4, 5, 8)
         try:
-            if zone == "Z":
-                tz = timezone.utc
-            else:
-                z = zone[1:].replace(":", "")
-                tz = timezone((1 if zone[0] == "+" else -1) * timedelta(hours=int(z[:2]), minutes=int(z[2:])))
-            base = datetime(int(y), int(mo), int(d), int(hh), int(mm), tzinfo=tz).timestamp()
+            base = datetime(int(y), int(mo), int(d), int(hh), int(mm), tzinfo=zone_of(zone)).timestamp()
         except (ValueError, OverflowError):
             base = None
         if len(minutes) > 4096:

@@ -30,19 +30,16 @@ from __future__ import annotations
 import re
 
 from exporter.framing.clock import Clock
-from exporter.framing.frame import (BARE_RESET, JOURNALD_COMMON, JOURNALD_RECORD_P, LEVEL_WORDS, NO_MONTH, PLAIN_COMMON,
-                                    STAMPED_COMMON, TRACEBACK_START, common_match, record_time)
+from exporter.framing.frame import (BARE_RESET, COMMON_STARTS, LEVEL_WORDS, NO_MONTH, PLAIN_COMMON, STAMPED_COMMON,
+                                    TRACEBACK_START, common_match, record_time)
 from exporter.parsers import BUILT_IN, NO_NEEDLE_FILTERS, Families, echo, engine_stats, kv_transfer, spec_decode, tool_parser
 from exporter.parsers._values import has_long_run
 from exporter.parsers.base import logger_stem
 from exporter.parsers.needles import matcher
 from exporter.stream.traceback import CHAIN
 
-_WRAPPER = re.compile(JOURNALD_RECORD_P)
-# (the commonest instance of it, matched first: framing's, whose match a declined line takes with it)
-_WRAPPER_COMMON = JOURNALD_COMMON
 # what the lines of the commonest shapes start with (framing's common_match): a letter (journald), else these
-_STARTS = frozenset("(0123456789")
+_STARTS = COMMON_STARTS
 # the shapes whose time holds no month name (record_time never says NO_MONTH for them)
 _NO_MONTH_NAME = (PLAIN_COMMON, STAMPED_COMMON)
 

@@ -161,8 +161,9 @@ class Pipeline:
         # framing changes none of the lines (each may take the fast path while no traceback is open); and, further,
         # no traceback starts in the batch (line order does not matter: its access lines may be counted in bulk)
         framed_as_is = not framing_unsafe(text)
-        if not framed_as_is or TRACEBACK_START not in text or len(lines) < 2:
-            return self._feed_lines(lines, framed_as_is, framed_as_is and TRACEBACK_START not in text, on_error)
+        no_traceback = not framed_as_is or TRACEBACK_START not in text  # (searched only where it decides)
+        if no_traceback or len(lines) < 2:
+            return self._feed_lines(lines, framed_as_is, framed_as_is and no_traceback, on_error)
         # A traceback starts in the batch: the lines before it are a batch of their own, the lines from it on are
         # read one by one until no traceback is open, and the rest as a batch again (as if the batches were cut
         # there): one traceback does not send a whole batch's access lines the one-by-one way.
