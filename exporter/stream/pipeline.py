@@ -286,8 +286,7 @@ class Pipeline:
     def feed(self, line: str, clean: bool = False) -> tuple[str, list[Event]]:
         """Account one physical line; return its result and the events it completed.
 
-        ``clean``: the caller checked that framing changes nothing of the line
-        (exporter.stream.batch.framing_unsafe)."""
+        ``clean``: the caller checked that framing changes nothing of it (exporter.stream.batch.framing_unsafe)."""
         start = self.lineno
         try:
             fast = None
