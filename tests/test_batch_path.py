@@ -125,6 +125,25 @@ def test_the_batch_path_really_counts_access_lines_in_bulk():
     assert access == {} and [e.kind for e in events] == ["access_log"]
 
 
+def test_an_access_line_after_a_traceback_whose_start_the_batch_lacks_is_read_in_order():
+    # A traceback's frame line with no start before it opens a traceback (the log began inside one); a later line of
+    # another process ends it, an access line too: the batch must not count that access line in bulk, or the next
+    # frame line joins the first traceback (one traceback, where line by line reads two). Found by the property
+    # test below.
+    frame = ('Aug 04 02:52:52 gpu-host vllm[4242]: (EngineCore pid=179) ERROR 08-04 02:52:52 [core.py:842]   File '
+             '"/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 860, in run_busy_loop')
+    access = ('Aug 04 03:01:12 gpu-host vllm[4242]: (APIServer pid=53) INFO:     10.10.10.2:58859 - '
+              '"POST /v1/chat/completions HTTP/1.1" 200 OK')
+    lines = [access, frame, access, access, frame, access]
+    same(lines)
+    p = Pipeline(Clock(year=2026))
+    counts, events, access_counts, _ = p.feed_batch(lines)
+    events += p.flush()
+    assert counts == {"parsed": 6, "ignored": 0, "unparsed": 0}
+    assert [e.kind for e in events].count("traceback") == 2, [e.kind for e in events]
+    assert sum(access_counts.values()) == 1  # the one before the traceback, counted in bulk; the others read
+
+
 REAL = SAMPLE.read_text(encoding="utf-8").splitlines()[::5] + TRICKY
 
 

@@ -52,6 +52,7 @@ def test_a_5000_digit_pid_first_or_last_in_a_batch_loses_no_neighbour_and_restar
 def poisoned(monkeypatch):
     """Framing and the fast path raise on a line holding POISON (a stand-in for a bug nobody knows yet)."""
     import exporter.stream.fastpath as fastpath
+    import exporter.stream.batch_reader as batch_reader
     import exporter.stream.pipeline as pipeline
 
     real_frame, real_classify = pipeline.frame_line, fastpath.classify
@@ -67,6 +68,7 @@ def poisoned(monkeypatch):
         return real_classify(line, *a, **kw)
 
     monkeypatch.setattr(pipeline, "frame_line", frame_line)
+    monkeypatch.setattr(batch_reader, "frame_line", frame_line)  # (an access span's edge)
     monkeypatch.setattr(fastpath, "classify", classify)
 
 

@@ -14,7 +14,7 @@ from exporter.parsers.rules import families as rule_families
 from exporter.config.rules import load_rules
 from exporter.stream import fastpath
 from exporter.stream.batch import batch_unsafe
-from exporter.stream import pipeline
+from exporter.stream import batch_reader
 from exporter.stream.pipeline import Pipeline
 from exporter.stream.quiet import QuietScan
 from tests.conftest import SAMPLE
@@ -132,7 +132,7 @@ def test_a_line_holding_a_line_feed_turns_the_scans_off():
 
 def _read(lines, scan: bool, monkeypatch, families=BUILT_IN):
     if scan:  # (every batch scanned: the scans never rest)
-        monkeypatch.setattr(pipeline, "REST_BATCHES", 0)
+        monkeypatch.setattr(batch_reader, "REST_BATCHES", 0)
     else:
         monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: (set(), set()))
     pipe = Pipeline(Clock(year=2026), families=families)
@@ -193,7 +193,7 @@ def test_the_scans_rest_where_they_find_few_quiet_lines_and_come_back_where_they
     asked = [JOURNALD + "(APIServer pid=7) INFO 12-05 14:41:19 [serving.py:9] Received request cmpl-%d: params: x" % i
              for i in range(50)]
     pipe = Pipeline(Clock(year=2026))
-    for _ in range(1 + pipeline.REST_BATCHES):
+    for _ in range(1 + batch_reader.REST_BATCHES):
         pipe.feed_batch(asked)
     assert len(calls) == 1  # found none quiet: the next REST_BATCHES batches are not scanned
     for _ in range(3):
@@ -207,7 +207,7 @@ def test_with_rules_an_echo_record_the_scans_skip_still_keeps_its_later_lines_fr
     client_text may read it, whether the scans or the fast path passed the record's first line."""
     head = JOURNALD + "(EngineCore pid=7) INFO 12-05 14:41:19 [scheduler.py:9] "
     echo, later = head + "Finished request cmpl-1.", head + "Capturing CUDA graphs"
-    monkeypatch.setattr(pipeline, "REST_BATCHES", 0)
+    monkeypatch.setattr(batch_reader, "REST_BATCHES", 0)
     found = []
     scan = QuietScan.__call__
     monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: found.append(scan(self, lines, candidates))

@@ -10,7 +10,6 @@ output that carries no metric) or ``unparsed`` (nothing recognised it).
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import deque
 import re
 import time
@@ -20,18 +19,16 @@ from exporter.framing.cri import CriJoiner, may_hold_parts
 from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_line
 from exporter.framing.json_records import looks_like_record, record_frames
 from exporter.framing.lines import MAX_LINE_BYTES, cut_text, joined
-from exporter.parsers import BUILT_IN, CONTINUATION_PARSERS, Families, access_log, echo, parse_frame, tool_parser
+from exporter.parsers import BUILT_IN, CONTINUATION_PARSERS, Families, echo, parse_frame, tool_parser
 from exporter.parsers.base import PROBLEM_LEVELS
 from exporter.parsers.events import Event
 from exporter.stream import fastpath
-from exporter.stream.batch import count_access, framing_unsafe, merged
+from exporter.stream.batch_reader import BatchReader
 from exporter.stream.boundary import GLUED, Echoes, inner_returns, message_lines, split_glued
 from exporter.stream.lifecycle import Lifecycle
-from exporter.stream.quiet import QuietScan
+from exporter.stream.results import _RANK, IGNORED, PARSED, RESULTS, UNPARSED  # noqa: F401 (re-exported)
 from exporter.stream.traceback import CHAIN, TRACEBACK_IDLE_SECONDS, OpenTraceback, opening_words
 
-PARSED, IGNORED, UNPARSED = "parsed", "ignored", "unparsed"
-REST_BATCHES = 64  # batches read without the quiet scans after they found less than half a batch quiet
 # what a frame of a JSON record's message is (Pipeline._classify): its first line, a later line
 MESSAGE, MESSAGE_MORE = 1, 2
 # Processes remembered at once (their open tracebacks, which engine their last stats line named): a
@@ -42,10 +39,8 @@ MAX_PROCESSES = 256
 # (vLLM's longest, the engine config, is ~4 KB); a megabyte line costs a few milliseconds instead of
 # the parsers' regexes over all of it (hundreds of ms), so it cannot hold the event loop.
 PARSE_WINDOW_CHARS = 64 << 10
-RESULTS = (PARSED, IGNORED, UNPARSED)
 # what is kept of a record's first line to know the next record of the same log call (a prefix is enough)
 OPENING_CHARS = 256
-_RANK = {UNPARSED: 0, IGNORED: 1, PARSED: 2}
 
 # An exception's line as Python prints it at a traceback's end: its type (module path and the types it wraps
 # included: "torch.OutOfMemoryError", "ray.exceptions.RayTaskError(OutOfMemoryError)"), then its message.
@@ -72,7 +67,7 @@ _NOISE = re.compile(
 )
 _PY_WARNING = re.compile(_PY_WARNING_WORDS)
 
-class Pipeline:
+class Pipeline(BatchReader):
     """``on_bad_line(lineno, line, error)``: what to do with a line whose reading raised (a parser
     bug, input nobody foresaw). With it, such a line is counted as unparsed and handed over, and its
     neighbours are read as if it were not there: on every path (``feed``, ``feed_batch``'s batch edges
@@ -138,150 +133,6 @@ class Pipeline:
             except Exception:  # noqa: BLE001
                 out.append(ev)
         return out
-
-    def feed_batch(self, lines: list[str], on_error=None) -> tuple[
-            dict[str, int], list[Event], dict[tuple, int], tuple[float | None, float | None]]:
-        """Account many lines; return counts by result, the events, access-log responses counted by
-        (method, path, status, http version) instead of one event each, and the timestamps of the
-        first and last access line so counted (for a run's time range).
-
-        Access-log lines are most of a busy server's log and carry nothing but those three values,
-        so when no traceback is open and the batch holds nothing that framing would change, they are
-        counted on the raw lines (``count_access``) and every other line goes through ``feed``. The
-        result is the same as feeding each line (tests compare both paths); only the per-line access
-        events (their timestamps and line numbers) are not made.
-
-        A line whose reading raises is counted as unparsed and handed to on_bad_line (``on_error``,
-        if given, instead: ``on_error(line)``).
-        """
-        text = joined(lines)
-        if self._cri.pending or may_hold_parts(text):
-            lines = self.join_parts(lines, text)
-            text = "\n".join(lines)
-        # framing changes none of the lines (each may take the fast path while no traceback is open); and, further,
-        # no traceback starts in the batch (line order does not matter: its access lines may be counted in bulk)
-        framed_as_is = not framing_unsafe(text)
-        no_traceback = not framed_as_is or TRACEBACK_START not in text  # (searched only where it decides)
-        if no_traceback or len(lines) < 2:
-            return self._feed_lines(lines, framed_as_is, framed_as_is and no_traceback, on_error)
-        # A traceback starts in the batch: the lines before it are a batch of their own, the lines from it on are
-        # read one by one until no traceback is open, and the rest as a batch again (as if the batches were cut
-        # there): one traceback does not send a whole batch's access lines the one-by-one way.
-        starts = [i for i, line in enumerate(lines) if TRACEBACK_START in line]
-        parts, i, n = [], 0, len(lines)
-        while i < n:
-            k = starts[bisect_left(starts, i)] if starts[-1] >= i else n
-            if self._tracebacks:
-                k = i
-            if k > i:
-                parts.append(self._feed_lines(lines[i:k], True, True, on_error))
-            i = k
-            while i < n:
-                parts.append(self._feed_lines(lines[i:i + 1], True, False, on_error))
-                i += 1
-                if not self._tracebacks:
-                    break
-        return merged(parts)
-
-    def _feed_lines(self, lines: list[str], framed_as_is: bool, clean: bool, on_error) -> tuple[
-            dict[str, int], list[Event], dict[tuple, int], tuple[float | None, float | None]]:
-        """``feed_batch`` of lines joined already: ``framed_as_is``, framing changes none of them; ``clean``, and no
-        traceback starts in them."""
-        counts = {PARSED: 0, IGNORED: 0, UNPARSED: 0}
-        events: list[Event] = []
-        start = self.lineno
-        tails: dict = {}
-        others, first, last = range(len(lines)), -1, -1
-        access: dict[tuple, int] = {}
-        # Line order matters (a traceback is open or may start) or framing changes the text: every
-        # line is fed. Else the access lines are counted on their raw text.
-        if clean and not self._tracebacks:
-            try:
-                tails, others, first, last = count_access(lines)
-                whole_tail = access_log.whole_tail
-                for tail, n in tails.items():
-                    r = whole_tail(tail)
-                    access[r] = access.get(r, 0) + n
-            except Exception:  # noqa: BLE001 - the guard: every line is fed on its own instead
-                if self.on_bad_line is None and on_error is None:
-                    raise
-                tails, others, first, last, access = {}, range(len(lines)), -1, -1, {}
-        classify, clock, ignore, families = fastpath.classify, self.clock, fastpath.IGNORE, self.families
-        echo_seen, fast_echoes = fastpath.ECHO, self._fast_echoes
-        fast_event, usual = self._fast_event, self._feed_usual
-        # the lines no family wants, found by scanning the batch (exporter.stream.quiet): each is what the fast
-        # path would call ignorable, counted without being looked at, while no traceback is open (an open one may
-        # take a line: it is asked as every line is); with a user's rules, those the fast path answers ECHO are kept
-        # as it keeps them. The scans cost every line they see ~0.5 us, and a call for each line they stop, so they
-        # run where they pay: while they find at least half the batch's other lines quiet (a start-up, a DEBUG log);
-        # when they find fewer (a busy server's periodic lines, the request log's), they rest for REST_BATCHES
-        # batches, then try again. Either way the counts and events are the same.
-        scan = clean and not self._tracebacks and len(others) > 1
-        if scan and self._scan_rest:
-            self._scan_rest -= 1
-            scan = False
-        quiet = echoed = ()
-        if scan:
-            try:
-                quiet, echoed = QuietScan.of(families)(lines, others)
-            except Exception:  # noqa: BLE001 - the guard: every line is asked on its own instead
-                quiet = echoed = ()
-        if scan and 2 * len(quiet) < len(others):
-            self._scan_rest = REST_BATCHES
-        tracebacks = self._tracebacks
-        for i in others:
-            if i in quiet and not tracebacks:
-                if echoed and i in echoed:  # (what the fast path does with a line it answers ECHO)
-                    fast_echoes.append(lines[i])
-                counts[IGNORED] += 1
-                continue
-            line = lines[i]
-            self.lineno = start + i  # feed() counts this line
-            try:
-                # feed()'s own steps, unrolled: most of these lines are periodic or ignored ones
-                fast = classify(line, clock, True, families) if framed_as_is and not self._tracebacks else None
-                if fast is ignore:
-                    counts[IGNORED] += 1
-                    continue
-                if fast is echo_seen:
-                    fast_echoes.append(line)
-                    counts[IGNORED] += 1
-                    continue
-                # (a tuple: the fast path's event, unless this stream's state takes the line; else the usual way, with
-                # the wrapper's match if it made one)
-                if type(fast) is tuple and (made := fast_event(fast)) is not None:
-                    res, ev = PARSED, [made]
-                else:
-                    res, ev = usual(line, framed_as_is, fast if type(fast) is not tuple else None)
-            except Exception as e:  # noqa: BLE001 - the guard: one line, never its neighbours
-                self.lineno = start + i + 1
-                counts[UNPARSED] += 1
-                if on_error is not None:
-                    on_error(line)
-                else:
-                    self._bad(line, e)
-                continue
-            counts[res] += 1
-            if ev:
-                events.extend(ev)
-        self.lineno = start + len(lines)
-        counts[PARSED] += len(lines) - len(others)
-        if events:
-            events = self._lifecycle(events)
-        span = (None, None)
-        if first >= 0:
-            span = (self._ts(lines[first], on_error), self._ts(lines[last], on_error))
-        return counts, events, access, span
-
-    def _ts(self, line: str, on_error) -> float | None:
-        """A counted access line's time (an edge of the batch's span); None if framing it raises
-        (the line is counted; only where the span begins or ends is unknown)."""
-        try:
-            return frame_line(line, self.clock).ts
-        except Exception:  # noqa: BLE001
-            if self.on_bad_line is None and on_error is None:
-                raise
-            return None
 
     def feed(self, line: str, clean: bool = False) -> tuple[str, list[Event]]:
         """Account one physical line; return its result and the events it completed.
