@@ -10,10 +10,10 @@ from exporter.framing.clock import Clock
 from exporter.framing.frame import JOURNALD_COMMON, _JOURNALD_RECORD, frame_line
 from exporter.stream.pipeline import Pipeline
 from tests.conftest import FIXTURES, SAMPLE, SAMPLE_V0
-from tests.wrapped import rewrapped
+from tests.wrapped import STAMPS, rewrapped
 from tests.both_ways import edited, outcome
 from exporter.config.rules import load_rules
-from exporter.parsers import BUILT_IN
+from exporter.parsers import BUILT_IN, echo
 from exporter.parsers.rules import families as rule_families
 
 _JOURNALD = (SAMPLE.read_text(encoding="utf-8").splitlines() + SAMPLE_V0.read_text(encoding="utf-8").splitlines()
@@ -162,8 +162,9 @@ def test_classify_answers_both_questions_as_they_are_answered_one_by_one():
             assert got == shape, line
         elif got is fastpath.IGNORE:
             assert fastpath.ignorable(line, Clock(year=2026)), line
-        elif type(got) is tuple:  # a WARNING-or-worse record's log event (test_a_warning_no_family_wants_...)
-            assert got[0] == "log" and not fastpath.ignorable(line, Clock(year=2026)), line
+        elif type(got) is tuple:  # a WARNING-or-worse record's log event (test_a_warning_no_family_wants_...), or a
+            # request-log record's (test_a_request_log_record_...)
+            assert got[0] in ("log", fastpath.ECHO_RECORD) and not fastpath.ignorable(line, Clock(year=2026)), line
         else:  # the usual way decides, with the wrapper's match when the fast path made one
             assert not fastpath.ignorable(line, Clock(year=2026)), line
             assert got is None or got is False or isinstance(got, re.Match), (line, got)
@@ -308,3 +309,81 @@ def test_mutated_warnings_read_the_same_both_ways(batch):
     if lines:
         assert _outcome(lines, True) == _outcome(lines, False), lines
         assert _outcome(lines, True, _RULES) == _outcome(lines, False, _RULES), lines
+
+
+# --- the request log's records whose facts are counted: read unframed -----------------------------------------
+
+def _capture(name: str) -> list[str]:
+    import gzip
+
+    return gzip.decompress((FIXTURES / name).read_bytes()).decode("utf-8", "replace").splitlines()
+
+
+# a real vLLM 0.32's request log (LoRA adapters loaded, requests received naming them, responses and their streaming
+# deltas, a request id holding line breaks), in order, in each of the commonest wrappers
+_LORA = _capture("vllm-0.32-cpu/lora_tools.log.gz")
+_REQUESTS = [line for line in _EVERY if any(w in line for w in echo.COUNTED + echo.FACT_WORDS)]
+# a user's rule that reads a client's text (the fast path leaves the request log's records to the frame then)
+_CLIENT_RULES = rule_families(load_rules([
+    {"name": "sql", "pattern": r"lora_name='sql", "client_text": True, "metrics": [{"name": "t_sql_total", "type": "counter"}]},
+], "test: rules"))
+
+
+def test_a_request_log_record_is_read_unframed_as_the_usual_way_reads_it():
+    from exporter.stream.batch import framing_unsafe
+
+    stamped = [STAMPS[1] + line for line in _LORA]
+    journald = ["Dec 05 09:47:03 gpu-host vllm[4242]: " + line for line in _LORA]
+    for lines in (_LORA, stamped, journald):
+        lines = [line for line in lines if not framing_unsafe(line)]
+        fast = [line for line in lines if type(got := fastpath.classify(line, Clock(year=2026))) is tuple
+                and got[0] is fastpath.ECHO_RECORD]
+        assert len(fast) > 300, len(fast)  # (most of the capture's request log)
+        usual = _outcome(lines, False)
+        assert _outcome(lines, True) == usual
+        kinds = [e[0] for _, evs in usual[0] for e in evs]
+        assert kinds.count("request_log") > 50 and "lora_adapter" in kinds  # (the facts were read, both ways)
+        for families in (_RULES, _CLIENT_RULES):
+            assert _outcome(lines, True, families) == _outcome(lines, False, families)
+    lines = [line for line in _REQUESTS if not framing_unsafe(line)]
+    assert _outcome(lines, True) == _outcome(lines, False)
+
+
+def test_a_request_ids_line_break_and_a_clients_text_read_the_same_both_ways():
+    head = "2026-08-04T02:45:02.5Z (APIServer pid=53) INFO 08-04 02:45:02 [request_logger.py:65] "
+    lines = [
+        # an id with a line break: the facts on the next line (same header), read there
+        head + "Received request chatcmpl-1",
+        head + "x: params: SamplingParams(n=1), lora_request: LoRARequest(lora_name='sql', lora_int_id=1).",
+        # a line of the client's text that starts with another record's words, under the same header
+        head + "Received request chatcmpl-2: prompt: 'hello",
+        head + "Aborted request(s) chatcmpl-9 is what I typed', params: SamplingParams(n=1), lora_request: None.",
+        # LMCache's own header, a colour reset that lost its ESC, an unknown month in journald's wrapper
+        head.replace("[request_logger", "[LMCache request_logger") + "Aborted request(s) chatcmpl-3.",
+        head + "Aborted request(s) chatcmpl-4 [0m.",
+        "Foo 04 02:45:03 gpu-host vllm[4242]: (APIServer pid=53) INFO 08-04 02:45:03 [request_logger.py:108] "
+        "Generated response chatcmpl-5: output: 'x', finish_reason: stop",
+        head.replace("02:45:02 [", "02:45:04 [") + "Generated response chatcmpl-6: output: 'x', finish_reason: stop",
+        # a message longer than the usual way reads whole
+        head + "Generated response chatcmpl-7: output: '" + "y" * 70_000 + "', finish_reason: length",
+    ]
+    got = [fastpath.classify(line, Clock(year=2026)) for line in lines]
+    assert [type(g) is tuple for g in got] == [True, False, True, True, False, False, False, True, True]
+    for families in (BUILT_IN, _RULES, _CLIENT_RULES):
+        fast, usual = _outcome(lines, True, families), _outcome(lines, False, families)
+        assert fast == usual
+    facts = [e[1] for _, evs in usual[0] for e in evs if e[0] == "request_log"]
+    assert {"record": "received", "lora": "sql"} in facts and {"record": "aborted"} not in facts[:2], facts
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_REQUESTS + _LORA[:400]), st.lists(st.tuples(st.integers(0, 200), st.sampled_from(
+    ["", " ", "[", "]", " [", "{", "Traceback (most recent call last):", "INFO ", "WARNING ", "ERROR 08-04 02:45:02 [x.py:1] ",
+     "[0m", "Aborted request ", "Received request ", "Generated response ", ", finish_reason: stop",
+     ", lora_request: LoRARequest(lora_name='sql'", "LMCache", "request_logger.py", "Engine 000: ", "\t", "é",
+     "\u2028", "(APIServer pid=7) ", "0" * 40, "Foo "])), max_size=3)), min_size=1, max_size=6))
+def test_mutated_request_log_records_read_the_same_both_ways(batch):
+    lines = edited(batch)
+    if lines:
+        assert _outcome(lines, True) == _outcome(lines, False), lines
+        assert _outcome(lines, True, _CLIENT_RULES) == _outcome(lines, False, _CLIENT_RULES), lines

@@ -261,7 +261,7 @@ class Families:
     __slots__ = ("rules", "rule_table", "client_text_table", "rule_needles", "filters", "_origins", "_needles_for",
                  "by_file", "by_level", "by_origin", "quiet_any", "quiet_cache", "shape_any", "shape_cache",
                  "_rule_dispatch", "_client_text_dispatch", "quiet_holds_any", "quiet_holds_cache", "_both",
-                 "log_hits")
+                 "log_hits", "log_plain")
 
     def __init__(self, rules: tuple[Parser, ...] = (), loggers: tuple[tuple[str, ...], ...] | None = None,
                  client_text: tuple[bool, ...] | None = None, levels: tuple[tuple[str, ...], ...] | None = None):
@@ -293,6 +293,9 @@ class Families:
         # which of those needles a message holds (the families' alone without rules): a WARNING-or-worse line holding
         # none is a ``log`` event and nothing else, which the fast path makes unframed
         self.log_hits = (self._both or _DISPATCH).hits
+        # what the fast path found of such a line's message (exporter.stream.fastpath: whether it is a plain ``log``
+        # event's), for messages it met before: a server repeats its warnings; bounded there
+        self.log_plain: dict[str, bool] = {}
         # what the fast path searches a quiet line for, NO_NEEDLE_FILTERS and the rules' quiet needles at once
         # (``quiet_holds``); per (level, file) when some rule names either
         self.quiet_holds_cache: dict[tuple[str, str], object] = {}

@@ -105,16 +105,26 @@ def recognise(frame: Frame) -> str | None:
     "continued" for any record of an echo-only logger, else None."""
     msg = frame.message
     if msg[:1] in _FIRST_LETTERS:
-        if frame.header is not None and "LMCache" in frame.header:
-            return None  # LMCache's own records: its families read them from the words around the id
-        if msg.startswith(_VLLM_REQUEST_WORDS):
-            return None  # vLLM's words, the id after them (exporter.parsers.serving_capacity reads them whole)
-        for start, record in STARTS:
-            if msg.startswith(start):
-                return record
+        record = begun(msg, frame.header)
+        if record != "":
+            return record  # (None: LMCache's or vLLM's own words)
     if frame.logger is not None and logger_stem(frame.logger) in LOGGERS:
         return "continued"
     return None
+
+
+def begun(message: str, header: str | None) -> str | None:
+    """The echo record a message begins by its words (the first of STARTS it starts with); None for words that
+    begin none under this header (LMCache's own records, vLLM's own ``Request ...`` words); "" for a message that
+    starts with none of STARTS."""
+    if header is not None and "LMCache" in header:
+        return None  # LMCache's own records: its families read them from the words around the id
+    if message.startswith(_VLLM_REQUEST_WORDS):
+        return None  # vLLM's words, the id after them (exporter.parsers.serving_capacity reads them whole)
+    for start, record in STARTS:
+        if message.startswith(start):
+            return record
+    return ""
 
 
 # What a record's end says, read from the end (the client's text comes before it, and a match from

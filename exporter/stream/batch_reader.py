@@ -25,7 +25,7 @@ REST_BATCHES = 64  # batches read without the quiet scans after they found less 
 
 class BatchReader:
     """``feed_batch`` for exporter.stream.pipeline.Pipeline, whose state and steps it uses: its open tracebacks,
-    CRI joiner, clock, families and line count; ``join_parts``, ``_fast_event``, ``_feed_usual``, ``_lifecycle``
+    CRI joiner, clock, families and line count; ``join_parts``, ``_fast_events``, ``_feed_usual``, ``_lifecycle``
     and ``_bad``."""
 
     def feed_batch(self, lines: list[str], on_error=None) -> tuple[
@@ -92,7 +92,7 @@ class BatchReader:
                 others, first, last, access = range(len(lines)), -1, -1, {}
         classify, clock, ignore, families = fastpath.classify, self.clock, fastpath.IGNORE, self.families
         echo_seen, fast_echoes = fastpath.ECHO, self._fast_echoes
-        fast_event, usual = self._fast_event, self._feed_usual
+        fast_events, usual = self._fast_events, self._feed_usual
         # the lines no family wants, found by scanning the batch (exporter.stream.quiet): each is what the fast
         # path would call ignorable, counted without being looked at, while no traceback is open (an open one may
         # take a line: it is asked as every line is); with a user's rules, those the fast path answers ECHO are kept
@@ -137,8 +137,8 @@ class BatchReader:
                     continue
                 # (a tuple: the fast path's event, unless this stream's state takes the line; else the usual way, with
                 # the wrapper's match if it made one)
-                if type(fast) is tuple and (made := fast_event(fast)) is not None:
-                    res, ev = PARSED, [made]
+                if type(fast) is tuple and (ev := fast_events(fast)) is not None:
+                    res = PARSED if ev else IGNORED
                 else:
                     res, ev = usual(line, framed_as_is, fast if type(fast) is not tuple else None)
             except Exception as e:  # noqa: BLE001 - the guard: one line, never its neighbours

@@ -124,18 +124,21 @@ class Echoes:
         header = f.header
         if rec is None:
             return "continued" if header is not None and self.continues(key, header.rstrip()) else None
+        return rec if header is None else self.begins(key, header.rstrip(), rec)
+
+    def begins(self, key: tuple, header: str, rec: str) -> str:
+        """``rec`` (echo.recognise's name for the record a line of ``key`` with this header, white space stripped
+        from its end, begins by its words), or "continued" when it is a line of the last echo record's text."""
         headers = self._headers
-        if header is not None:
-            h = header.rstrip()
-            last = headers.get(key)
-            if last is not None and last[0] == h and last[1] != rec and last[1] != "continued":
-                # the same header (second, file and line) as the last echo, another record's words: a line
-                # of the client's text inside it (a LoRA name with a line break holding "Aborted request(s)").
-                # (After lines of a record whose start this read did not see, a record's words start one.)
-                return "continued"
-            if len(headers) >= self.MAX_PROCESSES:
-                headers.clear()
-            headers[key] = (h, rec, rec if rec in echo.FACT_RECORDS else None)
+        last = headers.get(key)
+        if last is not None and last[0] == header and last[1] != rec and last[1] != "continued":
+            # the same header (second, file and line) as the last echo, another record's words: a line
+            # of the client's text inside it (a LoRA name with a line break holding "Aborted request(s)").
+            # (After lines of a record whose start this read did not see, a record's words start one.)
+            return "continued"
+        if len(headers) >= self.MAX_PROCESSES:
+            headers.clear()
+        headers[key] = (header, rec, rec if rec in echo.FACT_RECORDS else None)
         return rec
 
     def continues(self, key: tuple, header: str) -> bool:

@@ -186,7 +186,7 @@ def _quiet(line: str, clock: Clock, families: Families):
     msg = text[m.end():]
     # (the request log's words first: a few prefix and substring tests, where the needles' search costs ~1 us)
     if msg.startswith(echo.COUNTED):
-        return m  # the request log's records, whose bounded facts are counted (exporter.parsers.echo)
+        return _counted(m, text, msg, clock)  # the request log's records, whose bounded facts are counted
     if echo.FACT_WORDS[0] in msg or echo.FACT_WORDS[1] in msg:
         return m  # ... and their later lines, when a line break in the id pushed their facts on
     if msg.startswith(echo.REQUEST) and echo.VALIDATION in msg:
@@ -223,6 +223,27 @@ def _quiet(line: str, clock: Clock, families: Families):
     return True
 
 
+# the first item of classify's answer for a record of the request log (below)
+ECHO_RECORD = "echo record"
+
+
+def _counted(m, text: str, msg: str, clock: Clock):
+    """``(ECHO_RECORD, record, match, text)`` for an INFO or DEBUG record of the request log whose bounded facts are
+    counted (exporter.parsers.echo: a request received, a response generated, an abort, a LoRA adapter), one the usual
+    way frames as the wrapper's match says: what the pipeline reads unframed (``Pipeline._fast_echo``: its state says
+    whether the line begins a record or is a line of the last one's client text); else the wrapper's match."""
+    record = echo.begun(msg, text[m.start(12):m.end()])
+    if not record:
+        return m
+    if ("0m" in text or "9m" in text) and BARE_RESET.search(text) is not None:
+        return m
+    if m.re not in _NO_MONTH_NAME:
+        known = clock.minutes.get(text[:m.start(5)])
+        if (known is None or known is NO_MONTH) and record_time(m, text, clock) is NO_MONTH:
+            return m
+    return ECHO_RECORD, record, m, text
+
+
 _LOG_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
 # a message longer than this goes the usual way (which reads the first 64 KiB of one, and squeezes long digit runs)
 _LOG_CHARS = 4096
@@ -236,14 +257,22 @@ def _logged(m, text: str, level: str, clock: Clock, families: Families):
     ``log`` event of and nothing else (no family's or rule's needle, no traceback, no glued record, no tool parser
     or echo logger, the usual way's message): what ``Pipeline._classify`` makes of it; else the wrapper's match.
     The pipeline still asks its own state: an open traceback or echo record may take the line
-    (``Pipeline._fast_event``)."""
+    (``Pipeline._fast_events``)."""
     if level not in _LOG_LEVELS:
         return m
     msg = text[m.end():]
-    c = msg[:1]
-    if not c or c.isspace() or c == "{" or len(msg) > _LOG_CHARS or msg.startswith(TRACEBACK_START) \
-            or msg.startswith(CHAIN) or msg.startswith(QUIET_ECHOES) or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):
-        return m  # a traceback's, a JSON record's, an echo record's, or maybe another record glued on
+    # (what the message says is the same each time it is met: the answer for the last _PLAIN_MESSAGES short ones is
+    # kept, a warning that a server repeats costs a look-up)
+    known = families.log_plain
+    plain = known.get(msg)
+    if plain is None:
+        plain = _plain(msg, families)
+        if len(msg) <= _PLAIN_CHARS:
+            if len(known) >= _PLAIN_MESSAGES:
+                known.clear()
+            known[msg] = plain
+    if not plain:
+        return m
     if ("0m" in text or "9m" in text) and BARE_RESET.search(text) is not None:
         return m
     logger = text[m.start(18):m.end(19)]
@@ -254,8 +283,7 @@ def _logged(m, text: str, level: str, clock: Clock, families: Families):
         if len(_OTHER_LOGGERS) > 256:
             _OTHER_LOGGERS.clear()
         _OTHER_LOGGERS[logger] = other
-    # (a long digit run: the usual way searches the needles in its squeezed text, left to it)
-    if other or has_long_run(msg) or families.log_hits(msg):
+    if other:
         return m
     when = record_time(m, text, clock)
     if when is NO_MONTH:
@@ -263,6 +291,24 @@ def _logged(m, text: str, level: str, clock: Clock, families: Families):
     proc, pid = m.group(10, 11)
     return ("log", {"level": level.lower(), "logger": logger, "message": msg[:1000]}, when[0], proc,
             int(pid) if pid is not None and len(pid) <= 10 else None, text[m.start(12):m.end()].rstrip())
+
+
+# the messages whose answer _logged keeps (per set of families), and the longest kept
+_PLAIN_MESSAGES, _PLAIN_CHARS = 1024, 512
+# what a message that is a record's continuation (a traceback's, a chain's) or an echo record's starts with
+_NOT_PLAIN_STARTS = (TRACEBACK_START, *CHAIN, *QUIET_ECHOES)
+
+
+def _plain(msg: str, families: Families) -> bool:
+    """Whether a WARNING-or-worse record's message is a plain ``log`` event's to the usual way, by its words alone: no
+    traceback's, chain's, JSON record's or echo record's start, no record glued on, no family's or rule's needle; and
+    nothing the usual way reads otherwise (longer than _LOG_CHARS, a long digit run it squeezes before searching the
+    needles)."""
+    c = msg[:1]
+    if not c or c.isspace() or c == "{" or len(msg) > _LOG_CHARS or msg.startswith(_NOT_PLAIN_STARTS) \
+            or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):
+        return False
+    return not has_long_run(msg) and not families.log_hits(msg)
 
 
 def echo_key(line: str) -> tuple[tuple, str] | None:

@@ -16,7 +16,8 @@ import time
 
 from exporter.framing.clock import Clock
 from exporter.framing.cri import CriJoiner, may_hold_parts
-from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_line
+from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_line, record_time
+from exporter.framing.headers import pid_of
 from exporter.framing.json_records import looks_like_record, record_frames
 from exporter.framing.lines import MAX_LINE_BYTES, cut_text, joined
 from exporter.parsers import BUILT_IN, CONTINUATION_PARSERS, Families, echo, parse_frame, tool_parser
@@ -151,9 +152,9 @@ class Pipeline(BatchReader):
                     self.lineno += 1
                     return IGNORED, []
                 if type(fast) is tuple:
-                    made = self._fast_event(fast)
+                    made = self._fast_events(fast)
                     if made is not None:
-                        return PARSED, self._lifecycle([made])
+                        return (PARSED, self._lifecycle(made)) if made else (IGNORED, made)
                     fast = None
             res, events = self._feed_usual(line, clean, fast)
         except Exception as e:  # noqa: BLE001 - the guard: one line, never its neighbours
@@ -162,9 +163,11 @@ class Pipeline(BatchReader):
             return UNPARSED, []
         return res, (self._lifecycle(events) if events else events)
 
-    def _fast_event(self, fast: tuple) -> Event | None:
-        """The event of a line the fast path read (fastpath.classify's tuple), or None when this stream's state
+    def _fast_events(self, fast: tuple) -> list[Event] | None:
+        """The events of a line the fast path read (fastpath.classify's tuple), or None when this stream's state
         takes the line otherwise (the usual way reads it then)."""
+        if fast[0] is fastpath.ECHO_RECORD:
+            return self._fast_echo(fast)
         if len(fast) == 6:  # a WARNING-or-worse record no family wants: what _classify does with it
             kind, fields, ts, process, pid, header = fast
             key = (process, pid)
@@ -175,7 +178,25 @@ class Pipeline(BatchReader):
             kind, fields, ts, process, pid = fast
             self._attribute(kind, fields, (process, pid))
         self.lineno += 1
-        return Event(kind, fields, ts, process, pid, self.lineno)
+        return [Event(kind, fields, ts, process, pid, self.lineno)]
+
+    def _fast_echo(self, fast: tuple) -> list[Event] | None:
+        """A request-log record's facts (fastpath's ECHO_RECORD answer) as ``_classify`` reads them from its frame
+        (``_echo``); its time read only when it has one to count (most requests received name no adapter)."""
+        _, record, m, text = fast
+        end = m.end()
+        if self.families.client_text_table or len(text) - end > PARSE_WINDOW_CHARS:
+            return None  # a user's rule that reads a client's text reads the frame; a longer message is cut first
+        process, pid = m.group(10, 11)
+        key = (process, pid_of(pid))
+        record = self._echoes.begins(key, text[m.start(12):end].rstrip(), record)
+        self.lineno += 1
+        events = self._echo_facts(record, key, text[end:], m.group(12), text[m.start(18):m.end(19)])
+        if events:
+            ts, lineno = record_time(m, text, self.clock)[0], self.lineno
+            for ev in events:
+                ev.ts, ev.process, ev.pid, ev.line = ts, process, key[1], lineno
+        return events
 
     def _opened(self, key: tuple, header: str, msg: str) -> None:
         """A WARNING-or-worse record's first words, which a traceback its process logs next opens with."""
@@ -414,33 +435,35 @@ class Pipeline(BatchReader):
         return PARSED, events + ruled
 
     def _echo(self, f: Frame, record: str, key: tuple) -> tuple[str, list[Event]]:
-        """A record that echoes a client's text: only its bounded facts are read (exporter.parsers.echo:
-        a request's adapter, a response's finish reason, an abort, a LoRA adapter loaded), on its first
-        line or, when a line break in the id pushed them on, on the first later line that holds them
-        (exporter.stream.boundary.Echoes.pending). At WARNING or above, its first line counts as a
-        message of its level (without its text)."""
-        if record == "continued":
-            record = self._echoes.pending(key)
-            if record is None:
-                return IGNORED, []
-            events = echo.events(record, f.message, f.level, f.logger)
-            if not events:
-                return IGNORED, []
-            self._echoes.found(key)
-            for ev in events:
-                ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
-            return PARSED, events
-        events = echo.events(record, f.message, f.level, f.logger)
-        if events and record in echo.FACT_RECORDS:
-            self._echoes.found(key)
-        level = f.level
-        if level in ("WARNING", "ERROR", "CRITICAL"):
-            events.append(Event("log", {"level": level.lower(), "logger": f.logger, "echo": record}))
+        """A record that echoes a client's text: only its bounded facts are read (``_echo_facts``)."""
+        events = self._echo_facts(record, key, f.message, f.level, f.logger)
         if not events:
             return IGNORED, []
         for ev in events:
             ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
         return PARSED, events
+
+    def _echo_facts(self, record: str, key: tuple, message: str, level: str | None, logger: str | None) -> list[Event]:
+        """The events of a line of an echo record (``record``, Echoes.record's name; "continued" for a later line):
+        its bounded facts (exporter.parsers.echo: a request's adapter, a response's finish reason, an abort, a LoRA
+        adapter loaded), on its first line or, when a line break in the id pushed them on, on the first later line
+        that holds them (exporter.stream.boundary.Echoes.pending). At WARNING or above, its first line counts as a
+        message of its level (without its text)."""
+        echoes = self._echoes
+        if record == "continued":
+            record = echoes.pending(key)
+            if record is None:
+                return []
+            events = echo.events(record, message, level, logger)
+            if events:
+                echoes.found(key)
+            return events
+        events = echo.events(record, message, level, logger)
+        if events and record in echo.FACT_RECORDS:
+            echoes.found(key)
+        if level in ("WARNING", "ERROR", "CRITICAL"):
+            events.append(Event("log", {"level": level.lower(), "logger": logger, "echo": record}))
+        return events
 
     def flush(self, idle_seconds: float | None = None) -> list[Event]:
         """Finish pending tracebacks: all of them, or those untouched for ``idle_seconds``."""
