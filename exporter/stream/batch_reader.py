@@ -112,11 +112,18 @@ class BatchReader:
                 quiet = echoed = ()
         if scan and 2 * len(quiet) < len(others):
             self._scan_rest = REST_BATCHES
+        # the lines counted without being read: the access lines (up to ``last``) and, but where a user's rules keep
+        # some in their order (echoed), the quiet ones
+        asked, bulk, counted_quiet = others, last, ()
+        if quiet and not echoed:
+            asked = [i for i in others if i not in quiet]
+            counted_quiet, bulk, quiet = quiet, max(last, max(quiet)), ()
+            counts[IGNORED] += len(counted_quiet)
         tracebacks = self._tracebacks
         done = -1  # the last line read
-        for i in others:
-            if tracebacks and done < last:
-                break  # a traceback opened: the access lines counted after it are read in order (below)
+        for i in asked:
+            if tracebacks and done < bulk:
+                break  # a traceback opened: the lines counted after it are read in order (below)
             done = i
             if i in quiet and not tracebacks:
                 if echoed and i in echoed:  # (what the fast path does with a line it answers ECHO)
@@ -153,14 +160,15 @@ class BatchReader:
             if ev:
                 events.extend(ev)
         rest = None
-        if tracebacks and done < last:
+        if tracebacks and done < bulk:
             # A traceback opened whose start the batch does not hold (a frame's or an exception's line: the log began
-            # inside it, exporter.stream.pipeline's orphan traceback): an access line may end it (a later line of
-            # another process does), so the lines after the one that opened it are read one by one; the access
-            # lines before it are counted as counted (they come before any traceback).
+            # inside it, exporter.stream.pipeline's orphan traceback): a line counted unread may end it (an access
+            # line: a later line of another process does) or belong to it, so the lines after the one that opened it
+            # are read one by one; those before it stay counted (they come before any traceback).
             rest = lines[done + 1:]
             lines = lines[:done + 1]
             access, others, first, last = self._tally(lines)
+            counts[IGNORED] -= sum(1 for i in counted_quiet if i > done)
         self.lineno = start + len(lines)
         counts[PARSED] += len(lines) - len(others)
         if events:
