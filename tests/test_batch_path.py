@@ -144,6 +144,16 @@ def test_an_access_line_after_a_traceback_whose_start_the_batch_lacks_is_read_in
     assert sum(access_counts.values()) == 1  # the one before the traceback, counted in bulk; the others read
 
 
+def test_a_batch_read_without_its_span_gives_the_same_counts_and_events():
+    # (the daemon keeps no run's time range: it asks for no span, and framing two access lines a batch is spared)
+    lines = generate(3000, seed=5)
+    a, b = Pipeline(Clock(year=2026)), Pipeline(Clock(year=2026))
+    for i in range(0, len(lines), 400):
+        with_span, without = a.feed_batch(lines[i:i + 400]), b.feed_batch(lines[i:i + 400], span=False)
+        assert with_span[:3] == without[:3] and without[3] == (None, None)
+        assert None not in with_span[3]  # (every batch of the generated log holds access lines)
+
+
 REAL = SAMPLE.read_text(encoding="utf-8").splitlines()[::5] + TRICKY
 
 

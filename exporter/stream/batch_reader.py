@@ -28,7 +28,7 @@ class BatchReader:
     CRI joiner, clock, families and line count; ``join_parts``, ``_fast_events``, ``_feed_usual``, ``_lifecycle``
     and ``_bad``."""
 
-    def feed_batch(self, lines: list[str], on_error=None) -> tuple[
+    def feed_batch(self, lines: list[str], on_error=None, span: bool = True) -> tuple[
             dict[str, int], list[Event], dict[tuple, int], tuple[float | None, float | None]]:
         """Account many lines; return counts by result, the events, access-log responses counted by
         (method, path, status, http version) instead of one event each, and the timestamps of the
@@ -41,7 +41,8 @@ class BatchReader:
         events (their timestamps and line numbers) are not made.
 
         A line whose reading raises is counted as unparsed and handed to on_bad_line (``on_error``,
-        if given, instead: ``on_error(line)``).
+        if given, instead: ``on_error(line)``). ``span=False``: the span is not read ((None, None)): the daemon,
+        which keeps no run's time range, is spared framing two access lines a batch the general way.
         """
         text = joined(lines)
         if self._cri.pending or may_hold_parts(text):
@@ -52,7 +53,7 @@ class BatchReader:
         framed_as_is = not framing_unsafe(text)
         no_traceback = not framed_as_is or TRACEBACK_START not in text  # (searched only where it decides)
         if no_traceback or len(lines) < 2:
-            return self._feed_lines(lines, framed_as_is, framed_as_is and no_traceback, on_error)
+            return self._feed_lines(lines, framed_as_is, framed_as_is and no_traceback, on_error, span)
         # A traceback starts in the batch: the lines before it are a batch of their own, the lines from it on are
         # read one by one until no traceback is open, and the rest as a batch again (as if the batches were cut
         # there): one traceback does not send a whole batch's access lines the one-by-one way.
@@ -63,16 +64,16 @@ class BatchReader:
             if self._tracebacks:
                 k = i
             if k > i:
-                parts.append(self._feed_lines(lines[i:k], True, True, on_error))
+                parts.append(self._feed_lines(lines[i:k], True, True, on_error, span))
             i = k
             while i < n:
-                parts.append(self._feed_lines(lines[i:i + 1], True, False, on_error))
+                parts.append(self._feed_lines(lines[i:i + 1], True, False, on_error, span))
                 i += 1
                 if not self._tracebacks:
                     break
         return merged(parts)
 
-    def _feed_lines(self, lines: list[str], framed_as_is: bool, clean: bool, on_error) -> tuple[
+    def _feed_lines(self, lines: list[str], framed_as_is: bool, clean: bool, on_error, span: bool = True) -> tuple[
             dict[str, int], list[Event], dict[tuple, int], tuple[float | None, float | None]]:
         """``feed_batch`` of lines joined already: ``framed_as_is``, framing changes none of them; ``clean``, and no
         traceback starts in them."""
@@ -173,12 +174,12 @@ class BatchReader:
         counts[PARSED] += len(lines) - len(others)
         if events:
             events = self._lifecycle(events)
-        span = (None, None)
-        if first >= 0:
-            span = (self._ts(lines[first], on_error), self._ts(lines[last], on_error))
+        edges = (None, None)
+        if first >= 0 and span:
+            edges = (self._ts(lines[first], on_error), self._ts(lines[last], on_error))
         if rest is not None:
-            return merged([(counts, events, access, span), self._feed_lines(rest, framed_as_is, False, on_error)])
-        return counts, events, access, span
+            return merged([(counts, events, access, edges), self._feed_lines(rest, framed_as_is, False, on_error, span)])
+        return counts, events, access, edges
 
     @staticmethod
     def _tally(lines: list[str]) -> tuple[dict[tuple, int], list[int], int, int]:
