@@ -297,3 +297,18 @@ def test_a_stamped_record_is_framed_in_one_match_as_the_general_loop_frames_it(s
     line = stamp + "(APIServer pid=7) INFO 12-31 23:59:58 [api_server.py:1] hello"
     assert frame_line(line, uclock) == frame_general(line, uclock), line
     assert (common_match(line) is not None) == ("," not in stamp), line  # (a comma's fraction: another wrapper)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.integers(1999, 2101), st.integers(1, 9999)), st.integers(0, 13), st.integers(0, 32), st.integers(0, 25),
+                          st.integers(0, 61), st.integers(0, 61), st.sampled_from(["", ".5", ".000000001", ".999999"]),
+                          st.sampled_from(["Z", "+05:30", "-0800", "+23:59", "-23:59", "+2400", "+00:00"])),
+                min_size=1, max_size=8))
+def test_stamps_of_any_date_and_zone_are_read_in_one_match_as_the_general_loop_reads_them(stamps):
+    # one clock for all (its caches of minutes and days carry over from stamp to stamp, as in a stream)
+    from exporter.framing.clock import Clock
+
+    clock = Clock(year=2026)
+    for y, mo, d, hh, mm, ss, frac, zone in stamps:
+        line = f"{y:04d}-{mo:02d}-{d:02d}T{hh:02d}:{mm:02d}:{ss:02d}{frac}{zone} (APIServer pid=7) INFO 12-31 23:59:58 [a.py:1] hi"
+        assert frame_line(line, clock) == frame_general(line, Clock(year=2026)), line

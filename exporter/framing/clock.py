@@ -63,6 +63,7 @@ class Clock:
         self._now = now
         self._cache: dict[tuple[int, int, int], float | None] = {}
         self.minutes: dict[str, object] = {}  # framing's cache: journald stamp up to the minute -> time
+        self.days: dict[str, float | None] = {}  # ... and an RFC 3339 stamp's day and zone -> its start
         self._last: float | None = None  # the last hour decided (with ``year``: the log's order)
         self._expires = 0.0  # (wall clock) when the caches are dropped, so that years are decided again
 

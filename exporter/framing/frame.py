@@ -220,11 +220,19 @@ def _stamped_time(m: re.Match, text: str, clock: Clock) -> float | None:
     key = text[:16] + zone
     base = minutes.get(key, _MISS)
     if base is _MISS:
-        y, mo, d, hh, mm = m.group(1, 2, 3, 4, 5)
-        try:
-            base = datetime(int(y), int(mo), int(d), int(hh), int(mm), tzinfo=zone_of(zone)).timestamp()
-        except (ValueError, OverflowError):
-            base = None
+        # (a new minute: its day's start, converted once a day, and the minutes since; a zone is a fixed offset)
+        days = clock.days
+        day = days.get(key[:10] + zone, _MISS)
+        if day is _MISS:
+            try:
+                day = datetime(int(text[:4]), int(text[5:7]), int(text[8:10]), tzinfo=zone_of(zone)).timestamp()
+            except (ValueError, OverflowError):
+                day = None
+            if len(days) > 256:
+                days.clear()
+            days[key[:10] + zone] = day
+        hh, mm = int(text[11:13]), int(text[14:16])
+        base = day + hh * 3600 + mm * 60 if day is not None and hh < 24 and mm < 60 else None
         if len(minutes) > 4096:
             minutes.clear()
         minutes[key] = base

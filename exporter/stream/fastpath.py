@@ -136,8 +136,8 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
                 return m  # a rule may want it too: framed the usual way
     b = regex.fullmatch(text, end)
     # Only the wrapper can hold a colour reset: the messages' patterns have no "[" (and a KV body
-    # holding one is not plain, so it goes the usual way).
-    if b is None or BARE_RESET.search(text, 0, end) is not None:
+    # holding one is not plain, so it goes the usual way). (Every bare reset holds "0m" or "9m": two finds first.)
+    if b is None or ("0m" in text or "9m" in text) and BARE_RESET.search(text, 0, end) is not None:
         return m
     when = record_time(m, text, clock)
     if when is NO_MONTH:
@@ -207,15 +207,8 @@ def _quiet(line: str, clock: Clock, families: Families):
         return m
     if TRACEBACK_START in msg or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):
         return m  # a traceback starting, or maybe another record glued on: the usual way decides
-    # (every bare colour reset holds "0m" or "9m": two finds before the regex)
-    if ("0m" in text or "9m" in text) and BARE_RESET.search(text) is not None:
+    if not _framed_as_matched(m, text, clock):
         return m
-    # an unknown month name makes framing take its general way, which reads the line otherwise
-    # (the minute's stamp is cached by framing: most lines only look it up)
-    if m.re not in _NO_MONTH_NAME:
-        known = clock.minutes.get(text[:m.start(5)])
-        if (known is None or known is NO_MONTH) and record_time(m, text, clock) is NO_MONTH:
-            return m
     if ruled and (starts := _ECHO_BY_FIRST.get(msg[:1])) is not None and msg.startswith(starts):
         # a record that echoes a client's text: ignored all the same, but its continuation lines (the
         # same header) must reach no rule without client_text, so the pipeline is told (echo_key)
@@ -233,15 +226,24 @@ def _counted(m, text: str, msg: str, clock: Clock):
     way frames as the wrapper's match says: what the pipeline reads unframed (``Pipeline._fast_echo``: its state says
     whether the line begins a record or is a line of the last one's client text); else the wrapper's match."""
     record = echo.begun(msg, text[m.start(12):m.end()])
-    if not record:
+    if not record or not _framed_as_matched(m, text, clock):
         return m
+    return ECHO_RECORD, record, m, text
+
+
+def _framed_as_matched(m, text: str, clock: Clock) -> bool:
+    """Whether framing frames ``text`` from its common shape's match ``m``: no colour reset that lost its ESC (the
+    general way strips bare colour codes then), and, behind journald's text, a month name it knows (else the general
+    way reads the line otherwise)."""
+    # (every bare colour reset holds "0m" or "9m": two finds before the regex)
     if ("0m" in text or "9m" in text) and BARE_RESET.search(text) is not None:
-        return m
+        return False
     if m.re not in _NO_MONTH_NAME:
+        # (the minute's stamp is cached by framing: most lines only look it up)
         known = clock.minutes.get(text[:m.start(5)])
         if (known is None or known is NO_MONTH) and record_time(m, text, clock) is NO_MONTH:
-            return m
-    return ECHO_RECORD, record, m, text
+            return False
+    return True
 
 
 _LOG_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
