@@ -221,14 +221,15 @@ ECHO_RECORD = "echo record"
 
 
 def _counted(m, text: str, msg: str, clock: Clock):
-    """``(ECHO_RECORD, record, match, text)`` for an INFO or DEBUG record of the request log whose bounded facts are
+    """``(ECHO_RECORD, record, match, text, header)`` for an INFO or DEBUG record of the request log whose bounded facts are
     counted (exporter.parsers.echo: a request received, a response generated, an abort, a LoRA adapter), one the usual
     way frames as the wrapper's match says: what the pipeline reads unframed (``Pipeline._fast_echo``: its state says
     whether the line begins a record or is a line of the last one's client text); else the wrapper's match."""
-    record = echo.begun(msg, text[m.start(12):m.end()])
+    header = text[m.start(12):m.end()]
+    record = echo.begun(msg, header)
     if not record or not _framed_as_matched(m, text, clock):
         return m
-    return ECHO_RECORD, record, m, text
+    return ECHO_RECORD, record, m, text, header
 
 
 def _framed_as_matched(m, text: str, clock: Clock) -> bool:
