@@ -312,3 +312,18 @@ def test_stamps_of_any_date_and_zone_are_read_in_one_match_as_the_general_loop_r
     for y, mo, d, hh, mm, ss, frac, zone in stamps:
         line = f"{y:04d}-{mo:02d}-{d:02d}T{hh:02d}:{mm:02d}:{ss:02d}{frac}{zone} (APIServer pid=7) INFO 12-31 23:59:58 [a.py:1] hi"
         assert frame_line(line, clock) == frame_general(line, Clock(year=2026)), line
+
+
+@pytest.mark.parametrize("zone, ts, source", [
+    ("+0200", "2024-12-05T08:00:00+00:00", "rfc3339"), ("-0800", "2024-12-05T18:00:00+00:00", "rfc3339"),
+    ("UTC", "2024-12-05T10:00:00+00:00", "rfc3339"), ("CET", None, "local"),
+    # an offset Python refuses (24 hours or more): the stamp names no time, the header's is read, in the clock's year
+    # (framing raised before: the line was counted unparsed)
+    ("+9999", "2026-12-05T10:00:00+00:00", "vllm"), ("-2400", "2026-12-05T10:00:00+00:00", "vllm"),
+])
+def test_journalctl_short_full_zones_and_an_impossible_one(zone, ts, source, uclock):
+    line = f"Thu 2024-12-05 10:00:00 {zone} gpu1 vllm[100]: (APIServer pid=1) INFO 12-05 10:00:00 [a.py:1] hi"
+    f = frame_line(line, uclock)
+    assert (f.host, f.unit, f.message, f.ts_source) == ("gpu1", "vllm", "hi", source)
+    if ts is not None:
+        assert f.ts == datetime.fromisoformat(ts).timestamp()

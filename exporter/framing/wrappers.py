@@ -20,9 +20,9 @@ Pure: patterns and functions of text; the frame is any object with Frame's field
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 
-from exporter.framing.clock import Clock, plausible
+from exporter.framing.clock import Clock, plausible, zone_of
 
 RFC3339 = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)? ")
 # journald "short" output: month name in the host's locale, day padded with a space; "short-precise"
@@ -269,14 +269,11 @@ def _full_time(m: re.Match, clock: Clock) -> tuple[float, str] | None:
     """journalctl -o short-full's time: its zone an offset, UTC, or an abbreviation (which names no offset
     for sure: the clock's zone then)."""
     zone = m.group(7)
-    if zone in ("UTC", "GMT", "Z"):
-        tz, source = timezone.utc, "rfc3339"
-    elif zone[0] in "+-":
-        sign = 1 if zone[0] == "+" else -1
-        tz, source = timezone(sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[3:5]))), "rfc3339"
-    else:
-        tz, source = clock.tz, "local"
     try:
+        if zone in ("UTC", "GMT", "Z") or zone[0] in "+-":
+            tz, source = zone_of(zone if zone[0] in "+-" else None), "rfc3339"  # (an offset Python refuses: none)
+        else:
+            tz, source = clock.tz, "local"
         ts = plausible(datetime(*(int(m.group(i)) for i in range(1, 6)), min(int(m.group(6)), 59), tzinfo=tz).timestamp())
     except (ValueError, OverflowError, OSError):
         return None
