@@ -221,8 +221,8 @@ def _stamped_time(m: re.Match, text: str, clock: Clock) -> float | None:
     base = minutes.get(key, _MISS)
     if base is _MISS:
         # (a new minute: its day's start, converted once a day, and the minutes since; a zone is a fixed offset)
-        days = clock.days
-        day = days.get(key[:10] + zone, _MISS)
+        days, day_key = clock.days, key[:10] + zone
+        day = days.get(day_key, _MISS)
         if day is _MISS:
             try:
                 day = datetime(int(text[:4]), int(text[5:7]), int(text[8:10]), tzinfo=zone_of(zone)).timestamp()
@@ -230,7 +230,7 @@ def _stamped_time(m: re.Match, text: str, clock: Clock) -> float | None:
                 day = None
             if len(days) > 256:
                 days.clear()
-            days[key[:10] + zone] = day
+            days[day_key] = day
         hh, mm = int(text[11:13]), int(text[14:16])
         base = day + hh * 3600 + mm * 60 if day is not None and hh < 24 and mm < 60 else None
         if len(minutes) > 4096:

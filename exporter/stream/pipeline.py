@@ -17,6 +17,7 @@ import time
 from exporter.framing.clock import Clock
 from exporter.framing.cri import CriJoiner, may_hold_parts
 from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_line, record_time
+from exporter.framing.headers import pid_of
 from exporter.framing.json_records import looks_like_record, record_frames
 from exporter.framing.lines import MAX_LINE_BYTES, cut_text, joined
 from exporter.parsers import BUILT_IN, CONTINUATION_PARSERS, Families, echo, parse_frame, tool_parser
@@ -187,7 +188,7 @@ class Pipeline(BatchReader):
         if self.families.client_text_table or len(text) - end > PARSE_WINDOW_CHARS:
             return None  # a user's rule that reads a client's text reads the frame; a longer message is cut first
         process, pid = m.group(10, 11)
-        key = (process, int(pid) if pid is not None and len(pid) <= 10 else None)  # (framing's pid_of)
+        key = (process, pid_of(pid))
         record = self._echoes.begins(key, header.rstrip(), record)
         self.lineno += 1
         events = self._echo_facts(record, key, text[end:], m.group(12), text[m.start(18):m.end(19)])
