@@ -97,6 +97,19 @@ def test_a_logger_with_two_line_numbers_reads_the_same_both_ways():
     check(mangled)
 
 
+def test_a_per_position_rate_above_one_is_dropped_both_ways():
+    # each rate is a share of the drafts: a list holding 1.5 is no list of rates (the fast path checks the pattern's
+    # rates itself, the usual way with _rates)
+    spec = next(line for line in PERIODIC if "Per-position acceptance rate: " in line and check(line))
+    head, _, rest = spec.partition("Per-position acceptance rate: ")
+    for first in ("1.500", "9.9", "1.0000000001"):
+        bad = head + "Per-position acceptance rate: " + first + ", " + rest
+        assert check(bad), bad
+        assert "per_position_acceptance_rate" not in fastpath.match(bad, Clock(year=2026))[1]
+    edge = head + "Per-position acceptance rate: 1.000, " + rest
+    assert check(edge) and fastpath.match(edge, Clock(year=2026))[1]["per_position_acceptance_rate"][0] == 1.0
+
+
 @settings(max_examples=3000, deadline=None)
 @given(st.sampled_from(PERIODIC), st.lists(st.tuples(st.integers(0, 400), st.sampled_from(
     ["", "0", "9", ".", "%", ",", ", ", " ", "(", ")", "[", "]", "Engine 001: ", "nan", "-", "[0m", "x", ":", "5.5",

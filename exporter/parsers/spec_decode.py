@@ -80,7 +80,8 @@ def current_fields(mean_len, depth, acc_tps, dra_tps, acc, dra, per_pos, histogr
     fields["accepted_tokens"] = int(acc)
     fields["drafted_tokens"] = int(dra)
     rates = list(map(float, per_pos.split(", ")))
-    if _rates(rates):
+    # (the pattern's rates are "d.ddd": none below 0, none NaN; _rates' other checks hold for them already)
+    if max(rates) <= 1.0:
         fields["per_position_acceptance_rate"] = rates
     if histogram is not None:
         fields["draft_length_histogram"] = draft_lengths(histogram)
