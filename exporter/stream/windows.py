@@ -64,6 +64,7 @@ in, seconds out.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from typing import Callable
 
@@ -84,6 +85,7 @@ class StatsClock:
         self.warn = warn  # (server, the log's interval, the configured one), once per server
         self._last: dict[Key, tuple[float, bool]] = {}  # log time of the key's last line, was it busy
         self._gaps: dict[Key, deque] = {}
+        self._ordered: dict[Key, list[float]] = {}  # the same gaps, sorted (kept so by _observe: no sort a line)
         self._judged: dict[Key, bool] = {}  # the precision the key's gaps were last judged with (_observe)
         self._interval: dict[Key, float] = {}
         self._ready: dict[str, float] = {}  # log time of the server's last engine-ready line since its start
@@ -104,7 +106,7 @@ class StatsClock:
         """A new start: its windows begin again; what it showed is kept for the warning. A first window
         still undecided is decided first, with the best interval known (its seconds are owed: take_first)."""
         self.settle(server)
-        for d in (self._last, self._gaps, self._interval, self._judged, self._unsure, self.owed):
+        for d in (self._last, self._gaps, self._ordered, self._interval, self._judged, self._unsure, self.owed):
             for key in [k for k in d if k[0] == server]:
                 del d[key]
         self._ready.pop(server, None)
@@ -251,26 +253,39 @@ class StatsClock:
         gaps = self._gaps.get(key)
         if gaps is None:
             gaps = self._gaps[key] = deque(maxlen=MAX_GAPS)
+            self._ordered[key] = []
+        ordered = self._ordered[key]
         # A full window of gaps that gives up the very gap it takes holds the same gaps: the estimate made of
         # them, and what followed from it, stand (a steady log's every line: whole-second stamps repeat the gap).
-        # So the sort and the scan are spared, unless the stamps' precision changed since (it is in the slack).
-        same = len(gaps) == MAX_GAPS and gaps[0] == gap and self._judged.get(key) == precise \
-            and key not in self._pending
+        # So the estimate is spared, unless the stamps' precision changed since (it is in the slack).
+        full = len(gaps) == MAX_GAPS
+        same = full and gaps[0] == gap and self._judged.get(key) == precise and key not in self._pending
+        if full and gaps[0] != gap:
+            del ordered[bisect_left(ordered, gaps[0])]  # (the gap the deque gives up)
+            insort(ordered, gap)
+        elif not full:
+            insort(ordered, gap)
         gaps.append(gap)
         if same:
             return
         self._judged[key] = precise
         if len(gaps) < MIN_GAPS:
             return
-        ordered = sorted(gaps)
         median = ordered[len(ordered) // 2]
         # a gap far from the others is the event loop held up, or lines lost: not the interval
         slack = 0.5 * median + (0 if precise else 1.0)
-        near = [g for g in gaps if abs(g - median) <= slack]
-        if len(near) < MIN_GAPS:
+        if precise:
+            near = [g for g in gaps if abs(g - median) <= slack]
+            n, total = len(near), sum(near)
+        else:
+            # whole-second stamps: every gap, the median and the slack are whole or half numbers, so the bounds,
+            # the count and the sum (in any order) are exact: what the scan above gives, read off the sorted gaps
+            lo, hi = bisect_left(ordered, median - slack), bisect_right(ordered, median + slack)
+            n, total = hi - lo, sum(ordered[lo:hi])
+        if n < MIN_GAPS:
             return
-        est = sum(near) / len(near)
-        if not precise and abs(sum(near) - len(near) * self.configured) <= 1.0:
+        est = total / n
+        if not precise and abs(total - n * self.configured) <= 1.0:
             # whole-second stamps: a gap is the true one give or take a second, and a run of them the sum of its
             # gaps give or take one (a 2 s loop held up by a few ms shows a 3 s gap once its fraction wraps): while
             # the configured interval fits the gaps so, it is vLLM's (their mean, [3, 2] -> 2.5 s, counted the
