@@ -125,6 +125,18 @@ def test_the_batch_path_really_counts_access_lines_in_bulk():
     assert access == {} and [e.kind for e in events] == ["access_log"]
 
 
+def test_an_access_line_whose_request_holds_a_colour_reset_that_lost_its_esc_reads_the_same_both_ways():
+    # A collector that drops ESC bytes leaves "[0m" where a colour ended; framing strips such codes from the line, so
+    # line by line the path below is /v1/chat/completions: the bulk count must not count it with the code in it.
+    plain = 'Aug 04 00:02:{:02d} gpu-host vllm[4242]: (APIServer pid=53) INFO:     10.0.0.{}:4{} - "{} HTTP/1.1" 200 OK'
+    lines = [plain.format(i, i, i, req) for i, req in enumerate(
+        ["POST /v1/chat/completions", "POST /v1/chat/co[0mpletions", "GET /metr[39mics", "GET /health[0;0m",
+         "POST /v1/chat/completions", "GET /v1/[0mmodels"] * 3)]
+    same(lines)
+    _, _, access, _ = Pipeline(Clock(year=2026)).feed_batch(lines)
+    assert access == {("POST", "/v1/chat/completions", 200, "1.1"): 6}  # the others read one by one
+
+
 def test_an_access_line_after_a_traceback_whose_start_the_batch_lacks_is_read_in_order():
     # A traceback's frame line with no start before it opens a traceback (the log began inside one); a later line of
     # another process ends it, an access line too: the batch must not count that access line in bulk, or the next

@@ -7,7 +7,7 @@ decides when). Pure: lines in, tally out.
 
 from __future__ import annotations
 
-from exporter.framing.frame import TRACEBACK_START
+from exporter.framing.frame import BARE_RESET, TRACEBACK_START
 from exporter.parsers import access_log
 
 # Anything that makes the raw text of a line differ from what framing hands the parsers (colour,
@@ -47,11 +47,13 @@ def count_access(lines: list[str]) -> Tally:
     text means is looked up once per distinct text, later): a line whose text before the separator
     holds no vLLM header (a record of vLLM's that quotes a client's request line is not uvicorn's
     access line) and whose tail is a whole request line and status (access_log.whole_tail: nothing
-    after the reason phrase, so no record glued on either). Every other line is one of the others,
+    after the reason phrase, so no record glued on either) holding no colour reset that lost its ESC
+    (framing strips those, so the path would read otherwise). Every other line is one of the others,
     which the pipeline feeds one by one. Pure: lines in, tally out."""
     sep = access_log.SEP
     header_end = access_log.HEADER_END
     whole_tail = access_log.whole_tail
+    bare_reset = BARE_RESET.search
     ws = _WHITESPACE
     tails: dict[str, int] = {}
     get = tails.get
@@ -66,7 +68,9 @@ def count_access(lines: list[str]) -> Tally:
             if n is not None:
                 tails[tail] = n + 1
                 continue
-            if whole_tail(tail) is not None:
+            # (a colour reset that lost its ESC, which framing strips, changes what the usual way reads: such a
+            # tail is asked line by line; searched once a batch per distinct tail, not per line)
+            if whole_tail(tail) is not None and bare_reset(tail) is None:
                 tails[tail] = 1
                 continue
         other(i)
