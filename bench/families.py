@@ -3,8 +3,8 @@
 
     python bench/families.py [ROUNDS=3] [--python PY ...] [--rules FILE] [--no-mtail] [--wrapper W] [--wall]
 
-For each family (engine stats, spec decode, KV transfer, the request logger's lines, WARNING lines, other
-INFO lines that no parser wants, access-log lines) a file of LINES lines of only that family is cut from the periodic-20 % benchmark
+For each family (engine stats, spec decode, KV transfer, the request logger's lines, the engine client's
+"Finished request" records, WARNING lines, other INFO lines that no parser wants, access-log lines) a file of LINES lines of only that family is cut from the periodic-20 % benchmark
 log (bench/gen_log.py --mix periodic20); each tool runs over it and over a file of one line, alternating,
 and (time - one-line-file time) / lines is the cost of one line: reading, framing, parsing and counting
 it, without start-up. Time is the child's CPU time (user + system; ``--wall``: the wall clock, as before). Medians of ROUNDS. With several ``--python`` (e.g. wrappers that run two
@@ -37,6 +37,9 @@ FAMILIES = (
     # the request logger's lines (--enable-log-requests): read for their bounded facts since issue 36, so no
     # longer among the lines nobody parses (the generated log's are cut short: no lora_request, so no event)
     ("request log", lambda l: "Received request " in l),
+    # the engine client's "Finished request" records (V0's; V1's "Added request" alike): they echo a request's id, a
+    # client's text, so the pipeline learns each (its later lines are the client's); no fact is counted from them
+    ("requests finished", lambda l: "Finished request " in l),
     # WARNING records: every failure family's needles are tried on them (the bench log's are nearly all the
     # serving layer's "The following fields were present in the request but ignored")
     ("warnings", lambda l: " WARNING " in l),

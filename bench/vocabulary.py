@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-FAMILIES = ("engine stats", "spec decode", "KV transfer", "request log", "warnings", "ignored INFO", "access")
+FAMILIES = ("engine stats", "spec decode", "KV transfer", "request log", "requests finished", "warnings", "ignored INFO",
+            "access")
 
 
 def main() -> int:

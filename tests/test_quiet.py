@@ -38,19 +38,16 @@ def _rules():
 
 
 def _answer(line: str, families):
-    """The fast path's answer for a line it ignores: True (keeps nothing of it), ECHO (with rules: ignored, and
-    kept for the record's later lines), else None."""
-    q = fastpath._quiet(line, Clock(year=2026), families)
-    return q if fastpath.ignorable(line, Clock(year=2026), families) and (q is True or q is fastpath.ECHO) else None
+    """The fast path's answer for a line it ignores (keeping nothing of it): True, else None."""
+    q = fastpath.classify(line, Clock(year=2026), True, families)
+    return True if q is fastpath.IGNORE and fastpath.ignorable(line, Clock(year=2026), families) else None
 
 
 def _check(lines: list[str], families) -> tuple[int, int]:
-    """(quiet lines the scans found, lines the fast path ignores); every one found is such, and found an echo
-    record's start exactly when the fast path answers ECHO."""
-    quiet, echoed = QuietScan(families)(lines, list(range(len(lines))))
-    assert echoed <= quiet
+    """(quiet lines the scans found, lines the fast path ignores); every one found is such."""
+    quiet = QuietScan(families)(lines, list(range(len(lines))))
     for i in quiet:
-        assert _answer(lines[i], families) is (fastpath.ECHO if i in echoed else True), lines[i]
+        assert _answer(lines[i], families) is True, lines[i]
     return len(quiet), sum(_answer(line, families) is not None for line in lines)
 
 
@@ -67,28 +64,26 @@ def test_every_line_the_scans_find_quiet_is_ignorable_and_they_find_nearly_all(w
     assert found >= 0.85 * ignorable, (found, ignorable)
 
 
-def test_with_rules_the_scans_find_the_echo_records_the_fast_path_keeps():
-    """With a user's rules, a quiet line that starts a record echoing a client's text is answered ECHO (kept, so that
-    no rule without client_text reads its later lines): the scans find it as such, and never a line answered
-    True, whatever follows the echo's start (a visible character, a space, a character str.rstrip strips or not);
-    where they cannot tell, the line is asked."""
-    families = _rules()
+def test_the_scans_never_find_a_record_that_echoes_a_clients_text_quiet():
+    """A record that echoes a client's text is never merely ignored: the pipeline learns it, so that its later lines
+    (the client's text, under its header) are its own. The scans leave every such start to be asked, with rules or
+    without, whatever follows the start; a start's words further on in a message stop a line too (asked, not lost)."""
     head = JOURNALD + "(EngineCore pid=7) INFO 12-05 14:41:19 [scheduler.py:9] "
     tails = ["Finished request cmpl-1.", "Finished request ", "Finished request \x1c", "Finished request \xa0",
              "Finished request é", "Finished request \u2028", "Finished request  x", "Finished requestx",
-             " Finished request cmpl-1.", "Added request cmpl-2.", "response_body={}", "Foo] Finished request x"]
+             " Finished request cmpl-1.", "Added request cmpl-2.", "response_body={}", "Foo] Finished request x",
+             "zzz quiet"]
     lines = [head + t for t in tails]
-    quiet, echoed = QuietScan(families)(lines, list(range(len(lines))))
-    answers = [_answer(line, families) for line in lines]
-    assert [answers[i] for i in (1, 2, 3, 4, 5)] == [True, True, True, fastpath.ECHO, True]
-    assert echoed == {0, 6, 9, 10}  # (something visible after the echo's start: str.rstrip leaves it whole)
-    # nothing visible in ASCII after "request ": asked, as RE2 cannot tell what str.rstrip leaves
-    assert not quiet & {1, 2, 3, 4, 5}
-    assert {7, 8, 11} <= quiet  # (not an echo's start right after the header: quiet, no echo)
-    _check(lines, families)
-    # ... and without rules the same lines are simply quiet
-    quiet, echoed = QuietScan(BUILT_IN)(lines, list(range(len(lines))))
-    assert echoed == set() and {0, 9} <= quiet
+    for families in (BUILT_IN, _rules()):
+        quiet = QuietScan(families)(lines, list(range(len(lines))))
+        answers = [fastpath.classify(line, Clock(year=2026), True, families) for line in lines]
+        assert quiet == {7, 12}, quiet  # (no start's words in them)
+        for i in (0, 4, 6, 9, 10):  # (an echo's start right after the header: the pipeline's to read)
+            assert type(answers[i]) is tuple and answers[i][0] is fastpath.ECHO_RECORD, lines[i]
+        # (a start with nothing after it that str.rstrip keeps is no start, as the usual way reads it: ignored)
+        for i in (1, 2, 3, 5, 7, 8, 11, 12):
+            assert answers[i] is fastpath.IGNORE, lines[i]
+        _check(lines, families)
 
 
 QUIET = [line for line in ALL if fastpath.ignorable(line, Clock(year=2026))]
@@ -122,19 +117,19 @@ def test_the_runs_of_quiet_lines_end_where_a_line_is_not_one_and_go_on_after_it(
     for lines, want in (([quiet, quiet, "", quiet], {0, 1, 3}), (["", quiet, quiet], {1, 2}), ([quiet, ""], {0}),
                         ([quiet, "x", quiet, wide, quiet], {0, 2, 4}), ([wide, wide], set()), (["", ""], set()),
                         ([quiet], {0}), ([""], set())):
-        assert scan(lines, list(range(len(lines)))) == (want, set()), lines
+        assert scan(lines, list(range(len(lines)))) == want, lines
 
 
 def test_a_line_holding_a_line_feed_turns_the_scans_off():
     lines = [QUIET[0], QUIET[1] + "\n" + QUIET[2]]
-    assert QuietScan(BUILT_IN)(lines, [0, 1]) == (set(), set())
+    assert QuietScan(BUILT_IN)(lines, [0, 1]) == set()
 
 
 def _read(lines, scan: bool, monkeypatch, families=BUILT_IN):
     if scan:  # (every batch scanned: the scans never rest)
         monkeypatch.setattr(batch_reader, "REST_BATCHES", 0)
     else:
-        monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: (set(), set()))
+        monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: set())
     pipe = Pipeline(Clock(year=2026), families=families)
     out = []
     for at in range(0, len(lines), 500):
@@ -176,9 +171,8 @@ def test_a_log_read_with_the_scans_gives_what_it_gives_without_them(monkeypatch,
     monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: found.append(scan(self, lines, candidates))
                         or found[-1])
     with_scans = _read(lines, True, monkeypatch, families)
-    assert sum(len(q) for q, _ in found) >= least  # (the scans did find some)
+    assert sum(len(q) for q in found) >= least  # (the scans did find some)
     if log == "echo_mix":
-        assert sum(len(e) for _, e in found) >= 20  # (and echo records among them)
         rules = sum(1 for batch in with_scans[:-1] for e in batch[1] if e[0] == "rule")
         graphs = sum("Capturing CUDA graphs" in x for x in lines)
         assert rules == graphs - 30  # (a rule reads every such line but the 30 that follow an echo record)
@@ -202,24 +196,42 @@ def test_the_scans_rest_where_they_find_few_quiet_lines_and_come_back_where_they
     assert len(calls) == 4  # scanned again, and it pays: scanned on
 
 
-def test_with_rules_an_echo_record_the_scans_skip_still_keeps_its_later_lines_from_the_rules(monkeypatch):
-    """A client's text after an echo record's first line (same header) holds a rule's words: no rule without
-    client_text may read it, whether the scans or the fast path passed the record's first line."""
-    head = JOURNALD + "(EngineCore pid=7) INFO 12-05 14:41:19 [scheduler.py:9] "
-    echo, later = head + "Finished request cmpl-1.", head + "Capturing CUDA graphs"
+def test_an_echo_records_later_lines_are_its_own_in_batches_as_line_by_line(monkeypatch):
+    """A client's text after an echo record's first line (the same header) holds a rule's words, or a periodic line's:
+    no rule without client_text and no family may read it, in batches (where the scans leave the record's start to
+    the pipeline, which learns it) as line by line; once another record of the process began, a line with the first
+    one's header is no longer its; and a record that ends a batch keeps its later line, the next batch's first."""
     monkeypatch.setattr(batch_reader, "REST_BATCHES", 0)
     found = []
     scan = QuietScan.__call__
     monkeypatch.setattr(QuietScan, "__call__", lambda self, lines, candidates: found.append(scan(self, lines, candidates))
                         or found[-1])
 
-    def rule_events(lines):
-        pipe = Pipeline(Clock(year=2026), families=_rules())
-        return [e.kind for e in pipe.feed_batch(lines)[1]]
+    def head(second):
+        return JOURNALD + f"(EngineCore pid=7) INFO 12-05 14:41:{second:02d} [scheduler.py:9] "
 
-    assert rule_events(QUIET[:50] + [later]) == ["rule"]  # (the rule reads that line when no echo came before)
-    assert rule_events(QUIET[:50] + [echo, later]) == []
-    assert found[-1][1] == {50}  # (the scans found the echo record's start, and skipped it)
+    def both_ways(*batches):
+        kinds = []
+        for batched in (True, False):
+            pipe = Pipeline(Clock(year=2026), families=_rules())
+            if batched:
+                kinds.append([e.kind for lines in batches for e in pipe.feed_batch(lines)[1]])
+            else:
+                kinds.append([e.kind for lines in batches for line in lines for e in pipe.feed(line)[1]])
+        assert kinds[0] == kinds[1], batches
+        return kinds[0]
+
+    first, later = head(19) + "Finished request cmpl-1.", head(19) + "Capturing CUDA graphs"
+    kv = head(19) + "KV Transfer metrics: vllm:kv_offload_store_bytes=1000000, vllm:kv_offload_store_time=1.0"
+    other = head(20) + "Finished request cmpl-2."  # (another record of the process, with another header)
+    assert both_ways(QUIET[:50] + [later]) == ["rule"]  # (the rule reads that line when no echo came before)
+    assert both_ways(QUIET[:50] + [first, later]) == []
+    assert 50 not in found[-1] and len(found[-1]) > 40  # (the scans left the record's start to be asked)
+    assert both_ways(QUIET[:30] + [first, kv, later, other] + QUIET[:30]) == []
+    assert both_ways(QUIET[:30] + [first, other, later] + QUIET[:30]) == ["rule"]
+    assert both_ways(QUIET[:30] + [first], [later, kv] + QUIET[:30]) == []
+    assert both_ways(QUIET[:30] + [first, other], [later] + QUIET[:30]) == ["rule"]
+    assert both_ways(QUIET[:30] + [kv]) == ["kv_transfer"]
 
 
 def test_a_scan_that_fails_leaves_every_line_to_be_asked(monkeypatch):
@@ -238,4 +250,4 @@ def test_a_quiet_line_with_a_record_glued_on_is_not_the_scans_to_skip():
     plain = JOURNALD + "(Worker pid=7) INFO 12-05 14:41:19 [x.py:1] zzz"
     lines = [plain, glued, plain]
     assert not fastpath.ignorable(glued, Clock(year=2026))
-    assert QuietScan(BUILT_IN)(lines, [0, 1, 2]) == ({0, 2}, set())
+    assert QuietScan(BUILT_IN)(lines, [0, 1, 2]) == {0, 2}

@@ -305,17 +305,13 @@ def test_test_says_why_a_rule_refused_an_echo():
     assert refusal(spec, frame_line(UNLINKED, Clock(year=2026))) is None
 
 
-def test_an_echo_the_fast_path_ignores_still_marks_its_continuation_lines():
-    # the continuation case above, in the batch path: the first line is needle-free and quiet, so the fast
-    # path answers it without framing; with rules loaded it says it is an echo, the pipeline keeps the line
-    # and reads the header framing would have read when a rule matches a later line
-    from exporter.framing.frame import frame_line
-
+def test_an_echo_the_fast_path_reads_still_marks_its_continuation_lines():
+    # the continuation case above, in the batch path: the first line is needle-free, and the fast path hands it to
+    # the pipeline unframed (with rules or without), which learns the record and so takes the later line for it
     first, second = ECHOES["continuation"]
-    assert fastpath.classify(first, Clock(year=2026), True, families(specs())) is fastpath.ECHO
-    assert fastpath.classify(first, Clock(year=2026)) is fastpath.IGNORE  # without rules: as before
-    f = frame_line(first, Clock(year=2026))
-    assert fastpath.echo_key(first) == ((f.process, f.pid), f.header.rstrip())
+    for rules in (families(specs()), BUILT_IN):
+        got = fastpath.classify(first, Clock(year=2026), True, rules)
+        assert type(got) is tuple and got[0] is fastpath.ECHO_RECORD
     loose = [{k: v for k, v in RULES[0].items() if k not in ("logger", "level", "process")}]
     counts, events = feed_batch([first, second], loose)
     assert counts["ignored"] == 2 and ruled(events) == []

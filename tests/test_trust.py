@@ -166,6 +166,17 @@ SHAPES = {
                                              f"(streaming delta): output: {t!r}, finish_reason: None"], set()),
     "engine client, added": (lambda t: [H.format(level="INFO", logger="async_llm.py:578")
                                         + f"Added request chatcmpl-{_one_line(t)}."], set()),
+    # a body's id with a line break, the carriage return lost (a collector's doing): the record's later line is the
+    # client's text and the record's end, under the record's header (every line of it must stay the record's)
+    "engine client, added, body id with a newline, CR lost": (
+        lambda t: [H.format(level="INFO", logger="async_llm.py:578") + line for line in (
+            "Added request chatcmpl-x", f"{t}.")], set()),
+    "engine client, aborted, body id with a newline, CR lost": (
+        lambda t: [H.format(level="INFO", logger="async_llm.py:612") + line for line in (
+            "Aborted request(s) chatcmpl-x", f"{t}.")], {"request_log"}),
+    "response body, a line break in it": (
+        lambda t: [H.format(level="INFO", logger="log_response.py:52") + line for line in (
+            "response_body={'id': 'chatcmpl-1', 'choices': [{'text': 'x", t + "'}]}")], set()),
     "access path": (lambda t: ['(APIServer pid=1) INFO:     10.0.0.1:4242 - "GET /'
                                + quote(_one_line(t)) + ' HTTP/1.1" 404 Not Found'], {"access_log"}),
     "access path, decoded": (lambda t: ['INFO:     10.0.0.1:4242 - "GET /' + _one_line(t).replace('"', "%22")

@@ -92,12 +92,10 @@ class BatchReader:
                     raise
                 others, first, last, access = range(len(lines)), -1, -1, {}
         classify, clock, ignore, families = fastpath.classify, self.clock, fastpath.IGNORE, self.families
-        echo_seen, fast_echoes = fastpath.ECHO, self._fast_echoes
         fast_events, usual = self._fast_events, self._feed_usual
         # the lines no family wants, found by scanning the batch (exporter.stream.quiet): each is what the fast
         # path would call ignorable, counted without being looked at, while no traceback is open (an open one may
-        # take a line: it is asked as every line is); with a user's rules, those the fast path answers ECHO are kept
-        # as it keeps them. The scans cost every line they see ~0.5 us, and a call for each line they stop, so they
+        # take a line: it is asked as every line is). The scans cost every line they see ~0.5 us, and a call for each line they stop, so they
         # run where they pay: while they find at least half the batch's other lines quiet (a start-up, a DEBUG log);
         # when they find fewer (a busy server's periodic lines, the request log's), they rest for REST_BATCHES
         # batches, then try again. Either way the counts and events are the same.
@@ -105,20 +103,19 @@ class BatchReader:
         if scan and self._scan_rest:
             self._scan_rest -= 1
             scan = False
-        quiet = echoed = ()
+        quiet = ()
         if scan:
             try:
-                quiet, echoed = QuietScan.of(families)(lines, others)
+                quiet = QuietScan.of(families)(lines, others)
             except Exception:  # noqa: BLE001 - the guard: every line is asked on its own instead
-                quiet = echoed = ()
+                quiet = ()
         if scan and 2 * len(quiet) < len(others):
             self._scan_rest = REST_BATCHES
-        # the lines counted without being read: the access lines (up to ``last``) and, but where a user's rules keep
-        # some in their order (echoed), the quiet ones
+        # the lines counted without being read: the access lines (up to ``last``) and the quiet ones
         asked, bulk, counted_quiet = others, last, ()
-        if quiet and not echoed:
+        if quiet:
             asked = [i for i in others if i not in quiet]
-            counted_quiet, bulk, quiet = quiet, max(last, max(quiet)), ()
+            counted_quiet, bulk = quiet, max(last, max(quiet))
             counts[IGNORED] += len(counted_quiet)
         tracebacks = self._tracebacks
         done = -1  # the last line read
@@ -126,21 +123,12 @@ class BatchReader:
             if tracebacks and done < bulk:
                 break  # a traceback opened: the lines counted after it are read in order (below)
             done = i
-            if i in quiet and not tracebacks:
-                if echoed and i in echoed:  # (what the fast path does with a line it answers ECHO)
-                    fast_echoes.append(lines[i])
-                counts[IGNORED] += 1
-                continue
             line = lines[i]
             self.lineno = start + i  # feed() counts this line
             try:
                 # feed()'s own steps, unrolled: most of these lines are periodic or ignored ones
                 fast = classify(line, clock, True, families) if framed_as_is and not self._tracebacks else None
                 if fast is ignore:
-                    counts[IGNORED] += 1
-                    continue
-                if fast is echo_seen:
-                    fast_echoes.append(line)
                     counts[IGNORED] += 1
                     continue
                 # (a tuple: the fast path's event, unless this stream's state takes the line; else the usual way, with

@@ -141,6 +141,11 @@ class Echoes:
         headers[key] = (header, rec, rec if rec in echo.FACT_RECORDS else None)
         return rec
 
+    def header(self, key: tuple) -> str | None:
+        """The header of ``key``'s last echo record (white space stripped from its end), None if it has none."""
+        last = self._headers.get(key)
+        return last[0] if last is not None else None
+
     def continues(self, key: tuple, header: str) -> bool:
         """Whether a line of ``key`` with this header (white space stripped from its end) is a line of its last echo
         record: the same header (second, file and line)."""

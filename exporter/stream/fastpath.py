@@ -12,17 +12,16 @@ fields (tests compare the two on real and mutated lines); anything else goes the
 INFO or DEBUG, with no parser's needle in the message and nothing glued on, the usual way would
 count the line as ignored and make nothing of it; so it is not framed at all. A WARNING-or-worse
 record that no family wants is, the usual way, a ``log`` event and nothing else: that event is made
-here too (``_logged``), and the pipeline asks its own state before taking it.
+here too (``_logged``), and the pipeline asks its own state before taking it. A record that echoes a client's text
+(exporter.parsers.echo) is never merely ignored: the pipeline is handed it (``ECHO_RECORD``), so that the stream's
+echo state knows it and its later lines (the client's text, under its header) are its own, whatever they say; and
+the pipeline asks that state before it takes a periodic or WARNING line read here.
 
 With a user's rules (exporter.parsers.Families), a line holding the needle of a rule that may take it
 (one bound to no logger file and level, or to this line's) goes the usual way, so the rules see it framed,
 as the built-in families do. A periodic line read whole is searched only for the needles its shape's
 message can hold (exporter.parsers.reach): a rule whose words are no engine-stats, spec-decode or KV
-words costs those lines a dictionary look-up, not a substring search. With rules loaded, a quiet line
-that begins a record echoing a client's text (exporter.parsers.echo) is answered ECHO: ignored, and kept
-by the pipeline, which reads its header (``echo_key``) only when a rule matches a later line, so that the
-record's continuation lines reach no rule but one with ``client_text: true`` at the cost of a list
-append per echo line.
+words costs those lines a dictionary look-up, not a substring search.
 """
 
 from __future__ import annotations
@@ -64,9 +63,6 @@ _SHAPES = tuple(
 IGNORE = "ignore"  # what classify says of a line that ignorable() would pass
 
 
-ECHO = "echo"  # ... and, with a user's rules loaded, of such a line that begins a record echoing a client's text
-
-
 def classify(line: str, clock: Clock, quiet: bool = True, families: Families = BUILT_IN):
     """``match``'s answer for a line of one of the shapes (a tuple), IGNORE for one that ``ignorable``
     passes (unless ``quiet`` is False), else the usual way decides: with the wrapper's match when the
@@ -93,7 +89,7 @@ def match(line: str, clock: Clock, families: Families = BUILT_IN
     The caller has checked the line for ESC, caret and ``#033`` colour and carriage returns, as
     framing's fast shape requires."""
     got = classify(line, clock, quiet=False, families=families)
-    return got if type(got) is tuple else None
+    return got[:5] if type(got) is tuple else None
 
 
 def _admitted(where, level: str, file: str) -> bool:
@@ -147,23 +143,22 @@ def _shape(line: str, clock: Clock, start: str, kind: str, regex, fields, where,
     if out is None:
         return m
     proc, pid = m.group(10, 11)
-    return kind, out, when[0], proc, int(pid) if pid is not None and len(pid) <= 10 else None  # (framing's pid_of)
+    # (the match last: the pipeline reads the header from it only when the process has an echo record open)
+    return kind, out, when[0], proc, int(pid) if pid is not None and len(pid) <= 10 else None, m  # (pid: pid_of's)
 
 
 _QUIET_LEVELS = frozenset({"INFO", "DEBUG"})
 # a message holding none of these is read by no family (exporter.parsers.NO_NEEDLE_FILTERS)
 _HOLDS_A_NEEDLE = matcher(NO_NEEDLE_FILTERS)
-# first letter -> the echo records' starts with it (most quiet lines begin with none of those letters)
-_ECHO_BY_FIRST = {c: tuple(s for s, _ in echo.STARTS if s[0] == c) for c in {s[0] for s, _ in echo.STARTS}}
+# what the records that echo a client's text start with (exporter.parsers.echo: counted or not)
+_ECHO_STARTS = tuple(s for s, _ in echo.STARTS)
 
 
 # The words besides the needles that may make _quiet decline a line in the quiet shape, one for each of its checks
 # below (the periodic shapes' starts: classify hands such a line to its shape first): exporter.stream.quiet finds
 # the quiet lines of a batch by their absence, so a check added below adds its word here.
-QUIET_DECLINES = (*echo.COUNTED, *echo.FACT_WORDS, echo.REQUEST, TRACEBACK_START, " [",
+QUIET_DECLINES = (*_ECHO_STARTS, *echo.FACT_WORDS, echo.REQUEST, TRACEBACK_START, " [",
                   *(start for start, *_ in _SHAPES))
-# ... and with a user's rules, the starts of the records that echo a client's text (answered ECHO)
-QUIET_ECHOES = tuple(s for s, _ in echo.STARTS)
 
 
 def ignorable(line: str, clock: Clock, families: Families = BUILT_IN) -> bool:
@@ -171,12 +166,11 @@ def ignorable(line: str, clock: Clock, families: Families = BUILT_IN) -> bool:
     make no event of it. Same caller's checks as ``match``; a False says nothing."""
     if line[:1] not in _STARTS and not line[:1].isalpha():
         return False
-    q = _quiet(line, clock, families)
-    return q is True or q is ECHO
+    return _quiet(line, clock, families) is True
 
 
 def _quiet(line: str, clock: Clock, families: Families):
-    """True, ECHO (which is ignorable too), or not: False, or the wrapper's match when the line has it."""
+    """True, or not: False, the wrapper's match when the line has it, or another answer of classify's."""
     text = line.rstrip()
     m = common_match(text)
     if m is None:
@@ -185,13 +179,13 @@ def _quiet(line: str, clock: Clock, families: Families):
     if level not in _QUIET_LEVELS:
         return _logged(m, text, level, clock, families)
     msg = text[m.end():]
-    # (the request log's words first: a few prefix and substring tests, where the needles' search costs ~1 us)
-    if msg.startswith(echo.COUNTED):
-        return _counted(m, text, msg, clock)  # the request log's records, whose bounded facts are counted
-    if echo.FACT_WORDS[0] in msg or echo.FACT_WORDS[1] in msg:
-        return m  # ... and their later lines, when a line break in the id pushed their facts on
+    # (the echo records' words first: a few prefix and substring tests, where the needles' search costs ~1 us)
     if msg.startswith(echo.REQUEST) and echo.VALIDATION in msg:
         return m  # the engine core's refusal of a request, counted without its id (the same module)
+    if msg.startswith(_ECHO_STARTS):
+        return _echo_record(m, text, msg, clock)  # a record that echoes a client's text (its facts counted, if any)
+    if echo.FACT_WORDS[0] in msg or echo.FACT_WORDS[1] in msg:
+        return m  # ... and the request log's later lines, when a line break in the id pushed their facts on
     # (the needles: all searched at once, exporter.parsers.needles; with a user's rules, theirs too: those of the
     # rules that may take this logger file's and level's lines, Families.quiet_holds)
     ruled = families.rules
@@ -210,10 +204,6 @@ def _quiet(line: str, clock: Clock, families: Families):
         return m  # a traceback starting, or maybe another record glued on: the usual way decides
     if not _framed_as_matched(m, text, clock):
         return m
-    if ruled and (starts := _ECHO_BY_FIRST.get(msg[:1])) is not None and msg.startswith(starts):
-        # a record that echoes a client's text: ignored all the same, but its continuation lines (the
-        # same header) must reach no rule without client_text, so the pipeline is told (echo_key)
-        return ECHO
     return True
 
 
@@ -221,11 +211,13 @@ def _quiet(line: str, clock: Clock, families: Families):
 ECHO_RECORD = "echo record"
 
 
-def _counted(m, text: str, msg: str, clock: Clock):
-    """``(ECHO_RECORD, record, match, text, header)`` for an INFO or DEBUG record of the request log whose bounded facts are
-    counted (exporter.parsers.echo: a request received, a response generated, an abort, a LoRA adapter), one the usual
-    way frames as the wrapper's match says: what the pipeline reads unframed (``Pipeline._fast_echo``: its state says
-    whether the line begins a record or is a line of the last one's client text); else the wrapper's match."""
+def _echo_record(m, text: str, msg: str, clock: Clock):
+    """``(ECHO_RECORD, record, match, text, header)`` for an INFO or DEBUG record that echoes a client's text
+    (exporter.parsers.echo: the request log's, whose bounded facts are counted, a request received, a response
+    generated, an abort, a LoRA adapter; and those that count none, a request added or finished, a response's body),
+    one the usual way frames as the wrapper's match says: what the pipeline reads unframed (``Pipeline._fast_echo``: its
+    state says whether the line begins a record or is a line of the last one's client text, and learns the record);
+    else the wrapper's match."""
     header = text[m.start(12):m.end()]
     record = echo.begun(msg, header)
     if not record or not _framed_as_matched(m, text, clock):
@@ -300,7 +292,7 @@ def _logged(m, text: str, level: str, clock: Clock, families: Families):
 # the messages whose answer _logged keeps (per set of families), and the longest kept
 _PLAIN_MESSAGES, _PLAIN_CHARS = 1024, 512
 # what a message that is a record's continuation (a traceback's, a chain's) or an echo record's starts with
-_NOT_PLAIN_STARTS = (TRACEBACK_START, *CHAIN, *QUIET_ECHOES)
+_NOT_PLAIN_STARTS = (TRACEBACK_START, *CHAIN, *_ECHO_STARTS)
 
 
 def _plain(msg: str, families: Families) -> bool:
@@ -313,14 +305,3 @@ def _plain(msg: str, families: Families) -> bool:
             or (" [" in msg and any(w in msg for w in LEVEL_WORDS)):
         return False
     return not has_long_run(msg) and not families.log_hits(msg)
-
-
-def echo_key(line: str) -> tuple[tuple, str] | None:
-    """((process, pid), header) of a line classify answered ECHO, as framing reads them (the key and header
-    exporter.stream.boundary.Echoes keeps)."""
-    text = line.rstrip()
-    m = common_match(text)
-    if m is None:
-        return None
-    pid = m.group(11)
-    return (m.group(10), int(pid) if pid is not None else None), text[m.start(12):m.end()].rstrip()

@@ -10,7 +10,6 @@ output that carries no metric) or ``unparsed`` (nothing recognised it).
 
 from __future__ import annotations
 
-from collections import deque
 import re
 import time
 
@@ -97,10 +96,6 @@ class Pipeline(BatchReader):
         self._engine_of: dict[tuple, int] = {}
         self._cri = CriJoiner(max_line, on_cut)
         self._echoes = Echoes()  # records that echo a client's text, and their continuation lines
-        # with a user's rules: the last echo records the fast path skipped (fastpath.ECHO), read only when a
-        # rule matches a line, and what they said: (process, pid) -> header (Pipeline._unless_echoed)
-        self._fast_echoes: deque[str] = deque(maxlen=32)
-        self._rule_echoes: dict[tuple, str] = {}
         self.lifecycle = Lifecycle()  # what the error lines mean: a death, a stop, a failed start
 
     def _bad(self, line: str, error: BaseException) -> None:
@@ -147,10 +142,6 @@ class Pipeline(BatchReader):
                 if fast is fastpath.IGNORE:
                     self.lineno += 1
                     return IGNORED, []
-                if fast is fastpath.ECHO:
-                    self._fast_echoes.append(line)
-                    self.lineno += 1
-                    return IGNORED, []
                 if type(fast) is tuple:
                     made = self._fast_events(fast)
                     if made is not None:
@@ -168,15 +159,17 @@ class Pipeline(BatchReader):
         takes the line otherwise (the usual way reads it then)."""
         if fast[0] is fastpath.ECHO_RECORD:
             return self._fast_echo(fast)
-        if len(fast) == 6:  # a WARNING-or-worse record no family wants: what _classify does with it
-            kind, fields, ts, process, pid, header = fast
-            key = (process, pid)
-            if self._echoes.continues(key, header):
+        kind, fields, ts, process, pid, last = fast
+        key = (process, pid)
+        if kind == "log":  # a WARNING-or-worse record no family wants (``last``: its header): what _classify does
+            if self._echoes.continues(key, last):
                 return None  # a line of an echo record (the same header): its record's
-            self._opened(key, header, fields["message"])
-        else:
-            kind, fields, ts, process, pid = fast
-            self._attribute(kind, fields, (process, pid))
+            self._opened(key, last, fields["message"])
+        else:  # a periodic line (``last``: the wrapper's match)
+            open_echo = self._echoes.header(key)
+            if open_echo is not None and open_echo == last.string[last.start(12):last.end()].rstrip():
+                return None  # a line of an echo record's client text, whatever it says: its record's
+            self._attribute(kind, fields, key)
         self.lineno += 1
         return [Event(kind, fields, ts, process, pid, self.lineno)]
 
@@ -344,8 +337,6 @@ class Pipeline(BatchReader):
             events, ruled = self.families.parse(f)
         else:
             events, ruled = parse_frame(f), None
-        if ruled and (self._fast_echoes or self._rule_echoes):
-            ruled = self._unless_echoed(f, key, ruled)
         if ruled:
             for ev in ruled:
                 ev.ts, ev.process, ev.pid, ev.line = f.ts, f.process, f.pid, self.lineno
@@ -403,23 +394,6 @@ class Pipeline(BatchReader):
         tb.offer(f)
         self._tracebacks[key] = tb
         return done
-
-    def _unless_echoed(self, f: Frame, key: tuple, ruled: list[Event]) -> list[Event]:
-        """Rule events of a line that may continue an echo record the fast path skipped (it kept the line,
-        not its header, which is read here, when a rule matches): on such a line only the rules with
-        ``client_text: true`` (the built-in families' events are theirs, as without rules)."""
-        seen = self._rule_echoes
-        for line in self._fast_echoes:
-            got = fastpath.echo_key(line)
-            if got is not None:
-                if len(seen) >= Echoes.MAX_PROCESSES:
-                    seen.clear()
-                seen[got[0]] = got[1]
-        self._fast_echoes.clear()
-        header = f.header
-        if header is None or seen.get(key) != header.rstrip():
-            return ruled
-        return self.families.rule_events(f, echo=True)
 
     def _ruled(self, f: Frame, result: str, events: list[Event]) -> tuple[str, list[Event]]:
         """A frame the trust boundary keeps from the families (an echo of a client's text, or a JSON

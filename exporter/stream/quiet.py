@@ -10,21 +10,14 @@ a set look-up, and no Python object is made for it:
   that holds something visible (``QUIET_RUN_P``), one anchored call a run however long: a line
   outside every run is stopped;
 - the message: lines holding, after their header's ``] ``, any needle of any family or user rule
-  (``Families.filters``), any word the request log's records are counted by, a periodic line's start, a
-  traceback's start or ``" ["`` (another record glued on); or a colour reset that lost its ESC anywhere: each
-  such line is stopped.
+  (``Families.filters``), the start of any record that echoes a client's text (the pipeline learns each such
+  record), any word the request log's facts follow, a periodic line's start, a traceback's start or ``" ["``
+  (another record glued on); or a colour reset that lost its ESC anywhere: each such line is stopped.
 
 A line neither scan stops is one ``fastpath.ignorable`` passes: every reason it has to decline a line in that
 shape is a needle here (a superset: a line stopped for nothing is simply asked line by line). RE2 reads bytes,
 so the shape is written in ASCII classes (Python's ``\\s``, ``\\d`` and ``\\w`` take more characters): it finds a
 subset of the lines the fast path's pattern does, never a line that pattern would not match.
-
-With a user's rules, a quiet line whose message starts a record echoing a client's text (``Finished request
-...``) is one the fast path answers ECHO: ignored, but kept, so that no rule without ``client_text`` reads the
-record's later lines. A third scan finds runs of lines whose message starts so, and the quiet ones among them
-are kept as the fast path keeps them. A start that ends in a space is whole after ``str.rstrip`` only with
-something after it that is not white space to Python: a line with nothing visible in ASCII after it is stopped
-by the message scan and asked (Python's white space goes beyond ASCII's).
 
 tests/test_quiet.py compares the scans with the fast path over every fixture and capture line and generated
 ones. Without RE2 (no wheel) there is no scan: every line is asked line by line, with the same result.
@@ -40,7 +33,7 @@ from exporter.framing.frame import BARE_RESET, PROCESS_NAME_P
 from exporter.framing.wrappers import MONTHS
 from exporter.parsers import Families
 from exporter.parsers.needles import re2
-from exporter.stream.fastpath import QUIET_DECLINES, QUIET_ECHOES
+from exporter.stream.fastpath import QUIET_DECLINES
 
 # framing's common shapes (frame.common_match) without their groups, at INFO or DEBUG, journald's with the English
 # month names only (a month framing knows: record_time never says NO_MONTH for one), every class narrowed to ASCII
@@ -95,35 +88,24 @@ class QuietScan:
         words = _alternation((*families.filters, *QUIET_DECLINES))
         # a line start, then a needle after some "] " (the header's is the first: a needle after any of them is
         # in the message), or a bare colour reset anywhere
-        flags = rf"(?m)^(?:[^\n]*?\] [^\n]*?(?:{words})|[^\n]*?{BARE_RESET.pattern}"
-        echoes = None
-        if families.rules:
-            spaced = _alternation(w for w in QUIET_ECHOES if w[-1:] == " ")
-            # ... or, with rules, an echo record's start ending in a space with nothing visible after it (what
-            # str.rstrip leaves of it RE2 cannot tell: asked)
-            flags += rf"|{QUIET_SHAPE_P}(?:{spaced})[^!-~\n]*$"
-            # runs of lines whose message starts an echo record (of the quiet ones, whole after rstrip: above)
-            echoes = rf"(?m)^(?:{QUIET_SHAPE_P}(?:{_alternation(QUIET_ECHOES)})[^\n]*(?:\n|\z))+"
+        flags = rf"(?m)^(?:[^\n]*?\] [^\n]*?(?:{words})|[^\n]*?{BARE_RESET.pattern})"
         try:
-            compiled = [re2.compile(p.encode("utf-8", "surrogatepass"), options)
-                        for p in (flags + ")", QUIET_RUN_P, echoes) if p is not None]
+            compiled = [re2.compile(p.encode("utf-8", "surrogatepass"), options) for p in (flags, QUIET_RUN_P)]
             self._flags = compiled[0]
             self._match, self._runs = compiled[0]._regexp.Match, compiled[1]._regexp.Match
-            self._echoes = compiled[2]._regexp.Match if echoes is not None else None
             self._anywhere, self._at_start = re2._Anchor.UNANCHORED, re2._Anchor.ANCHOR_START
         except Exception:  # noqa: BLE001 - no scan: every line is asked line by line (same answers)
             self._flags = None
 
-    def __call__(self, lines: list[str], candidates: list[int]) -> tuple[set[int], set[int]]:
+    def __call__(self, lines: list[str], candidates: list[int]) -> set[int]:
         """The indices among ``candidates`` (into ``lines``, checked as the fast path requires: no ESC, caret
-        or #033 colour, no carriage return) of the lines ``fastpath.ignorable`` would pass, and those of them the
-        fast path answers ECHO (with a user's rules only)."""
+        or #033 colour, no carriage return) of the lines ``fastpath.ignorable`` would pass."""
         if self._flags is None or not candidates:
-            return set(), set()
+            return set()
         texts = [lines[i] for i in candidates]
         text = "\n".join(texts)
         if text.count("\n") != len(texts) - 1:
-            return set(), set()  # (a line holding a line feed: the scans' lines would not be the batch's)
+            return set()  # (a line holding a line feed: the scans' lines would not be the batch's)
         data = text.encode("utf-8", "surrogatepass")
         # line k starts at starts[k] (bytes); the scans' positions are mapped back by bisection
         if len(data) == len(text):
@@ -133,12 +115,7 @@ class QuietScan:
         stopped: set[int] = set()
         self._off_shape(data, starts, stopped)
         self._matched(self._match, data, starts, stopped)
-        quiet = {i for k, i in enumerate(candidates) if k not in stopped}
-        if self._echoes is None or len(quiet) == 0:
-            return quiet, set()
-        echoed: set[int] = set()
-        self._matched(self._echoes, data, starts, echoed)
-        return quiet, {i for k, i in enumerate(candidates) if k in echoed and k not in stopped}
+        return {i for k, i in enumerate(candidates) if k not in stopped}
 
     def _off_shape(self, data: bytes, starts: list[int], stopped: set[int]) -> None:
         """Adds to ``stopped`` the lines (their numbers in ``data``, which start at ``starts``) that are not in a
@@ -159,8 +136,8 @@ class QuietScan:
         stopped.update(range(line, len(starts) - 1))  # (an empty last line, or an empty text's one line)
 
     def _matched(self, match, data: bytes, starts: list[int], into: set[int]) -> None:
-        """Adds to ``into`` the lines (their numbers in ``data``) that ``match``'s matches hold: a match within a line
-        (the message scan's) or a run of whole lines (the echo records'); the search goes on from the next line.
+        """Adds to ``into`` the lines (their numbers in ``data``) that ``match``'s matches hold (each within a line);
+        the search goes on from the next line.
         (RE2's own Match, not its wrapper's finditer: a wrapper's match object costs ~2.5 us, as much as the line
         it saves.)"""
         anchor, end, find = self._anywhere, len(data), data.find
@@ -170,6 +147,6 @@ class QuietScan:
             if span[0] < 0:
                 break
             into.update(range(bisect_right(starts, span[0]) - 1, bisect_right(starts, span[1] - 1)))
-            at = find(b"\n", span[1] - 1) + 1  # (a run of whole lines ends just after its line feed, or at the end)
+            at = find(b"\n", span[1] - 1) + 1  # (the next line's start, or 0 at the end)
             if at == 0:
                 break
