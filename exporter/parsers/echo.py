@@ -86,6 +86,8 @@ STARTS = (
     ("response_body={", "response_body"),
 )
 _FIRST_LETTERS = frozenset(s[0] for s, _ in STARTS)
+# first letter -> the starts with it, in STARTS' order (a message is tried against two or four, not twelve)
+_BY_FIRST = {c: tuple((s, r) for s, r in STARTS if s[0] == c) for c in _FIRST_LETTERS}
 # the records whose facts are counted: a line starting so is not "ignorable" for exporter.stream.fastpath
 COUNTED = ("Received request ", "Generated response ", "Aborted request", "Loaded new LoRA adapter: ",
            "Removed LoRA adapter: ", "Reloaded LoRA adapter ", "Resolved and loaded LoRA adapter ", "Failed to load LoRA ")
@@ -121,7 +123,7 @@ def begun(message: str, header: str | None) -> str | None:
         return None  # LMCache's own records: its families read them from the words around the id
     if message.startswith(_VLLM_REQUEST_WORDS):
         return None  # vLLM's words, the id after them (exporter.parsers.serving_capacity reads them whole)
-    for start, record in STARTS:
+    for start, record in _BY_FIRST.get(message[:1], ()):
         if message.startswith(start):
             return record
     return ""
