@@ -74,6 +74,12 @@ def common_match(text: str) -> re.Match | None:
     return None
 
 
+def common_header(m: re.Match) -> str:
+    """The vLLM header of a ``common_match`` (its level to the message), white space stripped from its end: what a
+    Frame's ``header`` is, stripped, and what the stream's state keys a record's lines by."""
+    return m.string[m.start(12):m.end()].rstrip()
+
+
 @dataclass(slots=True)
 class Frame:
     """One physical line, unwrapped. ``message`` is what parsers read."""

@@ -30,7 +30,7 @@ import re
 
 from exporter.framing.clock import Clock
 from exporter.framing.frame import (BARE_RESET, COMMON_STARTS, LEVEL_WORDS, NO_MONTH, PLAIN_COMMON, STAMPED_COMMON,
-                                    TRACEBACK_START, common_match, record_time)
+                                    TRACEBACK_START, common_header, common_match, record_time)
 from exporter.parsers import BUILT_IN, NO_NEEDLE_FILTERS, Families, echo, engine_stats, kv_transfer, spec_decode, tool_parser
 from exporter.parsers._values import has_long_run
 from exporter.parsers.base import logger_stem
@@ -218,7 +218,7 @@ def _echo_record(m, text: str, msg: str, clock: Clock):
     one the usual way frames as the wrapper's match says: what the pipeline reads unframed (``Pipeline._fast_echo``: its
     state says whether the line begins a record or is a line of the last one's client text, and learns the record);
     else the wrapper's match."""
-    header = text[m.start(12):m.end()]
+    header = common_header(m)
     record = echo.begun(msg, header)
     if not record or not _framed_as_matched(m, text, clock):
         return m
@@ -286,7 +286,7 @@ def _logged(m, text: str, level: str, clock: Clock, families: Families):
         return m
     proc, pid = m.group(10, 11)
     return ("log", {"level": level.lower(), "logger": logger, "message": msg[:1000]}, when[0], proc,
-            int(pid) if pid is not None and len(pid) <= 10 else None, text[m.start(12):m.end()].rstrip())
+            int(pid) if pid is not None and len(pid) <= 10 else None, common_header(m))
 
 
 # the messages whose answer _logged keeps (per set of families), and the longest kept

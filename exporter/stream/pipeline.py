@@ -15,7 +15,7 @@ import time
 
 from exporter.framing.clock import Clock
 from exporter.framing.cri import CriJoiner, may_hold_parts
-from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, frame_line, record_time
+from exporter.framing.frame import LEVEL_WORDS, TRACEBACK_START, Frame, common_header, frame_line, record_time
 from exporter.framing.headers import pid_of
 from exporter.framing.json_records import looks_like_record, record_frames
 from exporter.framing.lines import MAX_LINE_BYTES, cut_text, joined
@@ -167,22 +167,23 @@ class Pipeline(BatchReader):
             self._opened(key, last, fields["message"])
         else:  # a periodic line (``last``: the wrapper's match)
             open_echo = self._echoes.header(key)
-            if open_echo is not None and open_echo == last.string[last.start(12):last.end()].rstrip():
+            if open_echo is not None and open_echo == common_header(last):
                 return None  # a line of an echo record's client text, whatever it says: its record's
             self._attribute(kind, fields, key)
         self.lineno += 1
         return [Event(kind, fields, ts, process, pid, self.lineno)]
 
     def _fast_echo(self, fast: tuple) -> list[Event] | None:
-        """A request-log record's facts (fastpath's ECHO_RECORD answer) as ``_classify`` reads them from its frame
-        (``_echo``); its time read only when it has one to count (most requests received name no adapter)."""
+        """An echo record's facts, if it counts any (fastpath's ECHO_RECORD answer), as ``_classify`` reads them from its
+        frame (``_echo``), the stream's echo state told of it; its time read only when it has a fact to count (most
+        requests received name no adapter)."""
         _, record, m, text, header = fast
         end = m.end()
         if self.families.client_text_table or len(text) - end > PARSE_WINDOW_CHARS:
             return None  # a user's rule that reads a client's text reads the frame; a longer message is cut first
         process, pid = m.group(10, 11)
         key = (process, pid_of(pid))
-        record = self._echoes.begins(key, header.rstrip(), record)
+        record = self._echoes.begins(key, header, record)
         self.lineno += 1
         events = self._echo_facts(record, key, text[end:], m.group(12), text[m.start(18):m.end(19)])
         if events:
