@@ -320,3 +320,30 @@ def test_an_echo_the_fast_path_reads_still_marks_its_continuation_lines():
     counts, events = feed_batch([first, API.format(level="INFO", file="async_llm.py:350") + "Added request b",
                                  later], loose)
     assert ruled(events) == [("offload_workers", {"workers": 99})]
+
+
+def test_an_access_line_without_uvicorns_level_prefix_is_no_rules_either_way():
+    """uvicorn's access line with its level prefix gone (a --log-config whose access format has no
+    %(levelprefix)s, or a wrapper that lost the record's start) is still the access log's: a client's path,
+    which no rule reads. Line by line it used to reach the rules (its frame is no uvicorn frame); in a batch
+    it is counted with the other access lines, unframed."""
+    from exporter.parsers.rules import refusal
+    from exporter.framing.clock import Clock as _Clock
+    from exporter.framing.frame import frame_line
+
+    rules = [{"name": "gets", "pattern": r'"(?P<method>GET|POST) /v1/', "metrics": [{"name": "custom_gets_total",
+                                                                                  "type": "counter"}]}]
+    lines = ['10.0.0.1:5 - "GET /v1/models HTTP/1.1" 200 OK',
+             'Aug 04 02:46:33 gpu-host vllm[4242]: 10.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK']
+    each = feed_each(lines, rules)
+    assert ruled(each) == []
+    assert [(e.fields["method"], e.fields["path"]) for e in each if e.kind == "access_log"] == [
+        ("GET", "/v1/models"), ("POST", "/v1/completions")]
+    counts, events = feed_batch(lines, rules)
+    assert ruled(events) == [] and counts[PARSED] == 2
+    # and `vllm-log-exporter test` says why the pattern's match counts nothing
+    (spec,) = specs(rules)
+    assert "access-log line" in refusal(spec, frame_line(lines[0], _Clock(year=2026)))
+    # a line of vLLM's own that quotes a request line stays the rule's
+    own = '(APIServer pid=1) INFO 08-04 02:46:33 [serving.py:1] proxied "GET /v1/models HTTP/1.1" for a client'
+    assert ruled(feed_each([own], rules)) == [("gets", {"method": "GET"})]

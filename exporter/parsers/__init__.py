@@ -358,6 +358,11 @@ class Families:
             return None, []
         n = len(PARSERS)
         events = _first_events(frame, PARSERS, [c for c in cands if c < n]) if cands[0] < n else None
+        if events and events[0].kind == "access_log":
+            # an access line (a client's path) is never a rule's, whatever framed it: not only uvicorn's own frames
+            # (the rules' origin check), but a line whose wrapper lost its record start too, which the batch path
+            # counts with the others unframed
+            return events, []
         out: list[Event] = []
         rules = self.rules
         for pos in cands:

@@ -11,7 +11,8 @@ names, the response-body middleware). Otherwise a prompt that quotes a line woul
 The pipeline keeps such records (and their continuation lines, and a JSON record's later message lines)
 from every rule but those with ``client_text: true`` (``Families.rule_events(frame, echo=True)``); a
 rule's own check here (``echo.recognise``) holds when a frame reaches it another way. uvicorn's lines (the access log: a client's path) are never a rule's: they are the
-access-log family's, and the batch path counts them without framing.
+access-log family's, and the batch path counts them without framing; so is any line that family reads, framed
+uvicorn's or not (a wrapper that lost the record's start).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import re
 from fnmatch import fnmatchcase
 
 from exporter.framing.frame import Frame
-from exporter.parsers import echo
+from exporter.parsers import access_log, echo
 from exporter.parsers.base import Parser
 from exporter.parsers.events import Event
 
@@ -89,8 +90,8 @@ def _origin_check(spec):
 def refusal(spec, f: Frame) -> str | None:
     """Why the rule does not take the frame because of where it comes from, in words (None: it may); what
     ``vllm-log-exporter test`` says when a rule's pattern matches a line the rule refused."""
-    if f.uvicorn:
-        return "it is uvicorn's (the access log's), which no rule reads"
+    if f.uvicorn or access_log.from_uvicorn(f) is not None:
+        return "it is an access-log line (uvicorn's, a client's path), which no rule reads"
     if spec.levels and f.level not in spec.levels:
         return f"its level {f.level or '(none)'} is not {' or '.join(spec.levels)}"
     if spec.loggers:
