@@ -34,7 +34,7 @@ def read_run(path: str, clock: Clock, since: float | None, until: float | None,
              max_line: int = MAX_LINE_BYTES, rules=(), price_per_hour: float | None = None) -> tuple[RunStats, dict]:
     """A log's RunStats and summary: what ``report`` prints and ``compare`` lines up, one code path.
     ``rules``: the user's rules (a section each); ``price_per_hour``: the Cost section's price."""
-    stats = RunStats(since, until, rules=rules)
+    stats = RunStats(since, until, rules=rules, window_tokens=price_per_hour is not None)
     scan = Pass(path, clock, max_line=max_line, rules=rules, neighbour_times=True)
     if since is None and until is None:
         for events, access, span in scan.batches():

@@ -77,7 +77,7 @@ SAID_IN_WORDS = ("model_not_found", "model_access", "address_in_use")
 
 class RunStats(Summary):
     def __init__(self, since: float | None = None, until: float | None = None, stats_interval: float = 10.0,
-                 rules=()):
+                 rules=(), window_tokens: bool = True):
         self.since, self.until = since, until
         # the user's rules (exporter.config.rules specs): a section each, when there are any
         self.rules = RuleStats(rules) if rules else None
@@ -148,9 +148,11 @@ class RunStats(Summary):
         # sleep mode, EPLB, elastic DP, V0 preemptions, hangs, diffusion decoding: a section when the run had any
         self.engine_ops = EngineOps(self)
         self._handlers.update(self.engine_ops.handlers())
-        # the tokens of the run, window by window as the exporter counts them (for the Cost section)
-        self.window_tokens = WindowTokens(stats_interval)
-        self.window_tokens.hook(self._handlers)
+        # the tokens of the run, window by window as the exporter counts them (for the Cost section, which exists
+        # only with a price: ``window_tokens=False`` spares a run without one a second stats clock on every window)
+        self.window_tokens = WindowTokens(stats_interval) if window_tokens else None
+        if self.window_tokens is not None:
+            self.window_tokens.hook(self._handlers)
         # The per-window series are appended to by their arrays' own append (no Python frame per
         # value) and folded every FOLD_EVERY events.
         self._traces = (self.gen, self.prompt, self.kv_usage, self.accept_len, self.accept_ratio,
