@@ -293,11 +293,10 @@ def test_a_first_line_after_hidden_all_zero_windows_is_one_interval_long(release
 def test_the_reports_cost_section_counts_the_first_window_as_the_exporter_does(release, scenario):
     """`report --price-per-hour` prices the tokens the exporter counts (its default 10 s interval here, vLLM
     at 2 s): the same first window, decided once the log shows the interval."""
-    from exporter.offline.report import cost
-
     truth, val, *_ = read(scenario, release, stats_interval=10.0)
-    stats, _ = read_run(str(FIXTURES / f"vllm-{release}-cpu" / f"{scenario}.log.gz"), Clock(year=2026), None, None)
-    c = cost.summary(stats, 1.0)
+    _, summary = read_run(str(FIXTURES / f"vllm-{release}-cpu" / f"{scenario}.log.gz"), Clock(year=2026), None, None,
+                          price_per_hour=1.0)
+    c = summary["cost"]
     assert c["generated_tokens"] == pytest.approx(val("vllm_log_generation_tokens_total"))
     assert c["prompt_tokens"] == pytest.approx(val("vllm_log_computed_prompt_tokens_total"))
     assert c["generated_tokens"] == pytest.approx(truth["vllm_final"]["generation_tokens"], rel=0.01)
@@ -317,11 +316,10 @@ def test_report_counts_every_captures_tokens_as_the_exporter_does(release, scena
     logging loop started: read with its neighbour's, the first window was cut by a second, 0.3-7 % of the
     generated tokens and up to 13 % of the prompt tokens on 13 of these captures (exporter.offline.passes
     OWN_TIME_ONLY)."""
-    from exporter.offline.report import cost
-
     _, val, *_ = read(scenario, release, stats_interval=10.0)
-    stats, _ = read_run(str(FIXTURES / f"vllm-{release}-cpu" / f"{scenario}.log.gz"), Clock(year=2026), None, None)
-    c = cost.summary(stats, 1.0)
+    _, summary = read_run(str(FIXTURES / f"vllm-{release}-cpu" / f"{scenario}.log.gz"), Clock(year=2026), None, None,
+                          price_per_hour=1.0)
+    c = summary["cost"]
     assert val("vllm_log_generation_tokens_total") > 0
     assert c["generated_tokens"] == pytest.approx(val("vllm_log_generation_tokens_total"), rel=1e-9)
     assert c["prompt_tokens"] == pytest.approx(val("vllm_log_computed_prompt_tokens_total"), rel=1e-9)
