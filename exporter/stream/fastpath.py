@@ -156,7 +156,8 @@ _ECHO_STARTS = tuple(s for s, _ in echo.STARTS)
 
 
 # The words besides the needles that may make _quiet decline a line in the quiet shape, one for each of its checks
-# below (the periodic shapes' starts: classify hands such a line to its shape first): exporter.stream.quiet finds
+# below (the periodic shapes' starts: classify hands a line whose message starts so to its shape; the scans decline
+# a line holding them anywhere, which asks a few more lines than needed): exporter.stream.quiet finds
 # the quiet lines of a batch by their absence, so a check added below adds its word here.
 QUIET_DECLINES = (*_ECHO_STARTS, *echo.FACT_WORDS, echo.REQUEST, TRACEBACK_START, " [",
                   *(start for start, *_ in _SHAPES))
