@@ -10,9 +10,9 @@ exporter.parsers.echo: the request logger's records, the engine client's request
 names, the response-body middleware). Otherwise a prompt that quotes a line would count as that line.
 The pipeline keeps such records (and their continuation lines, and a JSON record's later message lines)
 from every rule but those with ``client_text: true`` (``Families.rule_events(frame, echo=True)``); a
-rule's own check here (``echo.recognise``) holds when a frame reaches it another way. uvicorn's lines (the access log: a client's path) are never a rule's: they are the
-access-log family's, and the batch path counts them without framing; so is any line that family reads, framed
-uvicorn's or not (a wrapper that lost the record's start).
+rule's own check here (``echo.recognise``) holds when a frame reaches it another way. uvicorn's lines (the access
+log: a client's path) are never a rule's: they are the access-log family's, and the batch path counts them without
+framing; so is any line that family reads, framed uvicorn's or not (a wrapper that lost the record's start).
 """
 
 from __future__ import annotations

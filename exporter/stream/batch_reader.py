@@ -96,9 +96,9 @@ class BatchReader:
         # the lines no family wants, found by scanning the batch (exporter.stream.quiet): each is what the fast
         # path would call ignorable, counted without being looked at, while no traceback is open (an open one may
         # take a line: it is asked as every line is). The scans cost every line they see ~0.5 us, and a call for each
-        # line they stop, so they run where they pay: while they find at least half the batch's other lines quiet (a start-up, a DEBUG log);
-        # when they find fewer (a busy server's periodic lines, the request log's), they rest for REST_BATCHES
-        # batches, then try again. Either way the counts and events are the same.
+        # line they stop, so they run where they pay: while they find at least half the batch's other lines quiet (a
+        # start-up, a DEBUG log); when they find fewer (a busy server's periodic lines, the request log's), they rest
+        # for REST_BATCHES batches, then try again. Either way the counts and events are the same.
         scan = clean and not self._tracebacks and len(others) > 1
         if scan and self._scan_rest:
             self._scan_rest -= 1
